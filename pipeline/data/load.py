@@ -1,0 +1,95 @@
+"""Read the input layout of ``../shared/datasets`` (JSONL, one context per line) or the same data as Parquet.
+
+A record is ``{"context_id", "context", "candidates": [{"candidate_id", "system", "text", "scores": {...}}]}``.
+Records keep their location (file and line/row) so validation errors can point at them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pipeline.data.errors import InputError, Problem
+
+
+@dataclass(frozen=True)
+class Record:
+    location: str
+    data: Any
+
+
+@dataclass(frozen=True)
+class DatasetMeta:
+    attributes: tuple[str, ...] = ()
+    context_noun: str | None = None
+    candidate_noun: str | None = None
+
+
+def data_files(path: Path) -> list[Path]:
+    """The data files at ``path``: one .jsonl/.parquet file, or every .parquet/.jsonl file in a folder."""
+    if not path.exists():
+        raise FileNotFoundError(f"dataset path {path} does not exist")
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix in (".parquet", ".jsonl"))
+        if not files:
+            raise FileNotFoundError(f"dataset folder {path} holds no .parquet or .jsonl files")
+        return files
+    if path.suffix not in (".parquet", ".jsonl", ".json"):
+        raise ValueError(f"dataset path {path}: expected a .jsonl or .parquet file (or a folder of them)")
+    return [path]
+
+
+def read_records(path: Path, limit: int | None = None) -> Iterator[Record]:
+    """Yield the context records at ``path`` in file order, at most ``limit`` of them."""
+    count = 0
+    for file in data_files(path):
+        reader = _read_parquet(file) if file.suffix == ".parquet" else _read_jsonl(file)
+        for record in reader:
+            if limit is not None and count >= limit:
+                return
+            count += 1
+            yield record
+
+
+def _read_jsonl(file: Path) -> Iterator[Record]:
+    with file.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(
+                    [Problem(f"{file.name} line {lineno}", None, None, f"is not valid JSON ({exc.msg})")]
+                ) from exc
+            yield Record(f"{file.name} line {lineno}", data)
+
+
+def _read_parquet(file: Path) -> Iterator[Record]:
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(file)
+    row = 0
+    for batch in pf.iter_batches(batch_size=1024):
+        for data in batch.to_pylist():
+            row += 1
+            yield Record(f"{file.name} row {row}", data)
+
+
+def read_meta(path: Path | None) -> DatasetMeta:
+    """Read meta.json (attributes, nouns) if it exists; an absent file gives empty metadata."""
+    if path is None or not path.exists():
+        return DatasetMeta()
+    meta = json.loads(path.read_text(encoding="utf-8"))
+    return DatasetMeta(
+        attributes=tuple(meta.get("attributes", ())),
+        context_noun=meta.get("context_noun"),
+        candidate_noun=meta.get("candidate_noun"),
+    )
+
+
+def default_meta_path(path: Path) -> Path:
+    return (path if path.is_dir() else path.parent) / "meta.json"

@@ -1,0 +1,99 @@
+"""From the dataset config to validated tables and the words the prompts use."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.config import DatasetConfig
+from pipeline.data.demo import write_demo
+from pipeline.data.load import DatasetMeta, default_meta_path, read_meta, read_records
+from pipeline.data.validate import ValidatedInput, ValidationRules, validate_records
+from pipeline.prompts import PromptWords, resolve_adjectives
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class LoadedInput:
+    data: ValidatedInput
+    words: PromptWords
+    path: Path
+
+
+def resolve_path(path: str, root: Path) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else (root / p)
+
+
+def dataset_path(cfg: DatasetConfig, root: Path, cache_dir: Path) -> Path:
+    if cfg.name == "demo" and cfg.path is None:
+        return write_demo(cfg.demo, cache_dir / "demo")
+    if cfg.path is None:
+        raise ValueError(f"dataset {cfg.name!r} needs dataset.path (a .jsonl or .parquet file, or a folder)")
+    return resolve_path(cfg.path, root)
+
+
+def choose_attributes(cfg: DatasetConfig, meta: DatasetMeta, path: Path) -> list[str]:
+    if cfg.attributes:
+        return list(cfg.attributes)
+    if meta.attributes:
+        return list(meta.attributes)
+    raise ValueError(
+        f"no attributes to judge for {path}: set dataset.attributes=[...] (there is no meta.json listing them)"
+    )
+
+
+def load_input(cfg: DatasetConfig, correlation: str, root: Path, cache_dir: Path) -> LoadedInput:
+    path = dataset_path(cfg, root, cache_dir)
+    meta_path = resolve_path(cfg.meta_path, root) if cfg.meta_path else default_meta_path(path)
+    meta = read_meta(meta_path)
+    attributes = choose_attributes(cfg, meta, path)
+    unknown = [a for a in attributes if meta.attributes and a not in meta.attributes]
+    if unknown:
+        log.warning("attribute(s) %s are not listed in %s (%s)", unknown, meta_path, list(meta.attributes))
+    rules = ValidationRules(
+        attributes=tuple(attributes),
+        empty_text=cfg.empty_text,
+        empty_markers=tuple(cfg.empty_markers),
+        placeholder=cfg.placeholder,
+        allow_empty_context=cfg.allow_empty_context,
+        correlation=correlation,
+        max_candidates=cfg.max_candidates,
+    )
+    data = validate_records(read_records(path, limit=cfg.max_contexts), rules)
+    words = PromptWords(
+        context_noun=cfg.context_noun or meta.context_noun or "passage",
+        candidate_noun=cfg.candidate_noun or meta.candidate_noun or "summary",
+        adjectives=resolve_adjectives(attributes, cfg.adjectives),
+    )
+    report = data.report
+    log.info(
+        "input %s: %d contexts, %d candidates, attributes %s",
+        path,
+        report.n_contexts,
+        report.n_candidates,
+        attributes,
+    )
+    if report.empty_text_replaced:
+        log.warning(
+            "%d candidate(s) with empty text replaced by %r (dataset.empty_text=placeholder), e.g. %s",
+            len(report.empty_text_replaced),
+            cfg.placeholder,
+            report.empty_text_replaced[:3],
+        )
+    if report.empty_text_dropped:
+        log.warning(
+            "%d candidate(s) with empty text dropped (dataset.empty_text=drop), e.g. %s",
+            len(report.empty_text_dropped),
+            report.empty_text_dropped[:3],
+        )
+    if report.attributes_without_scores:
+        log.warning(
+            "attribute(s) %s have no human scores: scores are reported without correlation",
+            report.attributes_without_scores,
+        )
+    if report.missing_scores:
+        log.warning("candidates without a human score (left out of correlations): %s", report.missing_scores)
+    return LoadedInput(data=data, words=words, path=path)

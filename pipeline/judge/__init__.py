@@ -1,0 +1,1 @@
+"""The LLM judge: engines that read first-token label log-probabilities, and the stage that drives them."""

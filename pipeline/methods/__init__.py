@@ -1,0 +1,104 @@
+"""Comparison selection, debiasing and scoring for LLM comparative assessment (pure numpy/scipy).
+
+Implements the methods of "LLM Comparative Assessment" (Liusie, Manakul & Gales, EACL 2024) and
+"Efficient LLM Comparative Assessment: a Product of Experts Framework" (Liusie, Raina, Fathullah &
+Gales, 2024), with the data convention of ``choix``: ``n_items``, and per comparison ``i[k]``, ``j[k]``
+(int64) and ``p[k]`` (float64), the probability that ``i[k]`` beats ``j[k]`` (``i[k]`` in slot A when the
+judge is position-aware). Higher score = better.
+
+The package attributes named after a scorer are its *modules* (``from pipeline.methods import
+poe_gaussian; poe_gaussian.fit(...)``); the scoring functions are in :data:`SCORERS` and in their modules
+(``poe_gaussian.poe_gaussian``). The efficiency curves live in :mod:`pipeline.methods.efficiency`
+(imported on demand).
+
+Modules: :mod:`.selection` (which pairs to judge), :mod:`.debias` (positional bias), one module per
+scorer (:mod:`.win_ratio`, :mod:`.average_probability`, :mod:`.bradley_terry`, :mod:`.poe_gaussian`,
+:mod:`.poe_bt`, :mod:`.poe_laplace`, :mod:`.ml_ranking`), :mod:`.metrics`, :mod:`.efficiency` (with the
+batched scorers of :mod:`.batched`), :mod:`.simulate`, :mod:`.validate` and :mod:`.errors`.
+
+Importing this package imports numpy only; scipy is imported inside the functions that use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from . import (
+    average_probability,
+    bradley_terry,
+    debias,
+    errors,
+    metrics,
+    ml_ranking,
+    poe_bt,
+    poe_gaussian,
+    poe_laplace,
+    selection,
+    simulate,
+    validate,
+    win_ratio,
+)
+from .errors import ComparisonError
+from .poe_gaussian import GaussianFit
+from .validate import check_comparisons
+
+__all__ = [
+    "SCORERS",
+    "ComparisonError",
+    "GaussianFit",
+    "average_probability",
+    "bradley_terry",
+    "check_comparisons",
+    "debias",
+    "errors",
+    "metrics",
+    "ml_ranking",
+    "poe_bt",
+    "poe_gaussian",
+    "poe_laplace",
+    "score",
+    "selection",
+    "simulate",
+    "validate",
+    "win_ratio",
+]
+
+Scorer = Callable[..., NDArray[np.float64]]
+
+#: Scorer registry: ``f(n_items, i, j, p) -> scores (n_items,)``, higher is better.
+SCORERS: dict[str, Scorer] = {
+    "win_ratio": win_ratio.win_ratio,
+    "avg_prob": average_probability.average_probability,
+    "bradley_terry": bradley_terry.bradley_terry,
+    "poe_gaussian": poe_gaussian.poe_gaussian,
+    "poe_gaussian_hard": poe_gaussian.poe_gaussian_hard,
+    "poe_bt": poe_bt.poe_bt,
+    "poe_laplace": poe_laplace.poe_laplace,
+    "ml_ranking": ml_ranking.ml_ranking,
+}
+
+
+def score(
+    method: str, n_items: int, i: ArrayLike, j: ArrayLike, p: ArrayLike, **options: Any
+) -> NDArray[np.float64]:
+    """Scores of ``n_items`` items from comparisons with the registered scorer ``method``.
+
+    ``options`` are passed to the scorer (e.g. ``threshold`` for ``"win_ratio"``, ``beta`` for
+    ``"poe_gaussian"``).
+
+    Raises
+    ------
+    ValueError
+        Unknown ``method`` (the message lists the valid names).
+    ComparisonError
+        Invalid comparisons (see :mod:`.validate`).
+    """
+    try:
+        scorer = SCORERS[method]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown scoring method {method!r}; valid: {', '.join(sorted(SCORERS))}") from None
+    return scorer(n_items, i, j, p, **options)

@@ -1,0 +1,142 @@
+"""Stage 4: reduce the judgments with Polars into p(A wins), position bias and debiased pair probabilities.
+
+- p(A wins) per judged prompt: p(A) / (p(A) + p(B)) over the label words' first-token probabilities.
+- Position bias per judge, attribute and template: P(A) = mean p(A wins) (EACL eq. 8), before and after
+  debiasing, with the share of hard decisions for A and the probability mass on the label words.
+- Comparisons: the two orderings of each pair joined; the debiased probability that i beats j is the mean of
+  the available estimates {p_ij, 1 - p_ji}, after alpha reweighting when ``debias=alpha`` (EACL eqs. 9-10).
+  With both orderings and ``debias=average`` that is (p_ij + 1 - p_ji) / 2 (PoE section 4.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from pipeline.methods.debias import balancing_alpha, reweight
+
+GROUP = ["judge", "attribute", "template_id"]
+PAIR = [*GROUP, "context_id", "cand_i", "cand_j"]
+
+
+class CoverageError(RuntimeError):
+    """The judgments do not cover every pair exactly once per ordering."""
+
+
+@dataclass(frozen=True)
+class Reduced:
+    judgments: pl.DataFrame  # with p_a (and p_a_debiased)
+    comparisons: pl.DataFrame  # COMPARISONS
+    position_bias: pl.DataFrame
+    alphas: dict[tuple[str, str, str], float]
+
+
+def with_p_a(judgments: pl.DataFrame) -> pl.DataFrame:
+    return judgments.with_columns(
+        p_a=1.0 / (1.0 + (pl.col("logprob_b") - pl.col("logprob_a")).exp()),
+        label_mass=pl.col("logprob_a").exp() + pl.col("logprob_b").exp(),
+    )
+
+
+def check_coverage(judgments: pl.DataFrame, orderings: str) -> None:
+    """Every prompt judged once; with both orderings, every pair judged in both."""
+    keys = [*GROUP, "context_id", "cand_a", "cand_b"]
+    dup = judgments.group_by(keys).len().filter(pl.col("len") > 1)
+    if dup.height:
+        first = dup.row(0, named=True)
+        raise CoverageError(
+            f"{dup.height} comparison(s) judged more than once, e.g. context {first['context_id']!r} "
+            f"A={first['cand_a']!r} B={first['cand_b']!r} ({first['attribute']}, {first['template_id']})"
+        )
+    if orderings == "both":
+        reverse = judgments.select(
+            *GROUP, "context_id", pl.col("cand_b").alias("cand_a"), pl.col("cand_a").alias("cand_b")
+        )
+        lonely = reverse.join(judgments.select(keys), on=keys, how="anti")
+        if lonely.height:
+            first = lonely.row(0, named=True)
+            raise CoverageError(
+                f"{lonely.height} pair(s) judged in one ordering only, e.g. context {first['context_id']!r} "
+                f"{first['cand_b']!r} vs {first['cand_a']!r} ({first['attribute']}, {first['template_id']})"
+            )
+
+
+def position_bias(judgments: pl.DataFrame, debiased_col: str) -> pl.DataFrame:
+    return (
+        judgments.group_by(GROUP)
+        .agg(
+            n=pl.len(),
+            p_a=pl.col("p_a").mean(),
+            p_a_hard=(pl.col("p_a") > 0.5).mean(),
+            p_a_debiased=pl.col(debiased_col).mean(),
+            label_mass=pl.col("label_mass").mean(),
+            prompt_tokens=pl.col("prompt_tokens").sum(),
+            cached_tokens=pl.col("cached_tokens").sum(),
+        )
+        .with_columns(cache_share=pl.col("cached_tokens") / pl.col("prompt_tokens"))
+        .sort(GROUP)
+    )
+
+
+def debias_judgments(
+    judgments: pl.DataFrame, debias: str
+) -> tuple[pl.DataFrame, dict[tuple[str, str, str], float]]:
+    """Add ``p_a_w``: p(A wins) after alpha reweighting (or unchanged), and the alpha of each group."""
+    if debias != "alpha":
+        return judgments.with_columns(p_a_w=pl.col("p_a")), {}
+    alphas: dict[tuple[str, str, str], float] = {}
+    parts = []
+    for key, group in judgments.group_by(GROUP, maintain_order=True):
+        p = group["p_a"].to_numpy()
+        alpha = balancing_alpha(p)
+        alphas[tuple(key)] = alpha  # type: ignore[assignment]
+        parts.append(group.with_columns(p_a_w=pl.Series(reweight(p, alpha), dtype=pl.Float64)))
+    return pl.concat(parts), alphas
+
+
+def join_orderings(judgments: pl.DataFrame) -> pl.DataFrame:
+    """One row per unordered pair (cand_i < cand_j): p_ij, p_ji (raw) and p, the debiased P(i beats j)."""
+    canonical = judgments.with_columns(
+        cand_i=pl.min_horizontal("cand_a", "cand_b"),
+        cand_j=pl.max_horizontal("cand_a", "cand_b"),
+    )
+    i_in_a = pl.col("cand_a") == pl.col("cand_i")
+    return (
+        canonical.group_by(PAIR, maintain_order=True)
+        .agg(
+            p_ij=pl.col("p_a").filter(i_in_a).first(),
+            p_ji=pl.col("p_a").filter(~i_in_a).first(),
+            # estimates of P(i beats j): p_ij from the (i, j) ordering, 1 - p_ji from the (j, i) ordering
+            p=pl.when(i_in_a).then(pl.col("p_a_w")).otherwise(1.0 - pl.col("p_a_w")).mean(),
+        )
+        .sort(PAIR)
+    )
+
+
+def reduce_judgments(judgments: pl.DataFrame, debias: str, orderings: str) -> Reduced:
+    check_coverage(judgments, orderings)
+    j = with_p_a(judgments)
+    j, alphas = debias_judgments(j, debias)
+    comparisons = join_orderings(j)
+    # P(A) after debiasing: the debiased probability that the slot-A candidate wins, per ordered prompt.
+    per_prompt = j.join(
+        comparisons.select(*PAIR, "p"),
+        left_on=[
+            *GROUP,
+            "context_id",
+            pl.min_horizontal("cand_a", "cand_b"),
+            pl.max_horizontal("cand_a", "cand_b"),
+        ],
+        right_on=PAIR,
+        how="left",
+    ).with_columns(
+        p_a_debiased=pl.when(pl.col("cand_a") < pl.col("cand_b"))
+        .then(pl.col("p"))
+        .otherwise(1.0 - pl.col("p"))
+    )
+    bias = position_bias(per_prompt, "p_a_debiased")
+    if np.isnan(comparisons["p"].to_numpy()).any():
+        raise CoverageError("a debiased probability is NaN; check the judgments' label log-probabilities")
+    return Reduced(judgments=j, comparisons=comparisons, position_bias=bias, alphas=alphas)

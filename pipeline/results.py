@@ -1,0 +1,50 @@
+"""Open a finished run's folder: its tables as Polars frames (for notebooks and scripts)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+
+
+@dataclass
+class RunTables:
+    run_dir: Path
+    config: dict
+    judgments: pl.DataFrame
+    comparisons: pl.DataFrame
+    position_bias: pl.DataFrame
+    scores: pl.DataFrame
+    correlations: pl.DataFrame
+    candidates: pl.DataFrame
+    human_scores: pl.DataFrame
+
+
+def latest_run_dir(output_root: Path) -> Path:
+    """The most recently finished run under ``output_root/runs`` (one holding a summary.txt)."""
+    runs = sorted((output_root / "runs").glob("*/*/summary.txt"), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        raise FileNotFoundError(f"no finished run under {output_root / 'runs'}; run `make run` first")
+    return runs[-1].parent
+
+
+def load_run(run_dir: Path) -> RunTables:
+    tables = run_dir / "tables"
+
+    def read(name: str) -> pl.DataFrame:
+        path = tables / f"{name}.parquet"
+        return pl.read_parquet(path) if path.exists() else pl.DataFrame()
+
+    return RunTables(
+        run_dir=run_dir,
+        config=json.loads((run_dir / "config.json").read_text()),
+        judgments=read("judgments"),
+        comparisons=read("comparisons"),
+        position_bias=read("position_bias"),
+        scores=read("scores"),
+        correlations=read("correlations"),
+        candidates=read("candidates"),
+        human_scores=read("human_scores"),
+    )

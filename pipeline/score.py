@@ -1,0 +1,110 @@
+"""Stage 5: turn the debiased comparisons of each context into scores and ranks, per method.
+
+The maths is in :mod:`pipeline.methods`; this module only groups the comparisons by context, maps candidate
+ids to indices and back, and records contexts a method cannot score (e.g. a disconnected comparison graph)
+so they are counted and reported instead of dropped silently.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+from scipy.stats import rankdata
+
+from pipeline.methods import score as run_scorer
+from pipeline.methods.errors import ComparisonError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Scored:
+    scores: pl.DataFrame
+    # (judge, attribute, template_id, method, context_id, reason) for every context a method could not score
+    unscored: list[tuple[str, str, str, str, str, str]] = field(default_factory=list)
+
+
+def ranks(scores: np.ndarray) -> np.ndarray:
+    """1 = best; tied scores share the smallest rank."""
+    return rankdata(-scores, method="min").astype(np.int32)
+
+
+def comparison_arrays(
+    group: pl.DataFrame, index: dict[str, int], debias: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(i, j, p) for the scorers. With ``debias=none`` each judged ordering is its own comparison (raw p);
+    otherwise one comparison per pair with the debiased p."""
+    ci = np.array([index[c] for c in group["cand_i"].to_list()], dtype=np.int64)
+    cj = np.array([index[c] for c in group["cand_j"].to_list()], dtype=np.int64)
+    if debias != "none":
+        return ci, cj, group["p"].to_numpy().astype(np.float64)
+    p_ij = group["p_ij"].to_numpy(allow_copy=True).astype(np.float64)
+    p_ji = group["p_ji"].to_numpy(allow_copy=True).astype(np.float64)
+    has_ij, has_ji = ~np.isnan(p_ij), ~np.isnan(p_ji)
+    i = np.concatenate([ci[has_ij], cj[has_ji]])
+    j = np.concatenate([cj[has_ij], ci[has_ji]])
+    return i, j, np.concatenate([p_ij[has_ij], p_ji[has_ji]])
+
+
+def score_comparisons(
+    comparisons: pl.DataFrame,
+    candidates: pl.DataFrame,
+    human_scores: pl.DataFrame,
+    methods: list[str],
+    debias: str,
+) -> Scored:
+    """SCORES rows for every (judge, attribute, template, context) group and method."""
+    members = {
+        cid: group.sort("candidate_index")["candidate_id"].to_list()
+        for (cid,), group in candidates.group_by(["context_id"], maintain_order=True)
+    }
+    rows: dict[str, list] = {k: [] for k in ("judge", "attribute", "template_id", "method", "context_id")}
+    rows.update(candidate_id=[], score=[], rank=[])
+    unscored = []
+    for (judge, attribute, template_id, context_id), group in comparisons.group_by(
+        ["judge", "attribute", "template_id", "context_id"], maintain_order=True
+    ):
+        cands = members[context_id]
+        index = {c: n for n, c in enumerate(cands)}
+        i, j, p = comparison_arrays(group, index, debias)
+        for method in methods:
+            try:
+                s = np.asarray(run_scorer(method, len(cands), i, j, p), dtype=np.float64)
+            except ComparisonError as exc:
+                unscored.append((judge, attribute, template_id, method, context_id, str(exc)))
+                continue
+            n = len(cands)
+            rows["judge"] += [judge] * n
+            rows["attribute"] += [attribute] * n
+            rows["template_id"] += [template_id] * n
+            rows["method"] += [method] * n
+            rows["context_id"] += [context_id] * n
+            rows["candidate_id"] += cands
+            rows["score"] += s.tolist()
+            rows["rank"] += ranks(s).tolist()
+    if unscored:
+        log.warning(
+            "%d (context, method) group(s) could not be scored and are left out of the scores, e.g. %s / %s: %s",
+            len(unscored),
+            unscored[0][4],
+            unscored[0][3],
+            unscored[0][5],
+        )
+    scores = pl.DataFrame(
+        rows,
+        schema={
+            "judge": pl.String,
+            "attribute": pl.String,
+            "template_id": pl.String,
+            "method": pl.String,
+            "context_id": pl.String,
+            "candidate_id": pl.String,
+            "score": pl.Float64,
+            "rank": pl.Int32,
+        },
+    )
+    scores = scores.join(human_scores, on=["context_id", "candidate_id", "attribute"], how="left")
+    return Scored(scores=scores, unscored=unscored)

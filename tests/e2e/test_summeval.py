@@ -1,0 +1,35 @@
+"""SummEval from ../shared through the in-process executor (no Ray), with correlations against humans."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from pipeline.run import run
+from tests.conftest import compose
+
+pytestmark = [pytest.mark.engine, pytest.mark.slow]
+
+
+def test_summeval_small_in_process(datasets, tmp_path):
+    cfg = compose(
+        [
+            "experiment=summeval_3ctx",
+            "runtime=inprocess",
+            f"dataset.path={datasets / 'summeval' / 'summeval.jsonl'}",
+            "dataset.max_contexts=2",
+            "dataset.max_candidates=5",
+            "judge.env.VLLM_CPU_KVCACHE_SPACE=2",
+            f"paths.output_root={tmp_path}",
+            "tracking.plots=false",
+        ]
+    )
+    result = run(cfg)
+    j = pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
+    assert j.height == 2 * 5 * 4 and j["attribute"].unique().to_list() == ["coherence"]
+    corr = pl.read_parquet(result.run_dir / "tables" / "correlations.parquet")
+    assert set(corr["method"]) == set(cfg.scoring.methods)
+    assert corr["n_contexts"].to_list() == [2] * corr.height
+    assert all(-1 <= v <= 1 for v in corr["spearman"])
+    assert "coherence/poe_gaussian/spearman" in result.metrics
+    assert result.metrics["judge/prefix_cache_share"] > 0.3  # the article is shared by every prompt

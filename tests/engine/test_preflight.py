@@ -1,0 +1,72 @@
+"""Pre-flight with the real judge tokenizer: label words and prompt lengths (refuse or truncate, counted)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from pipeline.config import PromptConfig
+from pipeline.data.errors import InputError
+from pipeline.judge.labels import LabelError, resolve_labels
+from pipeline.preflight import TRUNCATION_MARK, check_prompt_lengths
+from pipeline.prompts import PromptWords
+from pipeline.schemas import CANDIDATES
+
+pytestmark = pytest.mark.engine
+WORDS = PromptWords("passage", "summary", {"coherence": "coherent"})
+
+
+def table(context: str, texts: list[str]) -> pa.Table:
+    n = len(texts)
+    return pa.table(
+        {
+            "context_id": ["c1"] * n,
+            "context": [context] * n,
+            "candidate_id": [f"x{k}" for k in range(n)],
+            "candidate_index": list(range(n)),
+            "system": [None] * n,
+            "text": texts,
+        },
+        schema=CANDIDATES,
+    )
+
+
+def test_label_words_are_single_tokens(tokenizer):
+    labels = resolve_labels(tokenizer, [" A", "A"], [" B", "B"], "smollm2")
+    assert labels.n_a == 2 and len(set(labels.token_ids)) == 4
+    with pytest.raises(LabelError, match="'Summary A' is 2 tokens"):
+        resolve_labels(tokenizer, ["Summary A"], [" B"], "smollm2")
+
+
+def test_short_prompts_pass_unchanged(tokenizer):
+    cands = table("A short passage.", ["one summary", "another summary", "a third"])
+    out = check_prompt_lengths(cands, ["coherence"], PromptConfig(), WORDS, tokenizer, True, 512)
+    assert out.truncated == [] and out.candidates.equals(cands)
+    assert 20 < out.longest_prompt_tokens < 100
+
+
+def test_too_long_is_refused_with_names(tokenizer):
+    cands = table("word " * 600, ["short", "a much longer summary " * 5, "mid length one"])
+    with pytest.raises(InputError) as info:
+        check_prompt_lengths(
+            cands, ["coherence"], PromptConfig(too_long="refuse"), WORDS, tokenizer, True, 256
+        )
+    message = str(info.value)
+    assert "context 'c1'" in message and "x1 + x2" in message and "field 'context'" in message
+
+
+def test_too_long_is_truncated_and_counted(tokenizer):
+    cands = table("word " * 600, ["short", "a much longer summary " * 5, "mid length one"])
+    out = check_prompt_lengths(
+        cands, ["coherence"], PromptConfig(too_long="truncate"), WORDS, tokenizer, True, 256
+    )
+    assert out.truncated == ["c1"]
+    assert out.longest_prompt_tokens <= 255
+    context = out.candidates.column("context").to_pylist()[0]
+    assert context.endswith(TRUNCATION_MARK) and len(context) < 3000
+
+
+def test_candidates_too_long_for_any_context_are_refused(tokenizer):
+    cands = table("ctx", ["long " * 400, "long " * 400])
+    with pytest.raises(InputError, match="even with the context truncated away"):
+        check_prompt_lengths(cands, ["coherence"], PromptConfig(), WORDS, tokenizer, True, 256)

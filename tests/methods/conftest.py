@@ -1,0 +1,51 @@
+"""Shared fixtures and helpers of the methods-library tests."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+GOLDEN_DIR = Path(__file__).parent / "golden"
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(20240501)
+
+
+def load_golden(name: str) -> list[dict]:
+    data = json.loads((GOLDEN_DIR / f"{name}.json").read_text())
+    assert data["scorer"] == name
+    return data["cases"]
+
+
+def full_ordered(n: int) -> tuple[np.ndarray, np.ndarray]:
+    a, b = np.nonzero(~np.eye(n, dtype=bool))
+    return a.astype(np.int64), b.astype(np.int64)
+
+
+def random_connected(n: int, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """A chain through a random permutation plus k - (n - 1) random extra comparisons (random slots)."""
+    perm = rng.permutation(n)
+    i = list(perm[:-1])
+    j = list(perm[1:])
+    extra = k - (n - 1)
+    a = rng.integers(0, n, extra)
+    b = (a + rng.integers(1, n, extra)) % n
+    i += list(a)
+    j += list(b)
+    i, j = np.array(i, dtype=np.int64), np.array(j, dtype=np.int64)
+    flip = rng.random(k) < 0.5
+    i[flip], j[flip] = j[flip], i[flip].copy()
+    return i, j
+
+
+def laplacian(n: int, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """Dense W^T W built from an explicit incidence matrix (independent of the library)."""
+    w = np.zeros((len(i), n))
+    w[np.arange(len(i)), i] = 1.0
+    w[np.arange(len(i)), j] = -1.0
+    return w.T @ w
