@@ -57,7 +57,8 @@ class PairsConfig:
     # all_pairs (every unordered pair, so N(N-1) ordered prompts) | balanced_random | greedy_optimal | random
     # | no_repeat | symmetric | all_ordered. Ordered selections are folded into unordered pairs.
     strategy: str = "all_pairs"
-    # Unordered pairs per context for the sampling strategies; or give `fraction` of all N(N-1)/2 pairs.
+    # Unordered pairs per context for the sampling strategies, or `fraction` of all N(N-1)/2 pairs; when
+    # both are set, k wins (so `pairs=balanced pairs.k=500` overrides the preset's fraction).
     k: int | None = None
     fraction: float | None = None
     # both: every pair is judged in both orderings (the product's rule). one: only the selected ordering.
@@ -124,7 +125,9 @@ class ScoringConfig:
     methods: list[str] = field(
         default_factory=lambda: ["win_ratio", "avg_prob", "bradley_terry", "poe_gaussian"]
     )
-    # Position-bias removal: average (both orderings) | alpha (reweight so P(A) = 0.5) | none.
+    # Position-bias removal: average (both orderings, PoE 4.2) | alpha (reweight so P(A) = 0.5, EACL eq. 9)
+    # | mean_shift (one ordering: PoE-Gaussian expert mean shifted by the observed P(A), PoE A.6; the other
+    # methods get the raw probabilities) | none (each ordering is its own comparison).
     debias: str = "average"
     # Correlation with human scores: auto (where the data has them) | required (error if missing) | off.
     correlation: str = "auto"
@@ -185,7 +188,7 @@ CHOICES = {
     "prompt.chat_template": ("auto", "true", "false"),
     "prompt.too_long": ("truncate", "refuse"),
     "judge.backend": ("vllm", "hf"),
-    "scoring.debias": ("average", "alpha", "none"),
+    "scoring.debias": ("average", "alpha", "mean_shift", "none"),
     "scoring.correlation": ("auto", "required", "off"),
     "runtime.executor": ("ray", "local"),
 }
@@ -198,14 +201,17 @@ def check_choices(cfg: RunConfig) -> None:
         value = getattr(getattr(cfg, section), name)
         if str(value).lower() not in allowed:
             raise ValueError(f"config {dotted}={value!r} is not one of {', '.join(allowed)}")
-    if cfg.pairs.k is not None and cfg.pairs.fraction is not None:
-        raise ValueError("config pairs.k and pairs.fraction are both set; give one of them")
     if cfg.pairs.fraction is not None and not 0 < cfg.pairs.fraction <= 1:
         raise ValueError(f"config pairs.fraction={cfg.pairs.fraction} must be in (0, 1]")
     if cfg.pairs.orderings == "one" and cfg.scoring.debias == "average":
         raise ValueError(
             "config pairs.orderings=one judges a single ordering, so scoring.debias=average has nothing to "
             "average; use scoring.debias=alpha or none"
+        )
+    if cfg.scoring.debias == "mean_shift" and cfg.pairs.orderings != "one":
+        raise ValueError(
+            "config scoring.debias=mean_shift is the one-ordering correction (PoE appendix A.6); with both "
+            "orderings use scoring.debias=average"
         )
     ids = [t.id for t in cfg.prompt.templates]
     if len(set(ids)) != len(ids):

@@ -51,12 +51,24 @@ def check_strategy(cfg: PairsConfig) -> None:
         raise ValueError(f"config pairs.strategy={cfg.strategy!r} needs pairs.k or pairs.fraction")
 
 
-def resolve_k(cfg: PairsConfig, n: int) -> int | None:
-    """Comparisons per context for sampling strategies (unordered pairs, or ordered ones for ordered strategies)."""
+def requested_k(cfg: PairsConfig, n: int) -> int | None:
+    """The comparisons per context the config asks for (``k`` wins over ``fraction``), before any adjustment."""
     if cfg.strategy not in SAMPLING:
         return None
     total = n * (n - 1) // 2 if cfg.strategy in UNORDERED_STRATEGIES else n * (n - 1)
-    k = cfg.k if cfg.k is not None else round(cfg.fraction * total)
+    return cfg.k if cfg.k is not None else round(cfg.fraction * total)
+
+
+def resolve_k(cfg: PairsConfig, n: int) -> int | None:
+    """Comparisons per context for sampling strategies (unordered pairs, or ordered ones for ordered strategies).
+
+    The requested k is raised to the strategy's minimum (every candidate in a pair, greedy's starting chain)
+    and capped at the number of distinct pairs; ``k_adjustments`` reports where that happened.
+    """
+    k = requested_k(cfg, n)
+    if k is None:
+        return None
+    total = n * (n - 1) // 2 if cfg.strategy in UNORDERED_STRATEGIES else n * (n - 1)
     if cfg.strategy == "balanced_random":
         # every candidate in at least one pair needs ceil(n/2) pairs
         k = max(k, math.ceil(n / 2))
@@ -92,6 +104,18 @@ def oriented_pairs(cfg: PairsConfig, n: int, rng: np.random.Generator) -> np.nda
         flip = rng.random(len(selected)) < 0.5
         selected = np.where(flip[:, None], selected[:, ::-1], selected)
     return selected
+
+
+def k_adjustments(cfg: PairsConfig, sizes: list[int]) -> dict[str, int]:
+    """How many contexts had their requested k raised to the strategy's minimum, or lowered (capped at all pairs; even for symmetric)."""
+    raised = lowered = 0
+    for n in sizes:
+        want, used = requested_k(cfg, n), resolve_k(cfg, n)
+        if want is None or used is None:
+            continue
+        raised += used > want
+        lowered += used < want
+    return {"raised": raised, "lowered": lowered}
 
 
 def prompts_per_context(cfg: PairsConfig, n: int, n_attributes: int, n_templates: int) -> int:

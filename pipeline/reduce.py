@@ -5,7 +5,9 @@
   debiasing, with the share of hard decisions for A and the probability mass on the label words.
 - Comparisons: the two orderings of each pair joined; the debiased probability that i beats j is the mean of
   the available estimates {p_ij, 1 - p_ji}, after alpha reweighting when ``debias=alpha`` (EACL eqs. 9-10).
-  With both orderings and ``debias=average`` that is (p_ij + 1 - p_ji) / 2 (PoE section 4.2).
+  With both orderings and ``debias=average`` that is (p_ij + 1 - p_ji) / 2 (PoE section 4.2). With
+  ``debias=mean_shift`` (one ordering) the probabilities stay raw and the PoE-Gaussian scorers shift their
+  expert means by P(A) instead (PoE appendix A.6); the debiased P(A) reported is that of the shifted means.
 """
 
 from __future__ import annotations

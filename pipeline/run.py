@@ -24,7 +24,7 @@ from pipeline.judge.labels import resolve_labels
 from pipeline.judge.spec import JudgeSpec
 from pipeline.logs import add_file_log
 from pipeline.models import resolve_model
-from pipeline.pairs import PairPlan, build_shards, check_strategy
+from pipeline.pairs import PairPlan, build_shards, check_strategy, k_adjustments
 from pipeline.preflight import check_prompt_lengths
 from pipeline.progress import Progress, format_seconds
 from pipeline.prompts import check_template, prefix_key, render_answer_prefix, uses_chat_template
@@ -153,6 +153,18 @@ def prepare(
         engine=dict(cfg.judge.engine),
         env={str(k): str(v) for k, v in cfg.judge.env.items()},
     )
+    sizes = pl.from_arrow(loaded.data.candidates.select(["context_id"]))["context_id"].value_counts()["count"]
+    adjusted = k_adjustments(cfg.pairs, sizes.to_list())
+    if adjusted["raised"] or adjusted["lowered"]:
+        log.warning(
+            "pairs: the requested k (pairs.k=%s, pairs.fraction=%s) was raised to the %s minimum in %d context(s) "
+            "and lowered to the available pairs in %d",
+            cfg.pairs.k,
+            cfg.pairs.fraction,
+            cfg.pairs.strategy,
+            adjusted["raised"],
+            adjusted["lowered"],
+        )
     plan = PairPlan(
         pairs=cfg.pairs,
         attributes=tuple(attributes),

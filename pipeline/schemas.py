@@ -72,6 +72,8 @@ JUDGMENTS = pa.schema(
         pa.field("top_token", pa.string()),
         pa.field("prompt_tokens", pa.int32(), nullable=False),
         pa.field("cached_tokens", pa.int32(), nullable=False),
+        # host:pid of the judge actor (which engine judged the prompt).
+        pa.field("worker", pa.string()),
     ]
 )
 
@@ -100,6 +102,8 @@ SCORES = pa.schema(
         pa.field("context_id", pa.string(), nullable=False),
         pa.field("candidate_id", pa.string(), nullable=False),
         pa.field("score", pa.float64(), nullable=False),
+        # Posterior standard error (PoE-Gaussian methods; null for the others).
+        pa.field("stderr", pa.float64()),
         # 1 = best within the context; ties share the smallest rank.
         pa.field("rank", pa.int32(), nullable=False),
         pa.field("human_score", pa.float64()),

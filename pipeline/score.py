@@ -2,7 +2,9 @@
 
 The maths is in :mod:`pipeline.methods`; this module only groups the comparisons by context, maps candidate
 ids to indices and back, and records contexts a method cannot score (e.g. a disconnected comparison graph)
-so they are counted and reported instead of dropped silently.
+so they are counted and reported instead of dropped silently. The PoE-Gaussian methods also give each score
+its posterior standard error; with one ordering per pair and ``debias=mean_shift`` their expert mean is
+shifted by the observed P(A) (PoE appendix A.6).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 import polars as pl
 from scipy.stats import rankdata
 
+from pipeline.methods import poe_gaussian
 from pipeline.methods import score as run_scorer
 from pipeline.methods.errors import ComparisonError
 
@@ -27,6 +30,23 @@ class Scored:
     unscored: list[tuple[str, str, str, str, str, str]] = field(default_factory=list)
 
 
+# PoE-Gaussian methods (hard decisions or not): fitted with standard errors.
+GAUSSIAN = {"poe_gaussian": False, "poe_gaussian_hard": True}
+# Debiasing modes that hand the scorers each judged ordering as its own comparison (slot A first).
+ORDERED_INPUT = ("none", "mean_shift")
+
+
+def method_scores(
+    method: str, n: int, i: np.ndarray, j: np.ndarray, p: np.ndarray, debias: str
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """(scores, standard errors or None) of one context."""
+    if method in GAUSSIAN:
+        beta = "mean" if debias == "mean_shift" else 0.5
+        fit = poe_gaussian.fit(n, i, j, p, hard=GAUSSIAN[method], beta=beta)
+        return fit.scores, fit.stderr
+    return np.asarray(run_scorer(method, n, i, j, p), dtype=np.float64), None
+
+
 def ranks(scores: np.ndarray) -> np.ndarray:
     """1 = best; tied scores share the smallest rank."""
     return rankdata(-scores, method="min").astype(np.int32)
@@ -35,11 +55,11 @@ def ranks(scores: np.ndarray) -> np.ndarray:
 def comparison_arrays(
     group: pl.DataFrame, index: dict[str, int], debias: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(i, j, p) for the scorers. With ``debias=none`` each judged ordering is its own comparison (raw p);
-    otherwise one comparison per pair with the debiased p."""
+    """(i, j, p) for the scorers. With ``debias=none`` or ``mean_shift`` each judged ordering is its own
+    comparison (slot A as i, raw p(A wins)); otherwise one comparison per pair with the debiased p."""
     ci = np.array([index[c] for c in group["cand_i"].to_list()], dtype=np.int64)
     cj = np.array([index[c] for c in group["cand_j"].to_list()], dtype=np.int64)
-    if debias != "none":
+    if debias not in ORDERED_INPUT:
         return ci, cj, group["p"].to_numpy().astype(np.float64)
     p_ij = group["p_ij"].to_numpy(allow_copy=True).astype(np.float64)
     p_ji = group["p_ji"].to_numpy(allow_copy=True).astype(np.float64)
@@ -62,7 +82,7 @@ def score_comparisons(
         for (cid,), group in candidates.group_by(["context_id"], maintain_order=True)
     }
     rows: dict[str, list] = {k: [] for k in ("judge", "attribute", "template_id", "method", "context_id")}
-    rows.update(candidate_id=[], score=[], rank=[])
+    rows.update(candidate_id=[], score=[], stderr=[], rank=[])
     unscored = []
     for (judge, attribute, template_id, context_id), group in comparisons.group_by(
         ["judge", "attribute", "template_id", "context_id"], maintain_order=True
@@ -72,7 +92,7 @@ def score_comparisons(
         i, j, p = comparison_arrays(group, index, debias)
         for method in methods:
             try:
-                s = np.asarray(run_scorer(method, len(cands), i, j, p), dtype=np.float64)
+                s, se = method_scores(method, len(cands), i, j, p, debias)
             except ComparisonError as exc:
                 unscored.append((judge, attribute, template_id, method, context_id, str(exc)))
                 continue
@@ -84,6 +104,7 @@ def score_comparisons(
             rows["context_id"] += [context_id] * n
             rows["candidate_id"] += cands
             rows["score"] += s.tolist()
+            rows["stderr"] += se.tolist() if se is not None else [None] * n
             rows["rank"] += ranks(s).tolist()
     if unscored:
         log.warning(
@@ -103,6 +124,7 @@ def score_comparisons(
             "context_id": pl.String,
             "candidate_id": pl.String,
             "score": pl.Float64,
+            "stderr": pl.Float64,
             "rank": pl.Int32,
         },
     )

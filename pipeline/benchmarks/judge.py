@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.judge.engines import HFEngine, VLLMEngine
-from pipeline.judge.stage import JudgeStage
+from pipeline.judge.stage import JudgeStage, prompt_ids
 from pipeline.logs import setup_logging
 from pipeline.pairs import build_shards, generate_pairs
 from pipeline.prompts import uses_chat_template
@@ -84,36 +84,39 @@ def run_pipeline(cfg, shards, plan, spec) -> tuple[Timing, pa.Table]:
     return timing, table
 
 
-def run_direct(spec, pairs: pa.Table) -> tuple[Timing, np.ndarray, str, list[list[int]]]:
-    """One ``LLM.generate`` call on every prompt (the same token ids the stage builds)."""
-    engine = VLLMEngine(spec)
-    try:
-        stage = object.__new__(JudgeStage)  # the stage's prompt building, with this engine
-        stage.spec, stage.engine = spec, engine
-        stage.chat = uses_chat_template(engine.tokenizer, spec.prompt.chat_template)
-        prompt_ids = stage.prompt_ids(pairs)
+class Direct:
+    """One vLLM engine in this process; each ``measure`` is one ``LLM.generate`` call on every prompt (the same
+    token ids the stage builds), from an empty prefix cache. The engine idles (no CPU) between calls."""
+
+    def __init__(self, spec, pairs: pa.Table):
+        self.engine = VLLMEngine(spec)
+        chat = uses_chat_template(self.engine.tokenizer, spec.prompt.chat_template)
+        self.ids = prompt_ids(self.engine.tokenizer, spec, chat, pairs)
+        self.dtype = str(self.engine.llm.llm_engine.vllm_config.model_config.dtype).removeprefix("torch.")
+
+    def measure(self) -> tuple[Timing, np.ndarray]:
+        llm = self.engine.llm
+        llm.reset_prefix_cache()
         started = time.perf_counter()
-        outputs = engine.llm.generate(
-            [{"prompt_token_ids": ids} for ids in prompt_ids], engine.params, use_tqdm=False
+        outputs = llm.generate(
+            [{"prompt_token_ids": x} for x in self.ids], self.engine.params, use_tqdm=False
         )
         seconds = time.perf_counter() - started
-        dtype = str(engine.llm.llm_engine.vllm_config.model_config.dtype).removeprefix("torch.")
-        lp = np.array(
-            [[o.outputs[0].logprobs[0][t].logprob for t in engine.labels.token_ids] for o in outputs]
-        )
+        token_ids = self.engine.labels.token_ids
+        lp = np.array([[o.outputs[0].logprobs[0][t].logprob for t in token_ids] for o in outputs])
         share = sum(o.num_cached_tokens or 0 for o in outputs) / sum(len(o.prompt_token_ids) for o in outputs)
-        timing = Timing(seconds, engine.start_seconds, share)
-    finally:
-        engine.close()
-    gc.collect()
-    return timing, lp, dtype, prompt_ids
+        return Timing(seconds, self.engine.start_seconds, share), lp
+
+    def close(self) -> None:
+        self.engine.close()
+        gc.collect()
 
 
-def run_hf(spec, prompt_ids: list[list[int]], dtype: str) -> tuple[Timing, np.ndarray]:
+def run_hf(spec, ids: list[list[int]], dtype: str) -> tuple[Timing, np.ndarray]:
     """Hugging Face transformers, one prompt per forward pass, in the dtype vLLM ran in."""
     hf = HFEngine(replace(spec, backend="hf", engine={"dtype": dtype}))
     started = time.perf_counter()
-    results = hf.run(prompt_ids)
+    results = hf.run(ids)
     seconds = time.perf_counter() - started
     hf.close()
     return Timing(seconds, hf.start_seconds, 0.0), np.array([r.label_logprobs for r in results])
@@ -147,20 +150,27 @@ def main(argv: list[str] | None = None) -> None:
     pairs = pa.concat_tables([chunk for shard in shards for chunk in generate_pairs(shard, plan)])
     log.info("%d prompts (%d SummEval contexts, %s, both orderings)", total, args.contexts, args.attribute)
 
+    # Alternate the two so drift of this shared machine hits both; the direct engine stays loaded (idle) while
+    # the pipeline's actor runs, and starts each measurement from an empty prefix cache.
+    direct = Direct(spec, pairs)
     pipeline_runs: list[Timing] = []
     direct_runs: list[Timing] = []
-    for round_ in range(args.rounds):
-        log.info("round %d/%d: pipeline on Ray, then vLLM directly", round_ + 1, args.rounds)
-        timing, pipe = run_pipeline(cfg, shards, plan, spec)
-        pipeline_runs.append(timing)
-        timing, direct_lp, dtype, prompt_ids = run_direct(spec, pairs)
-        direct_runs.append(timing)
-        log.info(
-            "round %d: pipeline %.2f/s, direct %.2f/s",
-            round_ + 1,
-            total / pipeline_runs[-1].seconds,
-            total / direct_runs[-1].seconds,
-        )
+    try:
+        for round_ in range(args.rounds):
+            timing, pipe = run_pipeline(cfg, shards, plan, spec)
+            pipeline_runs.append(timing)
+            timing, direct_lp = direct.measure()
+            direct_runs.append(timing)
+            log.info(
+                "round %d/%d: pipeline %.2f/s, direct %.2f/s",
+                round_ + 1,
+                args.rounds,
+                total / pipeline_runs[-1].seconds,
+                total / direct_runs[-1].seconds,
+            )
+    finally:
+        direct.close()
+    ids, dtype = direct.ids, direct.dtype
 
     # agreement: the pipeline judged the same prompts to (nearly) the same log-probabilities
     def keys(table: pa.Table) -> list[tuple[str, str]]:
@@ -170,12 +180,13 @@ def main(argv: list[str] | None = None) -> None:
     pipe_lp = np.array([pipe_by_key[k] for k in keys(pairs)])
     max_diff = float(np.abs(pipe_lp - direct_lp).max())
 
-    n_hf = min(args.hf_prompts, len(prompt_ids))
-    hf_timing, hf_lp = run_hf(spec, prompt_ids[:n_hf], dtype)
+    n_hf = min(args.hf_prompts, len(ids))
+    hf_timing, hf_lp = run_hf(spec, ids[:n_hf], dtype)
     hf_diff = float(np.abs(hf_lp - direct_lp[:n_hf]).max())
 
     pipe_rate = float(np.median([total / t.seconds for t in pipeline_runs]))
     direct_rate = float(np.median([total / t.seconds for t in direct_runs]))
+    paired = [d.seconds / p.seconds for p, d in zip(pipeline_runs, direct_runs, strict=True)]
     hf_rate = n_hf / hf_timing.seconds
     rows = [
         ("pipeline (Ray Data, 1 vLLM actor)", total, pipe_rate),
@@ -191,6 +202,7 @@ def main(argv: list[str] | None = None) -> None:
         + ", ".join(f"{total / t.seconds:.2f}" for t in pipeline_runs)
         + "; direct "
         + ", ".join(f"{total / t.seconds:.2f}" for t in direct_runs),
+        f"pipeline / direct, per round: {', '.join(f'{r:.2f}' for r in paired)} (median {np.median(paired):.2f})",
         f"engine start (excluded above): pipeline actor {pipeline_runs[-1].start_seconds:.1f} s, "
         f"direct {direct_runs[-1].start_seconds:.1f} s, HF {hf_timing.start_seconds:.1f} s",
         f"prefix cache share of prompt tokens: pipeline {pipeline_runs[-1].cache_share:.1%}, "

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
+import socket
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -16,6 +19,20 @@ from pipeline.schemas import JUDGMENTS, PAIRS, check_schema
 log = logging.getLogger(__name__)
 
 
+def prompt_ids(tokenizer: Any, spec: JudgeSpec, chat: bool, batch: pa.Table) -> list[list[int]]:
+    """Token ids of every PAIRS row: the message, chat-wrapped when ``chat``, plus the answer prefix."""
+    out = []
+    for message, template_id, attribute in zip(
+        batch.column("message").to_pylist(),
+        batch.column("template_id").to_pylist(),
+        batch.column("attribute").to_pylist(),
+        strict=True,
+    ):
+        prefix = spec.answer_prefixes[prefix_key(template_id, attribute)]
+        out.append(encode_prompt(tokenizer, full_prompt(tokenizer, spec.prompt, message, prefix, chat), chat))
+    return out
+
+
 class JudgeStage:
     """Callable class for ``Dataset.map_batches`` (one instance per actor) and for in-process runs."""
 
@@ -25,22 +42,22 @@ class JudgeStage:
         self.chat = uses_chat_template(self.engine.tokenizer, spec.prompt.chat_template)
         self.labels = self.engine.labels
         self.start_seconds = self.engine.start_seconds
+        self.worker = f"{socket.gethostname()}:{os.getpid()}"
+
+    def close(self) -> None:
+        """Shut the engine down (Ray Data calls ``__del__`` when it releases the actor)."""
+        engine = self.__dict__.pop("engine", None)
+        if engine is not None:
+            engine.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: nothing left to release cleanly
+            pass
 
     def prompt_ids(self, batch: pa.Table) -> list[list[int]]:
-        prefixes = self.spec.answer_prefixes
-        tokenizer = self.engine.tokenizer
-        out = []
-        for message, template_id, attribute in zip(
-            batch.column("message").to_pylist(),
-            batch.column("template_id").to_pylist(),
-            batch.column("attribute").to_pylist(),
-            strict=True,
-        ):
-            text = full_prompt(
-                tokenizer, self.spec.prompt, message, prefixes[prefix_key(template_id, attribute)], self.chat
-            )
-            out.append(encode_prompt(tokenizer, text, self.chat))
-        return out
+        return prompt_ids(self.engine.tokenizer, self.spec, self.chat, batch)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         batch = check_schema(batch, PAIRS, "judge stage input")
@@ -64,6 +81,7 @@ class JudgeStage:
                 "top_token": pa.array([r.top_token for r in results], pa.string()),
                 "prompt_tokens": pa.array([r.prompt_tokens for r in results], pa.int32()),
                 "cached_tokens": pa.array([r.cached_tokens for r in results], pa.int32()),
+                "worker": pa.array([self.worker] * batch.num_rows, pa.string()),
             }
         )
         return check_schema(out, JUDGMENTS, "judge stage output")

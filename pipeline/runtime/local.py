@@ -42,4 +42,4 @@ def judge_local(
         for batch in batches(chunks, batch_size):
             yield stage(batch)
     finally:
-        stage.engine.close()
+        stage.close()

@@ -54,12 +54,15 @@ def judge_ray(
     ds = ds.map_batches(
         _pair_stage, fn_kwargs={"plan": plan}, batch_size=None, batch_format="pyarrow", num_cpus=0.25
     )
+    # Blocks of one engine batch each: an actor task takes whole blocks, so this is what spreads one big
+    # context (a pool of hundreds of candidates) over every judge actor.
+    ds = ds.repartition(target_num_rows_per_block=judge.batch_size)
     ds = ds.map_batches(
         stage_cls,
         fn_constructor_kwargs={"spec": spec},
         batch_size=judge.batch_size,
         batch_format="pyarrow",
-        concurrency=judge.num_actors,
+        compute=ray.data.ActorPoolStrategy(size=judge.num_actors),
         num_cpus=judge.num_cpus_per_actor,
         num_gpus=judge.num_gpus_per_actor or None,
     )

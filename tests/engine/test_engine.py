@@ -60,7 +60,7 @@ def pairs(rows: list[tuple[str, str, str, str]]) -> pa.Table:
 def stage(judge_model):
     s = JudgeStage(spec(judge_model))
     yield s
-    s.engine.close()
+    s.close()
 
 
 def test_stage_writes_the_judgment_schema(stage):

@@ -15,6 +15,7 @@ from pipeline.pairs import (
     context_rng,
     done_key,
     generate_pairs,
+    k_adjustments,
     oriented_pairs,
     prompts_per_context,
     shard_contexts,
@@ -154,6 +155,14 @@ def test_fraction_and_minimum_coverage():
     assert prompts_per_context(cfg, 16, 1, 1) == 2 * 8  # raised to ceil(16/2) so every candidate is compared
     cfg = PairsConfig(strategy="balanced_random", fraction=0.5)
     assert prompts_per_context(cfg, 16, 1, 1) == 2 * 60
+
+
+def test_k_wins_over_fraction_and_adjustments_are_counted():
+    cfg = PairsConfig(strategy="balanced_random", k=10, fraction=0.5)
+    assert prompts_per_context(cfg, 16, 1, 1) == 2 * 10
+    # k=10 is below ceil(30/2) for a 30-candidate context and above the 6 pairs of a 4-candidate one
+    assert k_adjustments(cfg, [16, 30, 4, 16]) == {"raised": 1, "lowered": 1}
+    assert k_adjustments(PairsConfig(strategy="all_pairs"), [16, 2]) == {"raised": 0, "lowered": 0}
 
 
 def test_shards_never_split_a_context_and_balance_load():

@@ -24,6 +24,7 @@ def judgments(n: int, offset: int = 0) -> pa.Table:
             "top_token": [" A"] * n,
             "prompt_tokens": [10] * n,
             "cached_tokens": [5] * n,
+            "worker": ["host:1"] * n,
         },
         schema=JUDGMENTS,
     )

@@ -1,0 +1,69 @@
+"""One pool (a single context with no shared text) spread over two real vLLM actors on a local Ray."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from pipeline.run import run
+from tests.conftest import compose
+
+pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
+
+QUESTIONS = [
+    ("What is 2 + 2?", 1.0),
+    ("Name the capital of France.", 1.5),
+    ("What is 17 times 23?", 2.5),
+    ("Solve for x: 3x + 7 = 22.", 2.0),
+    ("What is the derivative of x^3 sin(x)?", 3.5),
+    ("Prove that there are infinitely many primes.", 4.0),
+    ("Integrate e^(-x^2) over the real line.", 4.5),
+    ("What colour is the sky on a clear day?", 1.0),
+    ("Factor x^2 - 5x + 6.", 2.5),
+    ("State and prove the Cauchy-Schwarz inequality.", 5.0),
+]
+
+
+def test_a_pool_spreads_over_two_actors(tmp_path):
+    import ray
+
+    data = tmp_path / "pool.jsonl"
+    record = {
+        "context_id": "pool",
+        "context": "",
+        "candidates": [
+            {"candidate_id": f"q{n}", "text": text, "scores": {"difficulty": score}}
+            for n, (text, score) in enumerate(QUESTIONS)
+        ],
+    }
+    data.write_text(json.dumps(record) + "\n")
+    cfg = compose(
+        [
+            "experiment=pool",
+            f"dataset.path={data}",
+            "dataset.attributes=[difficulty]",
+            "judge.num_actors=2",
+            "judge.num_cpus_per_actor=0.5",
+            "judge.batch_size=8",
+            "judge.max_model_len=512",
+            "judge.env.VLLM_CPU_KVCACHE_SPACE=1",
+            f"paths.output_root={tmp_path / 'out'}",
+            "tracking.plots=false",
+        ]
+    )
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        result = run(cfg)
+    finally:
+        ray.shutdown()
+    j = pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
+    assert j.height == 10 * 9
+    assert j.select("cand_a", "cand_b").unique().height == 90
+    # the single context's prompts were judged by both actors
+    assert j["worker"].n_unique() == 2
+    corr = pl.read_parquet(result.run_dir / "tables" / "correlations.parquet")
+    assert corr["n_contexts"].to_list() == [1] * corr.height
+    # the pool template holds no context text: every prompt is two questions and the question
+    assert j["prompt_tokens"].max() < 200

@@ -1,0 +1,87 @@
+"""The score stage: per-context scores, ranks, standard errors, and unscorable contexts counted."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipeline.methods import poe_gaussian
+from pipeline.reduce import reduce_judgments
+from pipeline.score import ranks, score_comparisons
+from tests.unit.test_reduce import judgments
+
+
+def candidates(n: int, context: str = "c") -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "context_id": [context] * n,
+            "candidate_id": [f"k{m}" for m in range(n)],
+            "candidate_index": list(range(n)),
+        }
+    )
+
+
+def human(n: int) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            "context_id": ["c"] * n,
+            "candidate_id": [f"k{m}" for m in range(n)],
+            "attribute": ["coherence"] * n,
+            "human_score": [float(m) for m in range(n)],
+        }
+    )
+
+
+def test_ranks_best_is_one_and_ties_share():
+    assert ranks(np.array([0.1, 0.9, 0.5, 0.9])).tolist() == [4, 1, 3, 1]
+
+
+def test_scores_ranks_and_standard_errors():
+    comp = reduce_judgments(judgments(n=6), "average", "both").comparisons
+    out = score_comparisons(comp, candidates(6), human(6), ["win_ratio", "poe_gaussian"], "average")
+    assert out.unscored == []
+    assert out.scores.height == 12
+    gauss = out.scores.filter(pl.col("method") == "poe_gaussian").sort("candidate_id")
+    assert gauss["stderr"].null_count() == 0 and (gauss["stderr"] > 0).all()
+    assert out.scores.filter(pl.col("method") == "win_ratio")["stderr"].null_count() == 6
+    assert gauss["human_score"].to_list() == [float(m) for m in range(6)]
+    assert sorted(gauss["rank"].to_list()) == list(range(1, 7))
+    # the Gaussian scores are the library's, with the candidate order of the context
+    index = {f"k{m}": m for m in range(6)}
+    i = np.array([index[c] for c in comp["cand_i"]])
+    j = np.array([index[c] for c in comp["cand_j"]])
+    expected = poe_gaussian.fit(6, i, j, comp["p"].to_numpy())
+    np.testing.assert_allclose(gauss["score"].to_numpy(), expected.scores, atol=1e-12)
+    np.testing.assert_allclose(gauss["stderr"].to_numpy(), expected.stderr, atol=1e-12)
+
+
+def test_mean_shift_uses_the_observed_prior_with_one_ordering():
+    j = judgments(n=6, bias=1.0, orderings="one")
+    comp = reduce_judgments(j, "mean_shift", "one").comparisons
+    out = score_comparisons(comp, candidates(6), human(6), ["poe_gaussian"], "mean_shift")
+    j = j.with_columns(p_a=1 / (1 + (pl.col("logprob_b") - pl.col("logprob_a")).exp()))
+    index = {f"k{m}": m for m in range(6)}
+    a = np.array([index[c] for c in j["cand_a"]])
+    b = np.array([index[c] for c in j["cand_b"]])
+    expected = poe_gaussian.fit(6, a, b, j["p_a"].to_numpy(), beta="mean").scores
+    got = out.scores.sort("candidate_id")["score"].to_numpy()
+    np.testing.assert_allclose(got, expected, atol=1e-12)
+    # beta = 0.5 would give different scores for this biased judge (every item's score shifts by its slot-A share)
+    assert not np.allclose(got, poe_gaussian.fit(6, a, b, j["p_a"].to_numpy(), beta=0.5).scores)
+
+
+def test_an_unscorable_context_is_counted_not_dropped():
+    comp = reduce_judgments(judgments(n=4), "average", "both").comparisons
+    # a fifth candidate in no comparison: the comparison graph is disconnected
+    out = score_comparisons(comp, candidates(5), human(5), ["avg_prob", "poe_gaussian"], "average")
+    assert {(u[3], u[4]) for u in out.unscored} == {("avg_prob", "c"), ("poe_gaussian", "c")}
+    assert "k4" in out.unscored[0][5] or "4" in out.unscored[0][5]
+    assert out.scores.height == 0
+
+
+@pytest.mark.parametrize("debias", ["average", "alpha", "none"])
+def test_every_debias_mode_scores_every_candidate(debias):
+    comp = reduce_judgments(judgments(n=5), debias, "both").comparisons
+    out = score_comparisons(comp, candidates(5), human(5), ["avg_prob", "bradley_terry", "poe_bt"], debias)
+    assert out.scores.height == 15 and not out.unscored
