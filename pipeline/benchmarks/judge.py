@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.judge.engines import HFEngine, VLLMEngine
+from pipeline.judge.labels import p_a_wins, side_logprobs
 from pipeline.judge.stage import JudgeStage, prompt_ids
 from pipeline.logs import setup_logging
 from pipeline.pairs import build_shards, generate_pairs
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
         "--hf-prompts", type=int, default=48, help="prompts judged by the one-at-a-time baseline"
     )
     parser.add_argument(
-        "--rounds", type=int, default=2, help="pipeline/direct rounds, alternated (medians shown)"
+        "--rounds", type=int, default=3, help="pipeline/direct rounds, alternated (medians shown)"
     )
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. judge.batch_size=128")
     args = parser.parse_args(argv)
@@ -178,11 +179,14 @@ def main(argv: list[str] | None = None) -> None:
 
     pipe_by_key = dict(zip(keys(pipe), pipe.column("label_logprobs").to_pylist(), strict=True))
     pipe_lp = np.array([pipe_by_key[k] for k in keys(pairs)])
+    n_a = len(spec.prompt.label_words_a)  # the first n_a label columns are A words
     max_diff = float(np.abs(pipe_lp - direct_lp).max())
+    pipe_pa, direct_pa = p_a(pipe_lp, n_a), p_a(direct_lp, n_a)
 
     n_hf = min(args.hf_prompts, len(ids))
     hf_timing, hf_lp = run_hf(spec, ids[:n_hf], dtype)
     hf_diff = float(np.abs(hf_lp - direct_lp[:n_hf]).max())
+    hf_pa = p_a(hf_lp, n_a)
 
     pipe_rate = float(np.median([total / t.seconds for t in pipeline_runs]))
     direct_rate = float(np.median([total / t.seconds for t in direct_runs]))
@@ -208,9 +212,18 @@ def main(argv: list[str] | None = None) -> None:
         f"prefix cache share of prompt tokens: pipeline {pipeline_runs[-1].cache_share:.1%}, "
         f"direct {direct_runs[-1].cache_share:.1%}",
         f"max |label logprob| difference: pipeline vs direct {max_diff:.2e}, HF vs direct {hf_diff:.2e}",
+        f"p(A wins) vs direct: pipeline mean |diff| {np.abs(pipe_pa - direct_pa).mean():.2e} "
+        f"(max {np.abs(pipe_pa - direct_pa).max():.2e}, same decision {np.mean((pipe_pa > 0.5) == (direct_pa > 0.5)):.1%}); "
+        f"HF mean |diff| {np.abs(hf_pa - direct_pa[:n_hf]).mean():.2e} "
+        f"(max {np.abs(hf_pa - direct_pa[:n_hf]).max():.2e}, "
+        f"same decision {np.mean((hf_pa > 0.5) == (direct_pa[:n_hf] > 0.5)):.1%})",
         f"dtype {dtype} for all three; judge.engine {spec.engine}; judge.batch_size {cfg.judge.batch_size}",
     ]
     print("\n".join(lines))
+
+
+def p_a(label_logprobs: np.ndarray, n_a: int) -> np.ndarray:
+    return p_a_wins(*side_logprobs(label_logprobs, n_a))
 
 
 def cache_share(table: pa.Table) -> float:

@@ -54,9 +54,11 @@ def judge_ray(
     ds = ds.map_batches(
         _pair_stage, fn_kwargs={"plan": plan}, batch_size=None, batch_format="pyarrow", num_cpus=0.25
     )
-    # Blocks of one engine batch each: an actor task takes whole blocks, so this is what spreads one big
-    # context (a pool of hundreds of candidates) over every judge actor.
-    ds = ds.repartition(target_num_rows_per_block=judge.batch_size)
+    # Blocks of exactly one engine batch (strict: never a bundle of several blocks): each actor task judges one
+    # batch and its rows reach the driver (and the store) as soon as it is done, and one big context (a pool
+    # of hundreds of candidates) is spread over every judge actor. Without strict, a task may take a bundle of
+    # blocks and return all of them at its end.
+    ds = ds.repartition(target_num_rows_per_block=judge.batch_size, strict=True)
     ds = ds.map_batches(
         stage_cls,
         fn_constructor_kwargs={"spec": spec},

@@ -33,6 +33,8 @@ OVERRIDES = [
     "runtime.max_shards=2",
     "scoring.methods=[win_ratio,avg_prob,bradley_terry,poe_gaussian,poe_bt]",
 ]
+# the driver's view of the stream in the shared run: the size of every batch of results that reached the store
+ARRIVED: list[int] = []
 
 
 @pytest.fixture(scope="module")
@@ -44,10 +46,20 @@ def outputs(tmp_path_factory):
 def demo_run(outputs):
     import ray
 
+    from pipeline.store import JudgmentStore
+
     cfg = compose([*OVERRIDES, f"paths.output_root={outputs}"])
+    add = JudgmentStore.add
+
+    def record(self, batch):
+        ARRIVED.append(batch.num_rows)
+        add(self, batch)
+
     ray.init(num_cpus=2, include_dashboard=False)
     try:
-        result = run(cfg)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(JudgmentStore, "add", record)
+            result = run(cfg)
     finally:
         ray.shutdown()
     return cfg, result
@@ -70,6 +82,13 @@ def test_every_pair_judged_exactly_once_per_ordering(demo_run):
         assert set(zip(group["cand_a"], group["cand_b"], strict=True)) == set(
             itertools.permutations(cands, 2)
         )
+
+
+def test_results_stream_back_one_engine_batch_at_a_time(demo_run):
+    # 120 prompts in contexts of 40, judge.batch_size=32: rows reach the store batch by batch (what bounds the
+    # work a crash can lose), not as one block at the end of an actor task holding several batches
+    assert demo_run and sum(ARRIVED) == N_CONTEXTS * N_CANDIDATES * (N_CANDIDATES - 1) * len(ATTRIBUTES)
+    assert max(ARRIVED) <= 32 and len(ARRIVED) >= 4
 
 
 def test_tables_follow_their_schemas(demo_run):

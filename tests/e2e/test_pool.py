@@ -26,8 +26,20 @@ QUESTIONS = [
 ]
 
 
-def test_a_pool_spreads_over_two_actors(tmp_path):
+def test_a_pool_spreads_over_two_actors(tmp_path, monkeypatch):
     import ray
+
+    from pipeline.store import JudgmentStore
+
+    # the driver's view of the stream: rows must arrive one engine batch at a time, not at the end of a task
+    arrived: list[int] = []
+    add = JudgmentStore.add
+
+    def record(self, batch):
+        arrived.append(batch.num_rows)
+        add(self, batch)
+
+    monkeypatch.setattr(JudgmentStore, "add", record)
 
     data = tmp_path / "pool.jsonl"
     record = {
@@ -63,6 +75,7 @@ def test_a_pool_spreads_over_two_actors(tmp_path):
     assert j.select("cand_a", "cand_b").unique().height == 90
     # the single context's prompts were judged by both actors
     assert j["worker"].n_unique() == 2
+    assert sum(arrived) == 90 and max(arrived) <= 8 and len(arrived) >= 12
     corr = pl.read_parquet(result.run_dir / "tables" / "correlations.parquet")
     assert corr["n_contexts"].to_list() == [1] * corr.height
     # the pool template holds no context text: every prompt is two questions and the question
