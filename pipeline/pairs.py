@@ -51,12 +51,16 @@ def check_strategy(cfg: PairsConfig) -> None:
         raise ValueError(f"config pairs.strategy={cfg.strategy!r} needs pairs.k or pairs.fraction")
 
 
+def distinct_pairs(cfg: PairsConfig, n: int) -> int:
+    """Pairs a context of n candidates has: unordered for unordered strategies, ordered otherwise."""
+    return n * (n - 1) // 2 if cfg.strategy in UNORDERED_STRATEGIES else n * (n - 1)
+
+
 def requested_k(cfg: PairsConfig, n: int) -> int | None:
     """The comparisons per context the config asks for (``k`` wins over ``fraction``), before any adjustment."""
     if cfg.strategy not in SAMPLING:
         return None
-    total = n * (n - 1) // 2 if cfg.strategy in UNORDERED_STRATEGIES else n * (n - 1)
-    return cfg.k if cfg.k is not None else round(cfg.fraction * total)
+    return cfg.k if cfg.k is not None else round(cfg.fraction * distinct_pairs(cfg, n))
 
 
 def resolve_k(cfg: PairsConfig, n: int) -> int | None:
@@ -68,7 +72,7 @@ def resolve_k(cfg: PairsConfig, n: int) -> int | None:
     k = requested_k(cfg, n)
     if k is None:
         return None
-    total = n * (n - 1) // 2 if cfg.strategy in UNORDERED_STRATEGIES else n * (n - 1)
+    total = distinct_pairs(cfg, n)
     if cfg.strategy == "balanced_random":
         # every candidate in at least one pair needs ceil(n/2) pairs
         k = max(k, math.ceil(n / 2))
@@ -107,7 +111,8 @@ def oriented_pairs(cfg: PairsConfig, n: int, rng: np.random.Generator) -> np.nda
 
 
 def k_adjustments(cfg: PairsConfig, sizes: list[int]) -> dict[str, int]:
-    """How many contexts had their requested k raised to the strategy's minimum, or lowered (capped at all pairs; even for symmetric)."""
+    """How many contexts had their requested k raised to the strategy's minimum, or lowered (to the number of
+    distinct pairs, or to an even number for ``symmetric``)."""
     raised = lowered = 0
     for n in sizes:
         want, used = requested_k(cfg, n), resolve_k(cfg, n)

@@ -94,7 +94,8 @@ def score_comparisons(
             try:
                 s, se = method_scores(method, len(cands), i, j, p, debias)
             except ComparisonError as exc:
-                unscored.append((judge, attribute, template_id, method, context_id, str(exc)))
+                named = f" (candidate(s) {', '.join(cands[k] for k in exc.items)})" if exc.items else ""
+                unscored.append((judge, attribute, template_id, method, context_id, f"{exc}{named}"))
                 continue
             n = len(cands)
             rows["judge"] += [judge] * n

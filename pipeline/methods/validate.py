@@ -184,7 +184,8 @@ def check_covered(n_items: int, i: NDArray[np.int64], j: NDArray[np.int64], *, m
         who = f"{method} needs" if method else "this method needs"
         raise ComparisonError(
             f"item {int(missing[0])} is in no comparison ({missing.size} such item(s)); "
-            f"{who} every item in at least one comparison"
+            f"{who} every item in at least one comparison",
+            items=tuple(missing[:_MAX_LISTED]),
         )
 
 
@@ -236,17 +237,20 @@ def check_connected(
     if missing.size:
         raise ComparisonError(
             f"item {int(missing[0])} is in no comparison: the comparison graph is disconnected "
-            f"({missing.size} isolated item(s)){who}"
+            f"({missing.size} isolated item(s)){who}",
+            items=tuple(missing[:_MAX_LISTED]),
         )
     n_comp, labels = connected_components(n_items, i, j, adjacency=adjacency)
     if n_comp > 1:
         sizes = np.bincount(labels)
         parts = []
+        smallest = np.flatnonzero(labels == np.argmin(sizes))
         for c in np.argsort(sizes, kind="stable")[:3]:
             members = np.flatnonzero(labels == c)
             shown = ", ".join(str(int(m)) for m in members[:_MAX_LISTED])
             more = ", ..." if members.size > _MAX_LISTED else ""
             parts.append(f"{{{shown}{more}}} ({members.size} items)")
         raise ComparisonError(
-            f"the comparison graph is disconnected: {n_comp} components, smallest: " + "; ".join(parts) + who
+            f"the comparison graph is disconnected: {n_comp} components, smallest: " + "; ".join(parts) + who,
+            items=tuple(smallest[:_MAX_LISTED]),
         )

@@ -123,3 +123,14 @@ def test_registry_signature_and_options():
         assert s.shape == (3,) and np.all(np.isfinite(s)), name
         assert s[0] > s[2], name  # item 0 beats item 2 directly and through item 1
     np.testing.assert_array_equal(score("win_ratio", 2, [0], [1], [0.55], threshold=0.6), [0.0, 1.0])
+
+
+def test_graph_errors_carry_the_items_at_fault():
+    # item 3 in no comparison
+    with pytest.raises(ComparisonError) as err:
+        check_connected(4, np.array([0, 1]), np.array([1, 2]))
+    assert err.value.items == (3,)
+    # two components, {0, 1, 2} and {3, 4}: the smallest is named
+    with pytest.raises(ComparisonError) as err:
+        check_connected(5, np.array([0, 1, 3]), np.array([1, 2, 4]))
+    assert err.value.items == (3, 4)
