@@ -158,7 +158,7 @@ def prepare(
     if adjusted["raised"] or adjusted["lowered"]:
         log.warning(
             "pairs: the requested k (pairs.k=%s, pairs.fraction=%s) was raised to the %s minimum in %d context(s) "
-            "and lowered to the available pairs in %d",
+            "and lowered (to the distinct pairs there are; to an even k for symmetric) in %d",
             cfg.pairs.k,
             cfg.pairs.fraction,
             cfg.pairs.strategy,

@@ -244,13 +244,12 @@ def check_connected(
     if n_comp > 1:
         sizes = np.bincount(labels)
         parts = []
-        smallest = np.flatnonzero(labels == np.argmin(sizes))
-        for c in np.argsort(sizes, kind="stable")[:3]:
-            members = np.flatnonzero(labels == c)
+        shown_components = [np.flatnonzero(labels == c) for c in np.argsort(sizes, kind="stable")[:3]]
+        for members in shown_components:
             shown = ", ".join(str(int(m)) for m in members[:_MAX_LISTED])
             more = ", ..." if members.size > _MAX_LISTED else ""
             parts.append(f"{{{shown}{more}}} ({members.size} items)")
         raise ComparisonError(
             f"the comparison graph is disconnected: {n_comp} components, smallest: " + "; ".join(parts) + who,
-            items=tuple(smallest[:_MAX_LISTED]),
+            items=tuple(shown_components[0][:_MAX_LISTED]),
         )
