@@ -58,7 +58,7 @@ def test_a_pool_spreads_over_two_actors(tmp_path, monkeypatch):
             "dataset.attributes=[difficulty]",
             "judge.num_actors=2",
             "judge.num_cpus_per_actor=0.5",
-            "judge.batch_size=8",
+            "judge.batch_size=10",  # divides the 90 prompts: no remainder block to bundle
             "judge.max_model_len=512",
             "judge.env.VLLM_CPU_KVCACHE_SPACE=1",
             f"paths.output_root={tmp_path / 'out'}",
@@ -75,7 +75,7 @@ def test_a_pool_spreads_over_two_actors(tmp_path, monkeypatch):
     assert j.select("cand_a", "cand_b").unique().height == 90
     # the single context's prompts were judged by both actors
     assert j["worker"].n_unique() == 2
-    assert sum(arrived) == 90 and max(arrived) <= 8 and len(arrived) >= 12
+    assert sum(arrived) == 90 and max(arrived) <= 10 and len(arrived) >= 9
     corr = pl.read_parquet(result.run_dir / "tables" / "correlations.parquet")
     assert corr["n_contexts"].to_list() == [1] * corr.height
     # the pool template holds no context text: every prompt is two questions and the question
