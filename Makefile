@@ -16,7 +16,7 @@ ARGS ?=
 # Pytest selection, e.g. make test PYTEST_ARGS="-m 'not engine'"
 PYTEST_ARGS ?=
 
-.PHONY: help install run test test-fast lint format bench-judge bench-methods lock clean
+.PHONY: help install run stages test test-fast lint format bench-judge bench-methods lock clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -38,6 +38,9 @@ install: $(STAMP) ## create .venv with everything (CPU vLLM, Ray, Polars, MLflow
 
 run: $(STAMP) ## set up and run the main job on the embedded default (demo data, SmolLM2 on CPU vLLM, local Ray, local MLflow)
 	$(BIN)/python -m pipeline.cli $(ARGS)
+
+stages: $(STAMP) ## print the workflow's stages and the tables they pass, from their declarations (ARGS: overrides)
+	$(BIN)/python -m pipeline.describe $(ARGS)
 
 test: $(STAMP) ## run every test: unit, config, real CPU vLLM engine, end to end on a local Ray
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -1,31 +1,95 @@
-"""``python -m pipeline.cli [overrides]``: compose the Hydra config, convert it once, run, print the summary."""
+"""``python -m pipeline.cli [overrides]``: compose the Hydra config, convert it once, run, print the summary.
+
+The console shows the pipeline's own lines (input, judge, progress with rate and ETA, where the outputs went,
+the summary table); the engines' and Ray's output goes to the run folder (``run.log``, ``logs/``), unless
+``verbose=true``. Expected errors (a config value, the input data, the judge model) print their message and
+exit with status 2; anything else keeps its traceback and exits with status 1.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
+import traceback
+from datetime import datetime
 from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
 from pipeline.config import register_configs, to_run_config
-from pipeline.logs import setup_logging
+from pipeline.errors import UserError
+from pipeline.logs import capture_process_output, captured_output_path, console, results, setup_logging
 
 register_configs()
-CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+CONF_DIR = str(PROJECT_ROOT / "conf")
+# Exit status of an expected error (config, input, model) and of anything else.
+USER_ERROR, FAILURE = 2, 1
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
-def main(cfg: DictConfig) -> None:
+def _main(cfg: DictConfig) -> None:
     run_cfg = to_run_config(cfg)
-    setup_logging(run_cfg.log_level)
+    if not run_cfg.verbose:
+        from pipeline.data.source import resolve_path
+
+        stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+        pending = (
+            resolve_path(run_cfg.paths.output_root, PROJECT_ROOT) / "logs" / f"{stamp}-{os.getpid()}.log"
+        )
+        capture_process_output(pending)  # moved into the run folder's run.log once it exists
+    setup_logging(str(run_cfg.log_level), run_cfg.verbose)
     from pipeline.run import run
 
-    result = run(run_cfg)
-    sys.stdout.write("\n" + result.summary + "\n\n")
-    sys.stdout.write(f"outputs: {result.run_dir}\n")
+    result = run(run_cfg, PROJECT_ROOT)
+    console().flush()
+    out = results()
+    out.write("\n" + result.summary + "\n\n")
+    out.write(f"outputs: {result.run_dir}\n")
     if result.mlflow_run_id:
-        sys.stdout.write(f"MLflow run {result.mlflow_run_id} in {result.tracking_uri}\n")
+        out.write(f"MLflow run {result.mlflow_run_id} in {result.tracking_uri}\n")
+    out.flush()
+
+
+def config_error_message(exc: BaseException) -> str:
+    """Hydra's / OmegaConf's message, with its cause, without the internal type lines."""
+    parts = [str(exc)]
+    if exc.__cause__ is not None and str(exc.__cause__) not in parts[0]:
+        parts.append(str(exc.__cause__))
+    lines = [
+        line
+        for part in parts
+        for line in part.splitlines()
+        if not line.strip().startswith(("reference_type=", "object_type="))
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    # Hydra re-raises instead of printing its own report: expected errors are reported here, without a traceback.
+    os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+    try:
+        _main()
+    except UserError as exc:
+        _report(f"error: {exc}", USER_ERROR)
+    except (HydraException, OmegaConfBaseException) as exc:
+        _report(f"config error: {config_error_message(exc)}", USER_ERROR)
+    except Exception:
+        _report(traceback.format_exc().rstrip(), FAILURE)
+
+
+def _report(message: str, status: int) -> None:
+    out = console()
+    out.write(message + "\n")
+    details = captured_output_path()
+    if details is not None:
+        out.write(f"(the run's full output is in {details})\n")
+    out.flush()
+    sys.exit(status)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,115 @@
-"""Typed run configuration.
+"""Typed run configuration: what a user can set, each choice an enum, validated once at the entry point.
 
-Hydra composes YAML from ``conf/`` over these dataclasses (registered as the ``base_config`` schema), and
-the entry point converts the result once with :func:`to_run_config`; library code receives these objects,
-never a ``DictConfig``.
+Hydra composes YAML from ``conf/`` over these dataclasses (registered as the ``base_config`` schema), so a
+misspelt key or a value outside an enum is refused while composing, with the key and the valid values named.
+:func:`to_run_config` then converts the result once into a :class:`RunConfig` and :func:`validate` refuses
+every combination that could not be applied as written (a ``pairs.k`` that all pairs would ignore, a
+debiasing that needs the other ordering, ...). Library code receives these objects, never a ``DictConfig``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any
+
+from pipeline.errors import ConfigError
+
+
+class Workflow(StrEnum):
+    """The list of stages a run executes (:mod:`pipeline.workflows`)."""
+
+    comparative = "comparative"
+
+
+class EmptyText(StrEnum):
+    """A candidate whose text is empty: refuse the input, judge a placeholder text, or leave it out."""
+
+    error = "error"
+    placeholder = "placeholder"
+    drop = "drop"
+
+
+class Strategy(StrEnum):
+    """How the pairs of a context are chosen (:mod:`pipeline.methods.selection`)."""
+
+    all_pairs = "all_pairs"
+    balanced_random = "balanced_random"
+    greedy_optimal = "greedy_optimal"
+    random = "random"
+    no_repeat = "no_repeat"
+    symmetric = "symmetric"
+    all_ordered = "all_ordered"
+
+
+class Orderings(StrEnum):
+    """both: every pair judged with each candidate in slot A; one: only the selected ordering."""
+
+    both = "both"
+    one = "one"
+
+
+class ChatTemplate(StrEnum):
+    """auto: the judge's chat template when it has one; true: require it; false: plain text."""
+
+    auto = "auto"
+    true = "true"
+    false = "false"
+
+    @classmethod
+    def parse(cls, value: object, key: str = "prompt.chat_template") -> ChatTemplate:
+        """The choice for a YAML/CLI value: booleans (``prompt.chat_template=false``) or one of the names."""
+        if isinstance(value, bool):
+            return cls.true if value else cls.false
+        if isinstance(value, str) and value in cls.__members__:
+            return cls(value)
+        raise ConfigError(f"config {key}={value!r} is not one of auto, true, false")
+
+
+class TooLong(StrEnum):
+    """A prompt longer than the judge's context: cut the context text (counted, warned) or stop."""
+
+    truncate = "truncate"
+    refuse = "refuse"
+
+
+class Backend(StrEnum):
+    """vllm: the product (batched, prefix-cached); hf: Hugging Face transformers, one prompt at a time."""
+
+    vllm = "vllm"
+    hf = "hf"
+
+
+class Debias(StrEnum):
+    """Position-bias removal (:mod:`pipeline.reduce`)."""
+
+    average = "average"
+    alpha = "alpha"
+    mean_shift = "mean_shift"
+    none = "none"
+
+
+class Correlation(StrEnum):
+    """Correlation with human scores: where the data has them, required for every candidate, or off."""
+
+    auto = "auto"
+    required = "required"
+    off = "off"
+
+
+class Executor(StrEnum):
+    """ray: the stages on Ray Data (a local Ray or a cluster); local: in this process, no Ray."""
+
+    ray = "ray"
+    local = "local"
+
+
+class LogLevel(StrEnum):
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
 
 
 @dataclass
@@ -42,7 +143,7 @@ class DatasetConfig:
     adjectives: dict[str, str] = field(default_factory=dict)
     # Candidates whose text is empty (or equal to one of empty_markers): error | placeholder | drop.
     # placeholder and drop are counted and reported; error names every offending candidate.
-    empty_text: str = "error"
+    empty_text: EmptyText = EmptyText.error
     empty_markers: list[str] = field(default_factory=list)
     placeholder: str = "(no text)"
     # An empty context is an error unless allowed (a single pool of items may have no shared context).
@@ -56,13 +157,14 @@ class PairsConfig:
 
     # all_pairs (every unordered pair, so N(N-1) ordered prompts) | balanced_random | greedy_optimal | random
     # | no_repeat | symmetric | all_ordered. Ordered selections are folded into unordered pairs.
-    strategy: str = "all_pairs"
+    strategy: Strategy = Strategy.all_pairs
     # Unordered pairs per context for the sampling strategies, or `fraction` of all N(N-1)/2 pairs; when
-    # both are set, k wins (so `pairs=balanced pairs.k=500` overrides the preset's fraction).
+    # both are set, k wins (so `pairs=balanced pairs.k=500` overrides the preset's fraction). Refused for
+    # all_pairs / all_ordered, which judge every pair.
     k: int | None = None
     fraction: float | None = None
     # both: every pair is judged in both orderings (the product's rule). one: only the selected ordering.
-    orderings: str = "both"
+    orderings: Orderings = Orderings.both
     # The same pair set for every attribute of a context (more prefix-cache hits) or a new draw per attribute.
     same_pairs_for_all_attributes: bool = True
     seed: int = 0
@@ -85,14 +187,17 @@ class TemplateConfig:
 @dataclass
 class PromptConfig:
     templates: list[TemplateConfig] = field(default_factory=lambda: [TemplateConfig()])
-    # auto: use the model's chat template when it has one; true: require it; false: plain text.
-    chat_template: str = "auto"
+    # auto: use the model's chat template when it has one; true: require it; false: plain text. YAML/CLI
+    # booleans are accepted (`prompt.chat_template=false`); :func:`to_run_config` turns the value into a
+    # :class:`ChatTemplate`.
+    chat_template: str | bool = "auto"
+    # The system message (chat template), or the first paragraph of a plain-text prompt.
     system_prompt: str | None = None
     # Label words whose first-token log-probabilities are read; each must be a single token.
     label_words_a: list[str] = field(default_factory=lambda: [" A", "A"])
     label_words_b: list[str] = field(default_factory=lambda: [" B", "B"])
     # A prompt longer than the model's context: truncate (the context text, counted and warned) | refuse.
-    too_long: str = "truncate"
+    too_long: TooLong = TooLong.truncate
 
 
 @dataclass
@@ -100,19 +205,19 @@ class JudgeConfig:
     """The LLM judge and how its engines are placed."""
 
     # backend: vllm (the product) | hf (Hugging Face transformers, one prompt at a time: the papers' way).
-    backend: str = "vllm"
+    backend: Backend = Backend.vllm
     # A model alias known to pipeline.models (e.g. smollm2-135m-instruct), a local folder, or a hub id.
     model: str = "smollm2-135m-instruct"
     # Name recorded in the tables; defaults to the model alias / folder name.
     name: str | None = None
     max_model_len: int = 4096
-    # Passed through to vllm.LLM as one mapping (enforce_eager, dtype, enable_prefix_caching, ...).
-    engine: dict[str, Any] = field(
-        default_factory=lambda: {"enforce_eager": True, "enable_prefix_caching": True, "seed": 0}
-    )
-    # Environment for the engine's process, set before vLLM is imported (CPU KV cache size, thread binding).
+    # vllm: passed through to vllm.LLM as one mapping (enforce_eager, dtype, enable_prefix_caching, ...; every
+    # key is checked against vLLM's EngineArgs). hf: dtype, threads, seed. Without a dtype, a CPU judge runs
+    # in bfloat16 where the CPU has native bfloat16 and in float32 elsewhere (pipeline.hardware).
+    engine: dict[str, Any] = field(default_factory=dict)
+    # Environment of the engine's process, set before the engine is imported (CPU KV cache size, threads).
     env: dict[str, str] = field(default_factory=dict)
-    # Prompts per actor call; larger batches let vLLM schedule more prompts that share a prefix.
+    # Prompts per engine call; larger batches let vLLM schedule more prompts that share a prefix.
     batch_size: int = 256
     num_actors: int = 1
     num_cpus_per_actor: float = 1.0
@@ -128,15 +233,15 @@ class ScoringConfig:
     # Position-bias removal: average (both orderings, PoE 4.2) | alpha (reweight so P(A) = 0.5, EACL eq. 9)
     # | mean_shift (one ordering: PoE-Gaussian expert mean shifted by the observed P(A), PoE A.6; the other
     # methods get the raw probabilities) | none (each ordering is its own comparison).
-    debias: str = "average"
+    debias: Debias = Debias.average
     # Correlation with human scores: auto (where the data has them) | required (error if missing) | off.
-    correlation: str = "auto"
+    correlation: Correlation = Correlation.auto
 
 
 @dataclass
 class RuntimeConfig:
     # ray: stages on Ray Data (local ray.init() or an existing cluster). local: in-process, no Ray.
-    executor: str = "ray"
+    executor: Executor = Executor.ray
     # Ray address: None starts a local Ray; "auto" joins the cluster this job runs on.
     address: str | None = None
     num_cpus: int | None = None
@@ -144,7 +249,8 @@ class RuntimeConfig:
     max_shards: int = 64
     # Rows per pair-generation output chunk (bounds memory for one huge pool).
     pair_chunk_rows: int = 4096
-    # Resume: skip comparisons already written in the output folder's judgments.
+    # Resume: judge only what paths.run_dir does not hold yet (refused if its judgments were made with a
+    # different judging configuration). false with a run_dir that holds judgments is refused.
     resume: bool = True
 
 
@@ -171,6 +277,7 @@ class PathsConfig:
 
 @dataclass
 class RunConfig:
+    workflow: Workflow = Workflow.comparative
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     pairs: PairsConfig = field(default_factory=PairsConfig)
     prompt: PromptConfig = field(default_factory=PromptConfig)
@@ -179,46 +286,129 @@ class RunConfig:
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     paths: PathsConfig = field(default_factory=PathsConfig)
-    log_level: str = "INFO"
+    log_level: LogLevel = LogLevel.INFO
+    # true: the engines' and Ray's own output on the console too (by default it goes to the run folder's logs).
+    verbose: bool = False
 
 
-CHOICES = {
-    "dataset.empty_text": ("error", "placeholder", "drop"),
-    "pairs.orderings": ("both", "one"),
-    "prompt.chat_template": ("auto", "true", "false"),
-    "prompt.too_long": ("truncate", "refuse"),
-    "judge.backend": ("vllm", "hf"),
-    "scoring.debias": ("average", "alpha", "mean_shift", "none"),
-    "scoring.correlation": ("auto", "required", "off"),
-    "runtime.executor": ("ray", "local"),
-}
+# Strategies whose pairs are judged in both orderings (ordered selections are for one-ordering runs).
+BOTH_ORDERINGS = frozenset(
+    {Strategy.all_pairs, Strategy.balanced_random, Strategy.greedy_optimal, Strategy.all_ordered}
+)
+# Strategies that draw k comparisons per context (the others judge every pair).
+SAMPLING = frozenset(
+    {
+        Strategy.balanced_random,
+        Strategy.greedy_optimal,
+        Strategy.random,
+        Strategy.no_repeat,
+        Strategy.symmetric,
+    }
+)
+# Settings of the hf backend's engine mapping (judge.engine).
+HF_ENGINE_KEYS = ("dtype", "seed", "threads")
 
 
-def check_choices(cfg: RunConfig) -> None:
-    """Raise ValueError naming the field when a string option is not one of its documented values."""
-    for dotted, allowed in CHOICES.items():
-        section, name = dotted.split(".")
-        value = getattr(getattr(cfg, section), name)
-        if str(value).lower() not in allowed:
-            raise ValueError(f"config {dotted}={value!r} is not one of {', '.join(allowed)}")
-    if cfg.pairs.fraction is not None and not 0 < cfg.pairs.fraction <= 1:
-        raise ValueError(f"config pairs.fraction={cfg.pairs.fraction} must be in (0, 1]")
-    if cfg.pairs.orderings == "one" and cfg.scoring.debias == "average":
-        raise ValueError(
-            "config pairs.orderings=one judges a single ordering, so scoring.debias=average has nothing to "
-            "average; use scoring.debias=alpha or none"
+def _positive(problems: list[str], key: str, value: float | None, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if value is None or not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        problems.append(f"config {key}={value!r} must be a positive number")
+
+
+def validate(cfg: RunConfig) -> None:
+    """Refuse every value that could not be applied as written; raise one ConfigError listing them all."""
+    from pipeline.methods import SCORERS
+    from pipeline.prompts import template_problems
+
+    problems: list[str] = []
+    pairs, scoring = cfg.pairs, cfg.scoring
+    if pairs.orderings == Orderings.both and pairs.strategy not in BOTH_ORDERINGS:
+        problems.append(
+            f"config pairs.strategy={pairs.strategy} selects ordered comparisons; with pairs.orderings=both use "
+            f"one of {', '.join(sorted(BOTH_ORDERINGS))}, or set pairs.orderings=one"
         )
-    if cfg.scoring.debias == "mean_shift" and cfg.pairs.orderings != "one":
-        raise ValueError(
+    if pairs.strategy in SAMPLING:
+        if pairs.k is None and pairs.fraction is None:
+            problems.append(f"config pairs.strategy={pairs.strategy} needs pairs.k or pairs.fraction")
+    else:
+        for key, value in (("k", pairs.k), ("fraction", pairs.fraction)):
+            if value is not None:
+                problems.append(
+                    f"config pairs.{key}={value} has no effect with pairs.strategy={pairs.strategy}, which judges "
+                    f"every pair; remove it, or choose a sampling strategy ({', '.join(sorted(SAMPLING))})"
+                )
+    _positive(problems, "pairs.k", pairs.k, allow_none=True)
+    if pairs.fraction is not None and not 0 < pairs.fraction <= 1:
+        problems.append(f"config pairs.fraction={pairs.fraction} must be in (0, 1]")
+    if pairs.orderings == Orderings.one and scoring.debias == Debias.average:
+        problems.append(
+            "config pairs.orderings=one judges a single ordering, so scoring.debias=average has nothing to "
+            "average; use scoring.debias=alpha, mean_shift or none"
+        )
+    if scoring.debias == Debias.mean_shift and pairs.orderings != Orderings.one:
+        problems.append(
             "config scoring.debias=mean_shift is the one-ordering correction (PoE appendix A.6); with both "
             "orderings use scoring.debias=average"
         )
+    if not scoring.methods:
+        problems.append("config scoring.methods is empty; choose from " + ", ".join(sorted(SCORERS)))
+    unknown = [m for m in scoring.methods if m not in SCORERS]
+    if unknown:
+        problems.append(
+            f"config scoring.methods: unknown method(s) {unknown}; choose from {', '.join(sorted(SCORERS))}"
+        )
+    if len(set(scoring.methods)) != len(scoring.methods):
+        problems.append(f"config scoring.methods lists a method twice: {scoring.methods}")
+
     ids = [t.id for t in cfg.prompt.templates]
+    if not ids:
+        problems.append("config prompt.templates is empty")
     if len(set(ids)) != len(ids):
-        raise ValueError(f"config prompt.templates has duplicate ids: {ids}")
-    if not cfg.prompt.label_words_a or not cfg.prompt.label_words_b:
-        raise ValueError(
+        problems.append(f"config prompt.templates has duplicate ids: {ids}")
+    for template in cfg.prompt.templates:
+        problems += template_problems(template)
+    words_a, words_b = cfg.prompt.label_words_a, cfg.prompt.label_words_b
+    if not words_a or not words_b:
+        problems.append(
             "config prompt.label_words_a and prompt.label_words_b must each name at least one word"
+        )
+    both = sorted(set(words_a) & set(words_b))
+    if both:
+        problems.append(f"config prompt.label_words_a and label_words_b both list {both}")
+
+    judge = cfg.judge
+    for key in ("max_model_len", "batch_size", "num_actors"):
+        value = getattr(judge, key)
+        if not isinstance(value, int) or value < 1:
+            problems.append(f"config judge.{key}={value!r} must be a positive integer")
+    if judge.num_cpus_per_actor < 0 or judge.num_gpus_per_actor < 0:
+        problems.append("config judge.num_cpus_per_actor and judge.num_gpus_per_actor must be >= 0")
+    for key in ("model", "max_model_len"):
+        if key in judge.engine:
+            problems.append(f"config judge.engine.{key} is set by judge.{key}; remove it from judge.engine")
+    if judge.backend == Backend.hf:
+        extra = sorted(set(judge.engine) - set(HF_ENGINE_KEYS))
+        if extra:
+            problems.append(
+                f"config judge.engine has {extra}, which the hf backend does not take (it takes "
+                f"{', '.join(HF_ENGINE_KEYS)}); use judge=hf's own engine settings or judge.backend=vllm"
+            )
+    for key, value in (
+        ("dataset.max_contexts", cfg.dataset.max_contexts),
+        ("dataset.max_candidates", cfg.dataset.max_candidates),
+    ):
+        if value is not None and value < 1:
+            problems.append(f"config {key}={value} must be at least 1")
+    if cfg.dataset.max_candidates is not None and cfg.dataset.max_candidates < 2:
+        problems.append(
+            "config dataset.max_candidates must be at least 2 (a comparison needs two candidates)"
+        )
+    if cfg.runtime.max_shards < 1 or cfg.runtime.pair_chunk_rows < 1:
+        problems.append("config runtime.max_shards and runtime.pair_chunk_rows must be at least 1")
+    if problems:
+        raise ConfigError(
+            "\n".join(problems) if len(problems) == 1 else "\n  - ".join(["invalid config:", *problems])
         )
 
 
@@ -232,31 +422,37 @@ def register_configs() -> None:
 def to_run_config(cfg: Any) -> RunConfig:
     """Convert a composed DictConfig into a validated :class:`RunConfig` (once, at the entry point)."""
     from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
-    merged = OmegaConf.merge(OmegaConf.structured(RunConfig), cfg)
-    run_cfg = OmegaConf.to_object(merged)
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(RunConfig), cfg)
+        run_cfg = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"config: {exc}") from exc
     assert isinstance(run_cfg, RunConfig)
-    check_choices(run_cfg)
+    run_cfg.prompt.chat_template = ChatTemplate.parse(run_cfg.prompt.chat_template)
+    validate(run_cfg)
     return run_cfg
 
 
-def to_flat_dict(cfg: RunConfig) -> dict[str, Any]:
-    """The resolved config as dotted keys (for MLflow params)."""
-    from dataclasses import asdict
-
+def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted keys of a nested dict / dataclass (lists of dicts are indexed: ``prompt.templates.0.id``)."""
+    if hasattr(tree, "__dataclass_fields__"):
+        tree = asdict(tree)
     out: dict[str, Any] = {}
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, dict):
-            if not value:
-                out[prefix] = "{}"
-            for k, v in value.items():
-                walk(f"{prefix}.{k}" if prefix else str(k), v)
-        elif isinstance(value, list) and value and isinstance(value[0], dict):
-            for n, v in enumerate(value):
-                walk(f"{prefix}.{n}", v)
-        else:
-            out[prefix] = value
-
-    walk("", asdict(cfg))
+    if isinstance(tree, dict):
+        if not tree and prefix:
+            out[prefix] = "{}"
+        for k, v in tree.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(tree, list) and tree and isinstance(tree[0], dict):
+        for n, v in enumerate(tree):
+            out.update(flatten(v, f"{prefix}.{n}"))
+    else:
+        out[prefix] = tree
     return out
+
+
+def to_flat_dict(cfg: RunConfig) -> dict[str, Any]:
+    """The resolved config as dotted keys (for MLflow params); enum values as their plain strings."""
+    return {k: (str(v) if isinstance(v, StrEnum) else v) for k, v in flatten(cfg).items()}

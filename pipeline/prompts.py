@@ -1,6 +1,10 @@
-"""Prompt templates: the user message for a pair, and the full prompt with chat template and answer prefix.
+"""Prompts, settled once: the user message of a pair, the text around it, and the label words.
 
-Pure string functions; the tokenizer (for the chat template) is passed in by the caller.
+:func:`plan_prompts` runs once on the driver with the judge's tokenizer: it decides whether the chat template is
+used, renders the template once around a placeholder to get the text before and after the message (checked
+against a real rendering), resolves the label words to token ids and fixes each template's answer prefix.
+The resulting :class:`PromptPlan` is a small picklable object: the pair stage renders whole prompts with it
+(pure string functions, no tokenizer), the judge only tokenizes them and reads the label tokens it names.
 """
 
 from __future__ import annotations
@@ -10,7 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pipeline.config import PromptConfig, TemplateConfig
+from pipeline.config import ChatTemplate, PromptConfig, TemplateConfig
+from pipeline.errors import ConfigError
+from pipeline.judge.labels import Labels
 
 # The adjective asked about for an attribute ("Which summary is more <adjective>?").
 DEFAULT_ADJECTIVES = {
@@ -30,6 +36,12 @@ DEFAULT_ADJECTIVES = {
 }
 
 FIELDS = frozenset({"context", "a", "b", "adjective", "noun", "Noun", "context_noun", "Context_noun"})
+# Plain-text prompts (no chat template): the message, then the answer cue.
+PLAIN_TAIL = "\n\nAnswer: "
+# Stands for the message when the chat template is rendered once (a private-use character, never in templates).
+_PLACEHOLDER = "\ue000MESSAGE\ue000"
+# A message with surrounding whitespace and characters templates might escape: shows how the template treats it.
+_PROBE = "  Probe {message} <with> 'quotes' & \"marks\"\n\nand a second paragraph.  "
 
 
 @dataclass(frozen=True)
@@ -45,20 +57,27 @@ def template_fields(text: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
 
 
-def check_template(template: TemplateConfig) -> None:
-    """Raise ValueError naming the template and the unknown or missing field."""
+def template_problems(template: TemplateConfig) -> list[str]:
+    """What is wrong with a template (unknown fields, no {a}/{b}), each naming the template."""
+    problems = []
     for part, text in (("text", template.text), ("answer_prefix", template.answer_prefix)):
-        unknown = template_fields(text) - FIELDS
+        try:
+            unknown = template_fields(text) - FIELDS
+        except ValueError as exc:
+            problems.append(f"config prompt template {template.id!r} {part}: {exc}")
+            continue
         if unknown:
-            raise ValueError(
-                f"prompt template {template.id!r} {part}: unknown field(s) {sorted(unknown)}; "
+            problems.append(
+                f"config prompt template {template.id!r} {part}: unknown field(s) {sorted(unknown)}; "
                 f"use {sorted(FIELDS)}"
             )
-    missing = {"a", "b"} - template_fields(template.text)
-    if missing:
-        raise ValueError(
-            f"prompt template {template.id!r} text must contain {{a}} and {{b}}; missing {sorted(missing)}"
-        )
+    if not problems:
+        missing = {"a", "b"} - template_fields(template.text)
+        if missing:
+            problems.append(
+                f"config prompt template {template.id!r} text must contain {{a}} and {{b}}; missing {sorted(missing)}"
+            )
+    return problems
 
 
 def resolve_adjectives(attributes: list[str], configured: Mapping[str, str]) -> dict[str, str]:
@@ -66,7 +85,7 @@ def resolve_adjectives(attributes: list[str], configured: Mapping[str, str]) -> 
     for attribute in attributes:
         adjective = configured.get(attribute) or DEFAULT_ADJECTIVES.get(attribute)
         if not adjective:
-            raise ValueError(
+            raise ConfigError(
                 f"no adjective for attribute {attribute!r}: set dataset.adjectives.{attribute}=<adjective> "
                 "(the word in 'Which summary is more <adjective>?')"
             )
@@ -95,38 +114,133 @@ def render_answer_prefix(template: TemplateConfig, words: PromptWords, attribute
     return template.answer_prefix.format(context="", a="", b="", **_words(words, attribute))
 
 
+@dataclass(frozen=True)
+class PromptFrame:
+    """The text around every user message, from the judge's chat template (or the plain-text layout)."""
+
+    head: str
+    tail: str
+    # The chat template strips the message's surrounding whitespace (e.g. Llama 3's ``| trim``).
+    strip: bool = False
+    # Tokenize with the tokenizer's own special tokens (BOS): plain text. Chat text holds its own.
+    add_special_tokens: bool = True
+
+    def wrap(self, message: str) -> str:
+        return self.head + (message.strip() if self.strip else message) + self.tail
+
+
 class ChatTokenizer(Protocol):
     chat_template: Any
 
     def apply_chat_template(self, conversation: list[dict[str, str]], **kwargs: Any) -> Any: ...
 
 
-def uses_chat_template(tokenizer: ChatTokenizer, mode: str) -> bool:
+def uses_chat_template(tokenizer: ChatTokenizer, mode: ChatTemplate | str | bool, model: str) -> bool:
+    """Whether prompts go through the judge's chat template (``prompt.chat_template``, decided once)."""
+    mode = ChatTemplate.parse(mode)
     has = bool(getattr(tokenizer, "chat_template", None))
-    if mode == "true" and not has:
-        raise ValueError("prompt.chat_template=true but the judge model's tokenizer has no chat template")
-    return has and mode != "false"
+    if mode == ChatTemplate.true and not has:
+        raise ConfigError(
+            f"config prompt.chat_template=true but judge {model}'s tokenizer has no chat template; "
+            "use prompt.chat_template=auto or false"
+        )
+    return has and mode != ChatTemplate.false
 
 
-def full_prompt(
-    tokenizer: ChatTokenizer, cfg: PromptConfig, message: str, answer_prefix: str, chat: bool
-) -> str:
-    """The text given to the engine: chat-wrapped message (when ``chat``) followed by the answer prefix."""
-    if not chat:
-        return f"{message}\n\nAnswer: {answer_prefix}"
-    conversation = []
-    if cfg.system_prompt:
-        conversation.append({"role": "system", "content": cfg.system_prompt})
-    conversation.append({"role": "user", "content": message})
-    text = tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
-    return text + answer_prefix
+def plain_frame(system_prompt: str | None) -> PromptFrame:
+    """Plain text: the system prompt (if any) as the first paragraph, the message, then ``Answer:``."""
+    return PromptFrame(head=f"{system_prompt}\n\n" if system_prompt else "", tail=PLAIN_TAIL)
 
 
-def encode_prompt(tokenizer: Any, text: str, chat: bool) -> list[int]:
-    """Token ids of a full prompt. A chat-templated text already holds its special tokens; plain text gets
-    the tokenizer's usual ones (e.g. BOS)."""
-    return list(tokenizer(text, add_special_tokens=not chat)["input_ids"])
+def chat_frame(tokenizer: ChatTokenizer, system_prompt: str | None, model: str) -> PromptFrame:
+    """Render the chat template once around a placeholder; check that a real message lands there verbatim
+    (or stripped), so that ``frame.wrap(message)`` equals the template's own rendering of every message."""
+
+    def render(content: str) -> str:
+        conversation = [{"role": "system", "content": system_prompt}] if system_prompt else []
+        conversation.append({"role": "user", "content": content})
+        try:
+            return tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+        except Exception as exc:  # jinja's raise_exception, e.g. "System role not supported"
+            raise ConfigError(
+                f"judge {model}'s chat template refused the prompt ({exc}); "
+                + ("remove prompt.system_prompt or " if system_prompt else "")
+                + "set prompt.chat_template=false"
+            ) from exc
+
+    text = render(_PLACEHOLDER)
+    if text.count(_PLACEHOLDER) != 1:
+        raise ConfigError(
+            f"judge {model}'s chat template does not place the user message once in the prompt; "
+            "set prompt.chat_template=false"
+        )
+    head, tail = text.split(_PLACEHOLDER)
+    probe = render(_PROBE)
+    for strip in (False, True):
+        frame = PromptFrame(head, tail, strip=strip, add_special_tokens=False)
+        if frame.wrap(_PROBE) == probe:
+            return frame
+    raise ConfigError(
+        f"judge {model}'s chat template changes the user message (not only its surrounding whitespace), so "
+        "prompts cannot be built from it once; set prompt.chat_template=false"
+    )
 
 
-def prefix_key(template_id: str, attribute: str) -> str:
-    return f"{template_id}\t{attribute}"
+@dataclass(frozen=True)
+class PromptPlan:
+    """Everything that decides the text a judge sees and the tokens read from its answer (picklable)."""
+
+    templates: tuple[TemplateConfig, ...]
+    attributes: tuple[str, ...]
+    words: PromptWords
+    frame: PromptFrame
+    chat: bool
+    labels: Labels
+    # (template id, attribute) -> the text the answer starts with ("Summary"), so the next token is the label.
+    answer_prefixes: Mapping[tuple[str, str], str]
+
+    def template(self, template_id: str) -> TemplateConfig:
+        return next(t for t in self.templates if t.id == template_id)
+
+    def prompt(self, template: TemplateConfig, attribute: str, context: str, a: str, b: str) -> str:
+        """The whole text given to the engine for ``a`` in slot A and ``b`` in slot B."""
+        message = render_message(template, self.words, attribute, context, a, b)
+        return self.frame.wrap(message) + self.answer_prefixes[(template.id, attribute)]
+
+    def describe(self) -> dict[str, Any]:
+        """What the judge sees, for the run folder (``prompt_plan.json``)."""
+        example_template = self.templates[0]
+        example_attribute = self.attributes[0]
+        return {
+            "chat_template": self.chat,
+            "frame": {"head": self.frame.head, "tail": self.frame.tail, "strip": self.frame.strip},
+            "answer_prefixes": {f"{t}/{a}": p for (t, a), p in self.answer_prefixes.items()},
+            "label_words": list(self.labels.words),
+            "label_token_ids": list(self.labels.token_ids),
+            "example": self.prompt(
+                example_template, example_attribute, "<context>", "<candidate A>", "<candidate B>"
+            ),
+        }
+
+
+def plan_prompts(
+    cfg: PromptConfig,
+    attributes: list[str] | tuple[str, ...],
+    words: PromptWords,
+    tokenizer: Any,
+    labels: Labels,
+    model: str,
+) -> PromptPlan:
+    """Settle the prompt once: chat template or plain text, the frame around messages, answer prefixes."""
+    chat = uses_chat_template(tokenizer, cfg.chat_template, model)
+    frame = chat_frame(tokenizer, cfg.system_prompt, model) if chat else plain_frame(cfg.system_prompt)
+    templates = tuple(cfg.templates)
+    prefixes = {(t.id, a): render_answer_prefix(t, words, a) for t in templates for a in attributes}
+    return PromptPlan(templates, tuple(attributes), words, frame, chat, labels, prefixes)
+
+
+def encode_prompts(tokenizer: Any, texts: list[str], frame: PromptFrame) -> list[list[int]]:
+    """Token ids of whole prompts: chat text holds its special tokens, plain text gets the tokenizer's own."""
+    if not texts:
+        return []
+    return [list(ids) for ids in tokenizer(texts, add_special_tokens=frame.add_special_tokens)["input_ids"]]

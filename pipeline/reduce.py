@@ -1,13 +1,18 @@
-"""Stage 4: reduce the judgments with Polars into p(A wins), position bias and debiased pair probabilities.
+"""Reduce the judgments with Polars into position bias and debiased pair probabilities.
 
-- p(A wins) per judged prompt: p(A) / (p(A) + p(B)) over the label words' first-token probabilities.
+The judgments carry p(A wins) per prompt (``p_a``, computed by the judge stage with
+:func:`pipeline.judge.labels.p_a_wins`).
+
 - Position bias per judge, attribute and template: P(A) = mean p(A wins) (EACL eq. 8), before and after
   debiasing, with the share of hard decisions for A and the probability mass on the label words.
 - Comparisons: the two orderings of each pair joined; the debiased probability that i beats j is the mean of
   the available estimates {p_ij, 1 - p_ji}, after alpha reweighting when ``debias=alpha`` (EACL eqs. 9-10).
   With both orderings and ``debias=average`` that is (p_ij + 1 - p_ji) / 2 (PoE section 4.2). With
-  ``debias=mean_shift`` (one ordering) the probabilities stay raw and the PoE-Gaussian scorers shift their
-  expert means by P(A) instead (PoE appendix A.6); the debiased P(A) reported is that of the shifted means.
+  ``debias=mean_shift`` (one ordering) the comparisons keep the raw probabilities: the correction happens
+  inside the PoE-Gaussian scorers, which shift their expert means by the observed P(A) (PoE appendix A.6), so
+  the debiased P(A) reported for mean_shift equals the raw P(A) (the other scorers see the raw probabilities).
+  With ``debias=none`` each ordering goes to the scorers as its own comparison, and the debiased P(A) reported
+  is the raw one too; the comparisons' ``p`` is still the mean of the two estimates.
 """
 
 from __future__ import annotations
@@ -17,9 +22,13 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from pipeline.config import Debias, Orderings
 from pipeline.methods.debias import balancing_alpha, reweight
 
 GROUP = ["judge", "attribute", "template_id"]
+# Debiasing modes that hand the scorers the raw p(A wins) of each judged ordering: their "debiased" P(A) is
+# the raw one (mean_shift corrects inside the PoE-Gaussian scorers only).
+RAW_TO_SCORERS = (Debias.none, Debias.mean_shift)
 PAIR = [*GROUP, "context_id", "cand_i", "cand_j"]
 
 
@@ -29,20 +38,12 @@ class CoverageError(RuntimeError):
 
 @dataclass(frozen=True)
 class Reduced:
-    judgments: pl.DataFrame  # with p_a (and p_a_debiased)
     comparisons: pl.DataFrame  # COMPARISONS
     position_bias: pl.DataFrame
     alphas: dict[tuple[str, str, str], float]
 
 
-def with_p_a(judgments: pl.DataFrame) -> pl.DataFrame:
-    return judgments.with_columns(
-        p_a=1.0 / (1.0 + (pl.col("logprob_b") - pl.col("logprob_a")).exp()),
-        label_mass=pl.col("logprob_a").exp() + pl.col("logprob_b").exp(),
-    )
-
-
-def check_coverage(judgments: pl.DataFrame, orderings: str) -> None:
+def check_coverage(judgments: pl.DataFrame, orderings: Orderings) -> None:
     """Every prompt judged once; with both orderings, every pair judged in both."""
     keys = [*GROUP, "context_id", "cand_a", "cand_b"]
     dup = judgments.group_by(keys).len().filter(pl.col("len") > 1)
@@ -52,7 +53,7 @@ def check_coverage(judgments: pl.DataFrame, orderings: str) -> None:
             f"{dup.height} comparison(s) judged more than once, e.g. context {first['context_id']!r} "
             f"A={first['cand_a']!r} B={first['cand_b']!r} ({first['attribute']}, {first['template_id']})"
         )
-    if orderings == "both":
+    if orderings == Orderings.both:
         reverse = judgments.select(
             *GROUP, "context_id", pl.col("cand_b").alias("cand_a"), pl.col("cand_a").alias("cand_b")
         )
@@ -69,13 +70,13 @@ def position_bias(judgments: pl.DataFrame, debiased_col: str) -> pl.DataFrame:
     return (
         judgments.group_by(GROUP)
         .agg(
-            n=pl.len(),
+            n=pl.len().cast(pl.Int64),
             p_a=pl.col("p_a").mean(),
             p_a_hard=(pl.col("p_a") > 0.5).mean(),
             p_a_debiased=pl.col(debiased_col).mean(),
             label_mass=pl.col("label_mass").mean(),
-            prompt_tokens=pl.col("prompt_tokens").sum(),
-            cached_tokens=pl.col("cached_tokens").sum(),
+            prompt_tokens=pl.col("prompt_tokens").cast(pl.Int64).sum(),
+            cached_tokens=pl.col("cached_tokens").cast(pl.Int64).sum(),
         )
         .with_columns(cache_share=pl.col("cached_tokens") / pl.col("prompt_tokens"))
         .sort(GROUP)
@@ -83,10 +84,10 @@ def position_bias(judgments: pl.DataFrame, debiased_col: str) -> pl.DataFrame:
 
 
 def debias_judgments(
-    judgments: pl.DataFrame, debias: str
+    judgments: pl.DataFrame, debias: Debias
 ) -> tuple[pl.DataFrame, dict[tuple[str, str, str], float]]:
     """Add ``p_a_w``: p(A wins) after alpha reweighting (or unchanged), and the alpha of each group."""
-    if debias != "alpha":
+    if debias != Debias.alpha:
         return judgments.with_columns(p_a_w=pl.col("p_a")), {}
     alphas: dict[tuple[str, str, str], float] = {}
     parts = []
@@ -117,10 +118,9 @@ def join_orderings(judgments: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def reduce_judgments(judgments: pl.DataFrame, debias: str, orderings: str) -> Reduced:
+def reduce_judgments(judgments: pl.DataFrame, debias: Debias, orderings: Orderings) -> Reduced:
     check_coverage(judgments, orderings)
-    j = with_p_a(judgments)
-    j, alphas = debias_judgments(j, debias)
+    j, alphas = debias_judgments(judgments, debias)
     comparisons = join_orderings(j)
     # P(A) after debiasing: the debiased probability that the slot-A candidate wins, per ordered prompt.
     per_prompt = j.join(
@@ -134,11 +134,11 @@ def reduce_judgments(judgments: pl.DataFrame, debias: str, orderings: str) -> Re
         right_on=PAIR,
         how="left",
     ).with_columns(
-        p_a_debiased=pl.when(pl.col("cand_a") < pl.col("cand_b"))
-        .then(pl.col("p"))
-        .otherwise(1.0 - pl.col("p"))
+        p_a_debiased=pl.col("p_a")
+        if debias in RAW_TO_SCORERS
+        else pl.when(pl.col("cand_a") < pl.col("cand_b")).then(pl.col("p")).otherwise(1.0 - pl.col("p"))
     )
     bias = position_bias(per_prompt, "p_a_debiased")
     if np.isnan(comparisons["p"].to_numpy()).any():
         raise CoverageError("a debiased probability is NaN; check the judgments' label log-probabilities")
-    return Reduced(judgments=j, comparisons=comparisons, position_bias=bias, alphas=alphas)
+    return Reduced(comparisons=comparisons, position_bias=bias, alphas=alphas)

@@ -1,4 +1,4 @@
-"""Stage 6: correlation of the scores with human scores, the summary table and the metrics for MLflow."""
+"""Correlation of the scores with human scores, the summary table and the metrics for MLflow."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import numpy as np
 import polars as pl
 
 from pipeline.methods.metrics import pairwise_accuracy, per_context_correlation, pooled_correlation
+from pipeline.schemas import CORRELATION_METHODS as CORRELATIONS
+from pipeline.schemas import CORRELATIONS as CORRELATIONS_SCHEMA
 
-CORRELATIONS = ("spearman", "pearson", "kendall")
 KEYS = ["judge", "attribute", "template_id", "method"]
 
 
@@ -33,13 +34,7 @@ def correlation_table(scores: pl.DataFrame) -> pl.DataFrame:
         row["pairwise_accuracy"] = float(accuracy)
         row["n_pairs"] = int(n_pairs)
         rows.append(row)
-    schema = {k: pl.String for k in KEYS}
-    for method in CORRELATIONS:
-        schema[method] = pl.Float64
-        schema[f"{method}_pooled"] = pl.Float64
-    schema.update(
-        n_contexts=pl.Int64, n_skipped_contexts=pl.Int64, pairwise_accuracy=pl.Float64, n_pairs=pl.Int64
-    )
+    schema = pl.from_arrow(CORRELATIONS_SCHEMA.empty_table()).schema
     return pl.DataFrame(rows, schema=schema).sort(KEYS) if rows else pl.DataFrame(schema=schema)
 
 

@@ -1,14 +1,21 @@
-"""Arrow schemas: the data contracts between stages, checked at stage boundaries and written to Parquet.
+"""Arrow schemas: the data contracts between stages, checked at every stage boundary and written to Parquet.
 
 - CANDIDATES: one row per candidate (its context text repeated), after validation.
 - HUMAN_SCORES: one row per candidate and attribute with a human score.
+- JUDGED_KEYS: one row per prompt already judged in the run folder (what a resumed run skips).
+- CONTEXTS: one row per context, its candidates nested, with its shard and the prompts already judged.
 - PAIRS: one row per prompt to judge (a pair in one ordering, for one attribute and template).
-- JUDGMENTS: one row per judged prompt: the label log-probabilities read from the engine.
+- JUDGMENTS: one row per judged prompt: the label log-probabilities read from the engine, and p(A wins).
 - COMPARISONS: one row per unordered pair (both orderings joined) with the debiased probability.
+- POSITION_BIAS: one row per judge, attribute and template: P(A) before and after debiasing.
 - SCORES: one row per candidate, attribute, template and method.
+- UNSCORED: one row per context a method could not score, with the reason.
+- CORRELATIONS: one row per judge, attribute, template and method: agreement with the human scores.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import pyarrow as pa
 
@@ -32,14 +39,27 @@ HUMAN_SCORES = pa.schema(
     ]
 )
 
-# A shard: one row per context, candidates nested, plus the comparisons already judged (for resume).
-SHARD = pa.schema(
+# The identity of one judged prompt.
+PROMPT_KEY = ("context_id", "attribute", "template_id", "cand_a", "cand_b")
+
+JUDGED_KEYS = pa.schema([pa.field(name, pa.string(), nullable=False) for name in PROMPT_KEY])
+
+# A judged prompt of one context, as the pair stage receives it (the context is the row's).
+DONE = pa.struct(
+    [pa.field(name, pa.string(), nullable=False) for name in ("attribute", "template_id", "cand_a", "cand_b")]
+)
+
+CONTEXTS = pa.schema(
     [
         pa.field("context_id", pa.string(), nullable=False),
         pa.field("context", pa.string(), nullable=False),
         pa.field("candidate_ids", pa.list_(pa.string()), nullable=False),
         pa.field("texts", pa.list_(pa.string()), nullable=False),
-        pa.field("done", pa.list_(pa.string()), nullable=False),
+        # Pair generation runs one task per shard; a context is never split.
+        pa.field("shard", pa.int32(), nullable=False),
+        # Prompts still to judge, and those already judged in the run folder (skipped).
+        pa.field("n_prompts", pa.int64(), nullable=False),
+        pa.field("done", pa.list_(DONE), nullable=False),
     ]
 )
 
@@ -50,8 +70,8 @@ PAIRS = pa.schema(
         pa.field("template_id", pa.string(), nullable=False),
         pa.field("cand_a", pa.string(), nullable=False),
         pa.field("cand_b", pa.string(), nullable=False),
-        # The user message (template filled in); the judge applies the chat template and answer prefix.
-        pa.field("message", pa.string(), nullable=False),
+        # The whole text the engine reads (chat frame, message, answer prefix), from PromptPlan.prompt.
+        pa.field("prompt", pa.string(), nullable=False),
     ]
 )
 
@@ -68,6 +88,9 @@ JUDGMENTS = pa.schema(
         # logsumexp over the A words and over the B words.
         pa.field("logprob_a", pa.float64(), nullable=False),
         pa.field("logprob_b", pa.float64(), nullable=False),
+        # p(A wins) = p(A) / (p(A) + p(B)), and p(A) + p(B) (pipeline.judge.labels).
+        pa.field("p_a", pa.float64(), nullable=False),
+        pa.field("label_mass", pa.float64(), nullable=False),
         # The most likely first token (a sanity check that the judge answers with a label).
         pa.field("top_token", pa.string()),
         pa.field("prompt_tokens", pa.int32(), nullable=False),
@@ -77,11 +100,15 @@ JUDGMENTS = pa.schema(
     ]
 )
 
+GROUP_FIELDS = [
+    pa.field("judge", pa.string(), nullable=False),
+    pa.field("attribute", pa.string(), nullable=False),
+    pa.field("template_id", pa.string(), nullable=False),
+]
+
 COMPARISONS = pa.schema(
     [
-        pa.field("judge", pa.string(), nullable=False),
-        pa.field("attribute", pa.string(), nullable=False),
-        pa.field("template_id", pa.string(), nullable=False),
+        *GROUP_FIELDS,
         pa.field("context_id", pa.string(), nullable=False),
         pa.field("cand_i", pa.string(), nullable=False),
         pa.field("cand_j", pa.string(), nullable=False),
@@ -93,11 +120,24 @@ COMPARISONS = pa.schema(
     ]
 )
 
+POSITION_BIAS = pa.schema(
+    [
+        *GROUP_FIELDS,
+        pa.field("n", pa.int64(), nullable=False),
+        # P(A) = mean p(A wins) (EACL eq. 8); the share of prompts where A is the decision; after debiasing.
+        pa.field("p_a", pa.float64(), nullable=False),
+        pa.field("p_a_hard", pa.float64(), nullable=False),
+        pa.field("p_a_debiased", pa.float64(), nullable=False),
+        pa.field("label_mass", pa.float64(), nullable=False),
+        pa.field("prompt_tokens", pa.int64(), nullable=False),
+        pa.field("cached_tokens", pa.int64(), nullable=False),
+        pa.field("cache_share", pa.float64()),
+    ]
+)
+
 SCORES = pa.schema(
     [
-        pa.field("judge", pa.string(), nullable=False),
-        pa.field("attribute", pa.string(), nullable=False),
-        pa.field("template_id", pa.string(), nullable=False),
+        *GROUP_FIELDS,
         pa.field("method", pa.string(), nullable=False),
         pa.field("context_id", pa.string(), nullable=False),
         pa.field("candidate_id", pa.string(), nullable=False),
@@ -110,20 +150,51 @@ SCORES = pa.schema(
     ]
 )
 
+UNSCORED = pa.schema(
+    [
+        *GROUP_FIELDS,
+        pa.field("method", pa.string(), nullable=False),
+        pa.field("context_id", pa.string(), nullable=False),
+        pa.field("reason", pa.string(), nullable=False),
+    ]
+)
+
+CORRELATION_METHODS = ("spearman", "pearson", "kendall")
+
+CORRELATIONS = pa.schema(
+    [
+        *GROUP_FIELDS,
+        pa.field("method", pa.string(), nullable=False),
+        # Per context, averaged over contexts (EACL section 5), and over the whole pool.
+        *(pa.field(m, pa.float64()) for m in CORRELATION_METHODS),
+        *(pa.field(f"{m}_pooled", pa.float64()) for m in CORRELATION_METHODS),
+        pa.field("n_contexts", pa.int64(), nullable=False),
+        pa.field("n_skipped_contexts", pa.int64(), nullable=False),
+        pa.field("pairwise_accuracy", pa.float64()),
+        pa.field("n_pairs", pa.int64(), nullable=False),
+    ]
+)
+
 
 class SchemaError(ValueError):
     """A table does not match the contract of the stage boundary it crosses."""
 
 
-def check_schema(table: pa.Table, schema: pa.Schema, where: str) -> pa.Table:
+def check_schema(
+    table: pa.Table, schema: pa.Schema, where: str, extra: Literal["drop", "error"] = "drop"
+) -> pa.Table:
     """Return ``table`` with exactly ``schema``'s columns, in order, cast where safe.
 
     Raises SchemaError naming the stage boundary and the column when a column is missing, cannot be cast,
-    or holds nulls in a non-nullable field.
+    holds nulls in a non-nullable field, or (``extra="error"``) is not in the schema.
     """
     missing = [f.name for f in schema if f.name not in table.column_names]
     if missing:
         raise SchemaError(f"{where}: missing column(s) {missing}; have {table.column_names}")
+    if extra == "error":
+        unknown = [name for name in table.column_names if name not in schema.names]
+        if unknown:
+            raise SchemaError(f"{where}: column(s) {unknown} are not in the declared schema {schema.names}")
     columns = []
     for f in schema:
         col = table.column(f.name)

@@ -1,4 +1,4 @@
-"""Stage 5: turn the debiased comparisons of each context into scores and ranks, per method.
+"""Turn the debiased comparisons of each context into scores and ranks, per method.
 
 The maths is in :mod:`pipeline.methods`; this module only groups the comparisons by context, maps candidate
 ids to indices and back, and records contexts a method cannot score (e.g. a disconnected comparison graph)
@@ -14,34 +14,42 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 from scipy.stats import rankdata
 
+from pipeline.config import Debias
+from pipeline.data.contexts import group_by_context
 from pipeline.methods import poe_gaussian
 from pipeline.methods import score as run_scorer
 from pipeline.methods.errors import ComparisonError
+from pipeline.reduce import RAW_TO_SCORERS
+from pipeline.schemas import SCORES, UNSCORED
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Scored:
-    scores: pl.DataFrame
+    scores: pl.DataFrame  # SCORES
     # (judge, attribute, template_id, method, context_id, reason) for every context a method could not score
     unscored: list[tuple[str, str, str, str, str, str]] = field(default_factory=list)
+
+    def unscored_table(self) -> pl.DataFrame:
+        return pl.DataFrame(self.unscored, schema=UNSCORED.names, orient="row").cast(
+            dict.fromkeys(UNSCORED.names, pl.String)
+        )
 
 
 # PoE-Gaussian methods (hard decisions or not): fitted with standard errors.
 GAUSSIAN = {"poe_gaussian": False, "poe_gaussian_hard": True}
-# Debiasing modes that hand the scorers each judged ordering as its own comparison (slot A first).
-ORDERED_INPUT = ("none", "mean_shift")
 
 
 def method_scores(
-    method: str, n: int, i: np.ndarray, j: np.ndarray, p: np.ndarray, debias: str
+    method: str, n: int, i: np.ndarray, j: np.ndarray, p: np.ndarray, debias: Debias
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """(scores, standard errors or None) of one context."""
     if method in GAUSSIAN:
-        beta = "mean" if debias == "mean_shift" else 0.5
+        beta = "mean" if debias == Debias.mean_shift else 0.5
         fit = poe_gaussian.fit(n, i, j, p, hard=GAUSSIAN[method], beta=beta)
         return fit.scores, fit.stderr
     return np.asarray(run_scorer(method, n, i, j, p), dtype=np.float64), None
@@ -53,13 +61,13 @@ def ranks(scores: np.ndarray) -> np.ndarray:
 
 
 def comparison_arrays(
-    group: pl.DataFrame, index: dict[str, int], debias: str
+    group: pl.DataFrame, index: dict[str, int], debias: Debias
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(i, j, p) for the scorers. With ``debias=none`` or ``mean_shift`` each judged ordering is its own
     comparison (slot A as i, raw p(A wins)); otherwise one comparison per pair with the debiased p."""
     ci = np.array([index[c] for c in group["cand_i"].to_list()], dtype=np.int64)
     cj = np.array([index[c] for c in group["cand_j"].to_list()], dtype=np.int64)
-    if debias not in ORDERED_INPUT:
+    if debias not in RAW_TO_SCORERS:
         return ci, cj, group["p"].to_numpy().astype(np.float64)
     p_ij = group["p_ij"].to_numpy(allow_copy=True).astype(np.float64)
     p_ji = group["p_ji"].to_numpy(allow_copy=True).astype(np.float64)
@@ -71,16 +79,13 @@ def comparison_arrays(
 
 def score_comparisons(
     comparisons: pl.DataFrame,
-    candidates: pl.DataFrame,
+    candidates: pa.Table,
     human_scores: pl.DataFrame,
     methods: list[str],
-    debias: str,
+    debias: Debias,
 ) -> Scored:
     """SCORES rows for every (judge, attribute, template, context) group and method."""
-    members = {
-        cid: group.sort("candidate_index")["candidate_id"].to_list()
-        for (cid,), group in candidates.group_by(["context_id"], maintain_order=True)
-    }
+    members = {ctx.context_id: list(ctx.candidate_ids) for ctx in group_by_context(candidates)}
     rows: dict[str, list] = {k: [] for k in ("judge", "attribute", "template_id", "method", "context_id")}
     rows.update(candidate_id=[], score=[], stderr=[], rank=[])
     unscored = []
@@ -129,5 +134,7 @@ def score_comparisons(
             "rank": pl.Int32,
         },
     )
-    scores = scores.join(human_scores, on=["context_id", "candidate_id", "attribute"], how="left")
+    scores = scores.join(human_scores, on=["context_id", "candidate_id", "attribute"], how="left").select(
+        SCORES.names
+    )
     return Scored(scores=scores, unscored=unscored)

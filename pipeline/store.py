@@ -2,31 +2,59 @@
 
 Each part is written to a temporary name and renamed, so a crash never leaves a half-written part; a rerun
 in the same folder skips every comparison already on disk (nothing judged twice, nothing lost but the rows
-not yet flushed).
+not yet flushed). Every part carries the judging identity it was made with (the dataset, pair and prompt
+settings and the judge with its engine and dtype): a folder is only resumed with the same identity.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.pairs import done_key
-from pipeline.schemas import JUDGMENTS, check_schema
+from pipeline.config import flatten
+from pipeline.errors import ConfigError
+from pipeline.schemas import JUDGED_KEYS, JUDGMENTS, PROMPT_KEY, check_schema
 
 log = logging.getLogger(__name__)
+
+IDENTITY_KEY = b"judging_identity"
+LABELS_KEY = b"label_words"
+
+
+def identity_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``key (old -> new)`` for every setting that differs between two identities."""
+    flat_old = {k: json.dumps(v, sort_keys=True, default=str) for k, v in flatten(old).items()}
+    flat_new = {k: json.dumps(v, sort_keys=True, default=str) for k, v in flatten(new).items()}
+    keys = sorted(flat_old.keys() | flat_new.keys())
+    return [
+        f"{k} ({flat_old.get(k, 'unset')} -> {flat_new.get(k, 'unset')})"
+        for k in keys
+        if flat_old.get(k) != flat_new.get(k)
+    ]
 
 
 class JudgmentStore:
     def __init__(
-        self, folder: Path, label_words: tuple[str, ...], flush_rows: int = 2048, flush_seconds: float = 30.0
+        self,
+        folder: Path,
+        identity: dict[str, Any],
+        label_words: tuple[str, ...],
+        flush_rows: int = 2048,
+        flush_seconds: float = 30.0,
     ):
         self.folder = folder
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.schema = JUDGMENTS.with_metadata({"label_words": "\x1f".join(label_words)})
+        self.identity = json.loads(json.dumps(identity, sort_keys=True, default=str))
+        self.label_words = tuple(label_words)
+        self.metadata = {
+            IDENTITY_KEY: json.dumps(self.identity, sort_keys=True).encode(),
+            LABELS_KEY: "\x1f".join(self.label_words).encode(),
+        }
         self.flush_rows = flush_rows
         self.flush_seconds = flush_seconds
         self._buffer: list[pa.Table] = []
@@ -35,21 +63,37 @@ class JudgmentStore:
         self._next = len(self.parts())
 
     def parts(self) -> list[Path]:
-        return sorted(self.folder.glob("part-*.parquet"))
+        return sorted(self.folder.glob("part-*.parquet")) if self.folder.exists() else []
 
-    def done_keys(self) -> dict[str, list[str]]:
-        """context id -> keys of the comparisons already judged (for the pair stage to skip)."""
-        done: dict[str, list[str]] = {}
+    def check_identity(self) -> None:
+        """Refuse a folder whose judgments were made with another judging identity (ConfigError naming what differs)."""
         parts = self.parts()
         if not parts:
-            return done
-        cols = ["context_id", "attribute", "template_id", "cand_a", "cand_b"]
-        table = pq.read_table(parts, columns=cols)
-        for cid, attribute, template_id, a, b in zip(
-            *(table.column(c).to_pylist() for c in cols), strict=True
-        ):
-            done.setdefault(cid, []).append(done_key(attribute, template_id, a, b))
-        return done
+            return
+        meta = pq.read_schema(parts[0]).metadata or {}
+        if IDENTITY_KEY not in meta:
+            raise ConfigError(
+                f"{self.folder} holds judgments without a judging identity (written by an older version); "
+                "use a new paths.run_dir"
+            )
+        old = json.loads(meta[IDENTITY_KEY])
+        differ = identity_differences(old, self.identity)
+        if differ:
+            raise ConfigError(
+                f"paths.run_dir: {self.folder.parent} holds judgments made with a different judging configuration: "
+                + "; ".join(differ[:8])
+                + (f"; and {len(differ) - 8} more" if len(differ) > 8 else "")
+                + ". Use a new paths.run_dir, or the same settings to resume"
+            )
+
+    def judged(self) -> pa.Table:
+        """JUDGED_KEYS of the prompts already on disk (what a resumed run skips)."""
+        parts = self.parts()
+        if not parts:
+            return JUDGED_KEYS.empty_table()
+        return check_schema(
+            pq.read_table(parts, columns=list(PROMPT_KEY)), JUDGED_KEYS, "judged prompts on disk"
+        )
 
     def add(self, batch: pa.Table) -> None:
         self._buffer.append(check_schema(batch, JUDGMENTS, "judgments written to disk"))
@@ -60,7 +104,8 @@ class JudgmentStore:
     def flush(self) -> None:
         if not self._buffer:
             return
-        table = pa.concat_tables(self._buffer).replace_schema_metadata(self.schema.metadata)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        table = pa.concat_tables(self._buffer).replace_schema_metadata(self.metadata)
         path = self.folder / f"part-{self._next:06d}.parquet"
         tmp = path.with_suffix(".tmp")
         pq.write_table(table, tmp)
@@ -72,13 +117,12 @@ class JudgmentStore:
     def read(self) -> pa.Table:
         parts = self.parts()
         if not parts:
-            return self.schema.empty_table()
+            return JUDGMENTS.empty_table()
         return check_schema(pq.read_table(parts), JUDGMENTS, "judgments read from disk")
 
-    def label_words(self) -> tuple[str, ...] | None:
+    def stored_label_words(self) -> tuple[str, ...] | None:
         parts = self.parts()
         if not parts:
             return None
-        meta = pq.read_schema(parts[0]).metadata or {}
-        raw = meta.get(b"label_words")
+        raw = (pq.read_schema(parts[0]).metadata or {}).get(LABELS_KEY)
         return tuple(raw.decode().split("\x1f")) if raw else None

@@ -1,10 +1,14 @@
-"""Shared fixtures: the project root, the shared data sets, the real judge model and a composed config."""
+"""Shared fixtures and builders: the project root, the shared data sets, the real judge model, a composed config,
+a local Ray for the end-to-end tests, and small tables in the stages' schemas."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,6 +47,16 @@ def tokenizer(judge_model: str):
     return AutoTokenizer.from_pretrained(judge_model)
 
 
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """One local Ray (2 CPUs) shared by every end-to-end test of the session: started once, stopped at the end."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
 def compose(overrides: list[str] | None = None):
     """The real Hydra config (conf/), composed as the CLI does, converted to a RunConfig."""
     from hydra import compose as hydra_compose
@@ -53,3 +67,77 @@ def compose(overrides: list[str] | None = None):
     register_configs()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
         return to_run_config(hydra_compose("config", overrides=overrides or []))
+
+
+# --- builders of tables in the stages' schemas ----------------------------------------------------------------
+
+
+def candidates_table(sizes: dict[str, int]) -> pa.Table:
+    """CANDIDATES: contexts named by ``sizes`` with that many candidates each (ids ``<context>:<k>``)."""
+    from pipeline.schemas import CANDIDATES
+
+    rows: dict[str, list] = {name: [] for name in CANDIDATES.names}
+    for cid, n in sizes.items():
+        for k in range(n):
+            rows["context_id"].append(cid)
+            rows["context"].append(f"context {cid}")
+            rows["candidate_id"].append(f"{cid}:{k}")
+            rows["candidate_index"].append(k)
+            rows["system"].append(None)
+            rows["text"].append(f"text {cid} {k}")
+    return pa.table(rows, schema=CANDIDATES)
+
+
+def judgment_rows(
+    n: int = 5,
+    bias: float = 1.0,
+    seed: int = 0,
+    orderings: str = "both",
+    context: str = "c",
+    candidate: str = "k{}",
+) -> tuple[list[dict], np.ndarray]:
+    """JUDGMENTS rows from a known judge, logit p(A wins) = s_a - s_b + bias, with its true scores ``s``.
+
+    Two label words per side and some probability mass outside the labels, as a real judge has.
+    """
+    from pipeline.judge.labels import label_mass, p_a_wins, side_logprobs
+
+    rng = np.random.default_rng(seed)
+    s = rng.normal(size=n)
+    pairs = (
+        itertools.permutations(range(n), 2) if orderings == "both" else itertools.combinations(range(n), 2)
+    )
+    rows = []
+    for a, b in pairs:
+        logit = s[a] - s[b] + bias
+        la, lb = -np.log1p(np.exp(-logit)) - 0.2, -np.log1p(np.exp(logit)) - 0.2
+        labels = [la, la - 5, lb, lb - 5]
+        lp_a, lp_b = side_logprobs(np.array([labels]), 2)
+        rows.append(
+            {
+                "context_id": context,
+                "attribute": "coherence",
+                "template_id": "c1",
+                "cand_a": candidate.format(a),
+                "cand_b": candidate.format(b),
+                "judge": "j",
+                "label_logprobs": labels,
+                "logprob_a": float(lp_a[0]),
+                "logprob_b": float(lp_b[0]),
+                "p_a": float(p_a_wins(lp_a, lp_b)[0]),
+                "label_mass": float(label_mass(lp_a, lp_b)[0]),
+                "top_token": " A",
+                "prompt_tokens": 100,
+                "cached_tokens": 60,
+                "worker": "host:1",
+            }
+        )
+    return rows, s
+
+
+def judgments_table(**kwargs) -> pa.Table:
+    """JUDGMENTS (Arrow) from :func:`judgment_rows`."""
+    from pipeline.schemas import JUDGMENTS
+
+    rows, _ = judgment_rows(**kwargs)
+    return pa.Table.from_pylist(rows, schema=JUDGMENTS)

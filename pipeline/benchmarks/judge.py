@@ -1,42 +1,51 @@
 """Judge the same SummEval prompts three ways and print comparisons per second and their ratios.
 
-1. the pipeline: the pair and judge stages on Ray Data (one vLLM actor), as a run does;
+1. the pipeline: the pair and judge steps on Ray Data (one vLLM actor), as a run does;
 2. vLLM ``LLM.generate`` called directly on every prompt at once;
 3. Hugging Face transformers, one prompt per forward pass (how the papers' code judges), on a subset.
 
-Rates exclude engine start-up (reported separately): the pipeline is timed from the moment its actor's engine
-is ready to the last judged row arriving at the driver, so every Ray overhead during judging is included.
+The prompts, the judge and its dtype come from the real workflow (its stages up to ``shard_contexts``), so the
+benchmark measures what ``make run`` does on this machine: the dtype chosen for this CPU unless
+``judge.engine.dtype`` is given. Rates exclude engine start-up (reported separately): the pipeline is timed from
+the moment its actor's engine is ready to the last judged row arriving at the driver, so every Ray overhead
+during judging is included. The CPU (model and flags) and the dtype are printed with the results.
 
-    python -m pipeline.benchmarks.judge [--contexts 2] [--hf-prompts 48] [hydra overrides ...]
+    python -m pipeline.benchmarks.judge [--contexts 2] [--hf-prompts 48] [--rounds 3] [hydra overrides ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import gc
 import logging
+import platform
+import tempfile
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
+from pipeline.hardware import read_cpu
 from pipeline.judge.engines import HFEngine, VLLMEngine
 from pipeline.judge.labels import p_a_wins, side_logprobs
-from pipeline.judge.stage import JudgeStage, prompt_ids
-from pipeline.logs import setup_logging
-from pipeline.pairs import build_shards, generate_pairs
-from pipeline.prompts import uses_chat_template
-from pipeline.run import PROJECT_ROOT, prepare
+from pipeline.judge.worker import JudgeWorker
+from pipeline.logs import capture_process_output, captured_output_path, console, setup_logging
+from pipeline.pairs import generate_pairs, split_shards
+from pipeline.prompts import encode_prompts
+from pipeline.run import PROJECT_ROOT, run
+from pipeline.stages import judge_steps
 
 log = logging.getLogger("pipeline.benchmarks.judge")
 
 
-class TimedJudgeStage(JudgeStage):
-    """The judge stage plus the wall-clock moment its engine was ready (same machine as the driver)."""
+class TimedJudgeWorker(JudgeWorker):
+    """The judge worker plus the wall-clock moment its engine was ready (same machine as the driver)."""
 
-    def __init__(self, spec):
-        super().__init__(spec)
+    def __init__(self, spec, labels, frame):
+        super().__init__(spec, labels, frame)
         self.ready_at = time.time()
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -65,16 +74,17 @@ class Timing:
     cache_share: float
 
 
-def run_pipeline(cfg, shards, plan, spec) -> tuple[Timing, pa.Table]:
-    """The pair and judge stages on Ray Data, timed from the actor's engine being ready to the last row."""
+def run_pipeline(cfg, shards, plan, spec, log_dir: Path) -> tuple[Timing, pa.Table]:
+    """The pair and judge steps on Ray Data, timed from the actor's engine being ready to the last row."""
     import ray
 
-    from pipeline.runtime import judge_shards
-    from pipeline.runtime.ray_data import init_ray
+    from pipeline.runtime.ray_data import RayDataExecutor
 
-    init_ray(cfg.runtime)
+    steps = judge_steps(
+        cfg.pairs, cfg.judge, cfg.runtime.pair_chunk_rows, plan, spec, worker=TimedJudgeWorker
+    )
     try:
-        batches = list(judge_shards(shards, plan, spec, cfg.judge, cfg.runtime, stage_cls=TimedJudgeStage))
+        batches = list(RayDataExecutor(cfg.runtime, log_dir).stream(shards, steps))
         done_at = time.time()
     finally:
         ray.shutdown()
@@ -87,13 +97,12 @@ def run_pipeline(cfg, shards, plan, spec) -> tuple[Timing, pa.Table]:
 
 class Direct:
     """One vLLM engine in this process; each ``measure`` is one ``LLM.generate`` call on every prompt (the same
-    token ids the stage builds), from an empty prefix cache. The engine idles (no CPU) between calls."""
+    token ids the judge worker builds), from an empty prefix cache. The engine idles (no CPU) between calls."""
 
-    def __init__(self, spec, pairs: pa.Table):
-        self.engine = VLLMEngine(spec)
-        chat = uses_chat_template(self.engine.tokenizer, spec.prompt.chat_template)
-        self.ids = prompt_ids(self.engine.tokenizer, spec, chat, pairs)
-        self.dtype = str(self.engine.llm.llm_engine.vllm_config.model_config.dtype).removeprefix("torch.")
+    def __init__(self, spec, plan, pairs: pa.Table):
+        self.engine = VLLMEngine(spec, plan.labels.token_ids)
+        self.ids = encode_prompts(self.engine.tokenizer, pairs.column("prompt").to_pylist(), plan.frame)
+        self.dtype = self.engine.dtype
 
     def measure(self) -> tuple[Timing, np.ndarray]:
         llm = self.engine.llm
@@ -103,7 +112,7 @@ class Direct:
             [{"prompt_token_ids": x} for x in self.ids], self.engine.params, use_tqdm=False
         )
         seconds = time.perf_counter() - started
-        token_ids = self.engine.labels.token_ids
+        token_ids = self.engine.token_ids
         lp = np.array([[o.outputs[0].logprobs[0][t].logprob for t in token_ids] for o in outputs])
         share = sum(o.num_cached_tokens or 0 for o in outputs) / sum(len(o.prompt_token_ids) for o in outputs)
         return Timing(seconds, self.engine.start_seconds, share), lp
@@ -113,9 +122,9 @@ class Direct:
         gc.collect()
 
 
-def run_hf(spec, ids: list[list[int]], dtype: str) -> tuple[Timing, np.ndarray]:
+def run_hf(spec, plan, ids: list[list[int]], dtype: str) -> tuple[Timing, np.ndarray]:
     """Hugging Face transformers, one prompt per forward pass, in the dtype vLLM ran in."""
-    hf = HFEngine(replace(spec, backend="hf", engine={"dtype": dtype}))
+    hf = HFEngine(replace(spec, engine={"dtype": dtype}), plan.labels.token_ids)
     started = time.perf_counter()
     results = hf.run(ids)
     seconds = time.perf_counter() - started
@@ -135,30 +144,45 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--rounds", type=int, default=3, help="pipeline/direct rounds, alternated (medians shown)"
     )
+    parser.add_argument("--verbose", action="store_true", help="the engines' and Ray's output on the console")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. judge.batch_size=128")
     args = parser.parse_args(argv)
-    setup_logging("INFO")
+    work = Path(tempfile.mkdtemp(prefix="bench-judge-"))
+    if not args.verbose:
+        capture_process_output(work / "output.log")
+    setup_logging("INFO", args.verbose)
     cfg = compose(
         [
             "dataset=summeval",
             f"dataset.max_contexts={args.contexts}",
             f"dataset.attributes=[{args.attribute}]",
+            f"paths.output_root={work}",
+            "tracking.enabled=false",
             *args.overrides,
         ]
     )
-    loaded, spec, plan, _ = prepare(cfg, PROJECT_ROOT, PROJECT_ROOT / cfg.paths.cache_dir)
-    shards, total = build_shards(loaded.data.candidates, plan, cfg.runtime.max_shards)
-    pairs = pa.concat_tables([chunk for shard in shards for chunk in generate_pairs(shard, plan)])
+    # The real workflow up to the shards: input, judge (dtype for this CPU), prompts, an empty run folder.
+    planned = run(cfg, PROJECT_ROOT, stop_after="shard_contexts").values
+    plan, spec = planned["prompt_plan"], planned["judge"]
+    shards = split_shards(planned["contexts"])
+    pairs = pa.concat_tables(
+        [
+            chunk
+            for shard in shards
+            for chunk in generate_pairs(shard, cfg.pairs, plan, cfg.runtime.pair_chunk_rows)
+        ]
+    )
+    total = pairs.num_rows
     log.info("%d prompts (%d SummEval contexts, %s, both orderings)", total, args.contexts, args.attribute)
 
     # Alternate the two so drift of this shared machine hits both; the direct engine stays loaded (idle) while
     # the pipeline's actor runs, and starts each measurement from an empty prefix cache.
-    direct = Direct(spec, pairs)
+    direct = Direct(spec, plan, pairs)
     pipeline_runs: list[Timing] = []
     direct_runs: list[Timing] = []
     try:
         for round_ in range(args.rounds):
-            timing, pipe = run_pipeline(cfg, shards, plan, spec)
+            timing, pipe = run_pipeline(cfg, shards, plan, spec, work / "logs")
             pipeline_runs.append(timing)
             timing, direct_lp = direct.measure()
             direct_runs.append(timing)
@@ -179,12 +203,12 @@ def main(argv: list[str] | None = None) -> None:
 
     pipe_by_key = dict(zip(keys(pipe), pipe.column("label_logprobs").to_pylist(), strict=True))
     pipe_lp = np.array([pipe_by_key[k] for k in keys(pairs)])
-    n_a = len(spec.prompt.label_words_a)  # the first n_a label columns are A words
+    n_a = plan.labels.n_a  # the first n_a label columns are A words
     max_diff = float(np.abs(pipe_lp - direct_lp).max())
     pipe_pa, direct_pa = p_a(pipe_lp, n_a), p_a(direct_lp, n_a)
 
     n_hf = min(args.hf_prompts, len(ids))
-    hf_timing, hf_lp = run_hf(spec, ids[:n_hf], dtype)
+    hf_timing, hf_lp = run_hf(spec, plan, ids[:n_hf], dtype)
     hf_diff = float(np.abs(hf_lp - direct_lp[:n_hf]).max())
     hf_pa = p_a(hf_lp, n_a)
 
@@ -197,7 +221,16 @@ def main(argv: list[str] | None = None) -> None:
         ("vLLM generate, direct", total, direct_rate),
         ("HF transformers, one at a time", n_hf, hf_rate),
     ]
-    lines = [f"{'method':<36} {'prompts':>7} {'cmp/s':>7} {'x direct':>9} {'x HF':>7}"]
+    cpu = read_cpu()
+    lines = [
+        f"# judge benchmark  {datetime.datetime.now().isoformat(timespec='seconds')}",
+        f"# cpu: {cpu.describe()}",
+        f"# {platform.node()}; python {platform.python_version()}",
+        f"# dtype {dtype} for all three ({spec.dtype_reason})",
+        f"# command: python -m pipeline.benchmarks.judge {' '.join(argv if argv is not None else __import__('sys').argv[1:])}",
+        "",
+        f"{'method':<36} {'prompts':>7} {'cmp/s':>7} {'x direct':>9} {'x HF':>7}",
+    ]
     for name, n, rate in rows:
         lines.append(f"{name:<36} {n:>7d} {rate:>7.2f} {rate / direct_rate:>9.2f} {rate / hf_rate:>7.2f}")
     lines += [
@@ -217,9 +250,13 @@ def main(argv: list[str] | None = None) -> None:
         f"HF mean |diff| {np.abs(hf_pa - direct_pa[:n_hf]).mean():.2e} "
         f"(max {np.abs(hf_pa - direct_pa[:n_hf]).max():.2e}, "
         f"same decision {np.mean((hf_pa > 0.5) == (direct_pa[:n_hf] > 0.5)):.1%})",
-        f"dtype {dtype} for all three; judge.engine {spec.engine}; judge.batch_size {cfg.judge.batch_size}",
+        f"judge.engine {dict(spec.engine)}; judge.batch_size {cfg.judge.batch_size}",
     ]
-    print("\n".join(lines))
+    if captured_output_path() is not None:
+        lines.append(f"(engine and Ray output: {captured_output_path()} and {work / 'logs'})")
+    out = console()
+    out.write("\n".join(lines) + "\n")
+    out.flush()
 
 
 def p_a(label_logprobs: np.ndarray, n_a: int) -> np.ndarray:

@@ -39,6 +39,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from pipeline.hardware import read_cpu
 from pipeline.methods import efficiency, selection, simulate
 from pipeline.methods.bradley_terry import bradley_terry
 from pipeline.methods.poe_gaussian import fit as gaussian_fit
@@ -105,9 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[tuple[str, str, str]] = []
 
     print(f"# methods benchmark  {datetime.datetime.now().isoformat(timespec='seconds')}")
+    print(f"# cpu: {read_cpu().describe()}")
     print(
-        f"# {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores; python "
-        f"{platform.python_version()}, numpy {np.__version__}, scipy {__import__('scipy').__version__}"
+        f"# {platform.node()}; python {platform.python_version()}, numpy {np.__version__}, "
+        f"scipy {__import__('scipy').__version__}"
     )
     print(f"# load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.config import DemoConfig
+from pipeline.errors import ConfigError
 
 ATTRIBUTES = ("coherence", "fluency")
 META = {
@@ -120,9 +121,11 @@ def damage(text: str, step: int, rng: np.random.Generator) -> str:
 def demo_records(cfg: DemoConfig) -> list[dict]:
     """The demo contexts in the shared JSONL layout."""
     if not 1 <= cfg.n_contexts <= len(PASSAGES):
-        raise ValueError(f"dataset.demo.n_contexts={cfg.n_contexts} must be between 1 and {len(PASSAGES)}")
+        raise ConfigError(
+            f"config dataset.demo.n_contexts={cfg.n_contexts} must be between 1 and {len(PASSAGES)}"
+        )
     if cfg.n_candidates < 2:
-        raise ValueError(f"dataset.demo.n_candidates={cfg.n_candidates} must be at least 2")
+        raise ConfigError(f"config dataset.demo.n_candidates={cfg.n_candidates} must be at least 2")
     rng = np.random.default_rng(cfg.seed)
     records = []
     n = cfg.n_candidates

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeline.errors import UserError
+
 MAX_LISTED = 20
 
 
@@ -13,9 +15,11 @@ class Problem:
     candidate: str | None
     field: str | None
     message: str
+    # Where in the input (file and line / row) when there is no context id to name yet.
+    location: str | None = None
 
     def __str__(self) -> str:
-        where = []
+        where = [self.location] if self.location is not None else []
         if self.context is not None:
             where.append(f"context {self.context!r}")
         if self.candidate is not None:
@@ -25,7 +29,7 @@ class Problem:
         return f"{', '.join(where)}: {self.message}" if where else self.message
 
 
-class InputError(ValueError):
+class InputError(UserError, ValueError):
     """Bad input found before any judging starts; lists every problem (the first MAX_LISTED in the message)."""
 
     def __init__(self, problems: list[Problem]):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.data.errors import InputError, Problem
+from pipeline.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -31,14 +32,16 @@ class DatasetMeta:
 def data_files(path: Path) -> list[Path]:
     """The data files at ``path``: one .jsonl/.parquet file, or every .parquet/.jsonl file in a folder."""
     if not path.exists():
-        raise FileNotFoundError(f"dataset path {path} does not exist")
+        raise ConfigError(f"config dataset.path={path} does not exist")
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix in (".parquet", ".jsonl"))
         if not files:
-            raise FileNotFoundError(f"dataset folder {path} holds no .parquet or .jsonl files")
+            raise ConfigError(f"config dataset.path={path}: the folder holds no .parquet or .jsonl files")
         return files
     if path.suffix not in (".parquet", ".jsonl", ".json"):
-        raise ValueError(f"dataset path {path}: expected a .jsonl or .parquet file (or a folder of them)")
+        raise ConfigError(
+            f"config dataset.path={path}: expected a .jsonl or .parquet file (or a folder of them)"
+        )
     return [path]
 
 
@@ -55,15 +58,26 @@ def read_records(path: Path, limit: int | None = None) -> Iterator[Record]:
 
 
 def _read_jsonl(file: Path) -> Iterator[Record]:
-    with file.open(encoding="utf-8") as fh:
+    # utf-8-sig: a byte-order mark at the start (what spreadsheet tools on Windows write) is not data;
+    # universal newlines read CRLF line ends as plain line ends.
+    with file.open(encoding="utf-8-sig") as fh:
         for lineno, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
             try:
                 data = json.loads(line)
-            except json.JSONDecodeError as exc:
+            except (json.JSONDecodeError, RecursionError) as exc:
+                msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
                 raise InputError(
-                    [Problem(f"{file.name} line {lineno}", None, None, f"is not valid JSON ({exc.msg})")]
+                    [
+                        Problem(
+                            None,
+                            None,
+                            None,
+                            f"is not valid JSON ({msg})",
+                            location=f"{file.name} line {lineno}",
+                        )
+                    ]
                 ) from exc
             yield Record(f"{file.name} line {lineno}", data)
 
@@ -83,12 +97,26 @@ def read_meta(path: Path | None) -> DatasetMeta:
     """Read meta.json (attributes, nouns) if it exists; an absent file gives empty metadata."""
     if path is None or not path.exists():
         return DatasetMeta()
-    meta = json.loads(path.read_text(encoding="utf-8"))
-    return DatasetMeta(
-        attributes=tuple(meta.get("attributes", ())),
-        context_noun=meta.get("context_noun"),
-        candidate_noun=meta.get("candidate_noun"),
-    )
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8-sig"))
+    except json.JSONDecodeError as exc:
+        raise InputError(
+            [Problem(None, None, None, f"is not valid JSON ({exc.msg})", location=str(path))]
+        ) from exc
+    if not isinstance(meta, dict):
+        raise InputError([Problem(None, None, None, "is not a JSON object", location=str(path))])
+    attributes = meta.get("attributes", [])
+    if not isinstance(attributes, list) or not all(isinstance(a, str) and a for a in attributes):
+        raise InputError(
+            [Problem(None, None, "attributes", f"not a list of names: {attributes!r}", location=str(path))]
+        )
+    nouns = {}
+    for key in ("context_noun", "candidate_noun"):
+        value = meta.get(key)
+        if value is not None and not (isinstance(value, str) and value.strip()):
+            raise InputError([Problem(None, None, key, f"not a word: {value!r}", location=str(path))])
+        nouns[key] = value
+    return DatasetMeta(attributes=tuple(attributes), **nouns)
 
 
 def default_meta_path(path: Path) -> Path:

@@ -6,20 +6,34 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.config import DatasetConfig
+import pyarrow as pa
+
+from pipeline.config import Correlation, DatasetConfig
 from pipeline.data.demo import write_demo
 from pipeline.data.load import DatasetMeta, default_meta_path, read_meta, read_records
-from pipeline.data.validate import ValidatedInput, ValidationRules, validate_records
+from pipeline.data.validate import InputReport, ValidationRules, validate_records
+from pipeline.errors import ConfigError
 from pipeline.prompts import PromptWords, resolve_adjectives
 
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What was read and how its prompts talk about it."""
+
+    name: str
+    path: str
+    attributes: tuple[str, ...]
+    words: PromptWords
+
+
 @dataclass
 class LoadedInput:
-    data: ValidatedInput
-    words: PromptWords
-    path: Path
+    candidates: pa.Table  # CANDIDATES
+    human_scores: pa.Table  # HUMAN_SCORES
+    report: InputReport
+    info: DatasetInfo
 
 
 def resolve_path(path: str, root: Path) -> Path:
@@ -31,7 +45,9 @@ def dataset_path(cfg: DatasetConfig, root: Path, cache_dir: Path) -> Path:
     if cfg.name == "demo" and cfg.path is None:
         return write_demo(cfg.demo, cache_dir / "demo")
     if cfg.path is None:
-        raise ValueError(f"dataset {cfg.name!r} needs dataset.path (a .jsonl or .parquet file, or a folder)")
+        raise ConfigError(
+            f"config dataset.path is not set for dataset {cfg.name!r} (a .jsonl or .parquet file, or a folder)"
+        )
     return resolve_path(cfg.path, root)
 
 
@@ -40,19 +56,26 @@ def choose_attributes(cfg: DatasetConfig, meta: DatasetMeta, path: Path) -> list
         return list(cfg.attributes)
     if meta.attributes:
         return list(meta.attributes)
-    raise ValueError(
-        f"no attributes to judge for {path}: set dataset.attributes=[...] (there is no meta.json listing them)"
+    raise ConfigError(
+        f"config dataset.attributes is not set and {path} has no meta.json listing them: set dataset.attributes=[...]"
     )
 
 
-def load_input(cfg: DatasetConfig, correlation: str, root: Path, cache_dir: Path) -> LoadedInput:
+def load_input(cfg: DatasetConfig, correlation: Correlation, root: Path, cache_dir: Path) -> LoadedInput:
     path = dataset_path(cfg, root, cache_dir)
     meta_path = resolve_path(cfg.meta_path, root) if cfg.meta_path else default_meta_path(path)
     meta = read_meta(meta_path)
     attributes = choose_attributes(cfg, meta, path)
+    if len(set(attributes)) != len(attributes):
+        raise ConfigError(f"config dataset.attributes lists an attribute twice: {attributes}")
     unknown = [a for a in attributes if meta.attributes and a not in meta.attributes]
     if unknown:
         log.warning("attribute(s) %s are not listed in %s (%s)", unknown, meta_path, list(meta.attributes))
+    words = PromptWords(
+        context_noun=cfg.context_noun or meta.context_noun or "passage",
+        candidate_noun=cfg.candidate_noun or meta.candidate_noun or "summary",
+        adjectives=resolve_adjectives(attributes, cfg.adjectives),
+    )
     rules = ValidationRules(
         attributes=tuple(attributes),
         empty_text=cfg.empty_text,
@@ -63,18 +86,13 @@ def load_input(cfg: DatasetConfig, correlation: str, root: Path, cache_dir: Path
         max_candidates=cfg.max_candidates,
     )
     data = validate_records(read_records(path, limit=cfg.max_contexts), rules)
-    words = PromptWords(
-        context_noun=cfg.context_noun or meta.context_noun or "passage",
-        candidate_noun=cfg.candidate_noun or meta.candidate_noun or "summary",
-        adjectives=resolve_adjectives(attributes, cfg.adjectives),
-    )
     report = data.report
     log.info(
         "input %s: %d contexts, %d candidates, attributes %s",
         path,
         report.n_contexts,
         report.n_candidates,
-        attributes,
+        ", ".join(attributes),
     )
     if report.empty_text_replaced:
         log.warning(
@@ -96,4 +114,5 @@ def load_input(cfg: DatasetConfig, correlation: str, root: Path, cache_dir: Path
         )
     if report.missing_scores:
         log.warning("candidates without a human score (left out of correlations): %s", report.missing_scores)
-    return LoadedInput(data=data, words=words, path=path)
+    info = DatasetInfo(name=cfg.name, path=str(path), attributes=tuple(attributes), words=words)
+    return LoadedInput(data.candidates, data.human_scores, report, info)

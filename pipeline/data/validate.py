@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
+from pipeline.config import Correlation, EmptyText
 from pipeline.data.errors import InputError, Problem
 from pipeline.data.load import Record
 from pipeline.schemas import CANDIDATES, HUMAN_SCORES
@@ -58,11 +59,11 @@ class ValidationRules:
     """What validation enforces; built from DatasetConfig and ScoringConfig by the caller."""
 
     attributes: tuple[str, ...]
-    empty_text: str = "error"  # error | placeholder | drop
+    empty_text: EmptyText = EmptyText.error
     empty_markers: tuple[str, ...] = ()
     placeholder: str = "(no text)"
     allow_empty_context: bool = False
-    correlation: str = "auto"  # auto | required | off
+    correlation: Correlation = Correlation.auto
     max_candidates: int | None = None
 
 
@@ -96,16 +97,17 @@ def validate_records(records: Iterable[Record], rules: ValidationRules) -> Valid
     for record in records:
         data = record.data
         if not isinstance(data, dict):
-            problems.append(Problem(record.location, None, None, "is not a JSON object"))
+            problems.append(Problem(None, None, None, "is not a JSON object", location=record.location))
             continue
         cid = _identifier(data.get("context_id"))
         if cid is None:
             problems.append(
                 Problem(
-                    record.location,
+                    None,
                     None,
                     "context_id",
                     f"missing or not a valid id: {data.get('context_id')!r}",
+                    location=record.location,
                 )
             )
             continue

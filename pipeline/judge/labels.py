@@ -1,4 +1,9 @@
-"""Label words: their token ids (each must be one token) and the probability that slot A wins."""
+"""Label words: their token ids (each must be one token), and the one definition of p(A wins).
+
+p(A wins) = p(A) / (p(A) + p(B)): the first-token probability of the A label words against the B label words
+(EACL eq. 5), with p(A) the sum over the A words (logsumexp of their log-probabilities). The judge stage
+computes it for every prompt; the reduce, the benchmark and the tests read it from there.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +12,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from pipeline.errors import ConfigError
 
-class LabelError(ValueError):
+
+class LabelError(ConfigError):
     """A label word is not a single token for the judge's tokenizer (or is listed for both sides)."""
 
 
@@ -46,9 +53,18 @@ def side_logprobs(label_logprobs: np.ndarray, n_a: int) -> tuple[np.ndarray, np.
     from scipy.special import logsumexp
 
     lp = np.asarray(label_logprobs, dtype=np.float64)
+    if lp.size == 0:
+        return np.zeros(0), np.zeros(0)
     return logsumexp(lp[:, :n_a], axis=1), logsumexp(lp[:, n_a:], axis=1)
 
 
 def p_a_wins(logprob_a: np.ndarray, logprob_b: np.ndarray) -> np.ndarray:
     """p(A wins) = p(A) / (p(A) + p(B)), renormalised over the label words; stable for tiny probabilities."""
-    return 1.0 / (1.0 + np.exp(np.asarray(logprob_b) - np.asarray(logprob_a)))
+    return 1.0 / (
+        1.0 + np.exp(np.asarray(logprob_b, dtype=np.float64) - np.asarray(logprob_a, dtype=np.float64))
+    )
+
+
+def label_mass(logprob_a: np.ndarray, logprob_b: np.ndarray) -> np.ndarray:
+    """p(A) + p(B): the probability the judge puts on the label words at all (low = it answers something else)."""
+    return np.exp(np.asarray(logprob_a, dtype=np.float64)) + np.exp(np.asarray(logprob_b, dtype=np.float64))

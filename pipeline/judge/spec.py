@@ -1,23 +1,74 @@
-"""Everything a judge actor needs, resolved on the driver and shipped to the actors (picklable)."""
+"""The judge as resolved once on the driver: where the model loads from and how its engine is configured."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.config import PromptConfig
+from pipeline.config import Backend
+
+# vLLM engine settings that change where and how fast the engine runs, not what it computes: a resumed run may
+# change them (e.g. a lower gpu_memory_utilization after running out of memory). Every other engine key, the
+# dtype chosen for the CPU included, is part of the judging identity.
+RESOURCE_ONLY_ENGINE_KEYS = frozenset(
+    {
+        "gpu_memory_utilization",
+        "swap_space",
+        "cpu_offload_gb",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "enable_prefix_caching",
+        "tensor_parallel_size",
+        "pipeline_parallel_size",
+        "data_parallel_size",
+        "threads",
+    }
+)
 
 
 @dataclass(frozen=True)
 class JudgeSpec:
-    backend: str
-    # Local folder or hub id of the model.
+    """Everything an engine needs (picklable, shipped to the judge actors)."""
+
+    backend: Backend
+    # As configured: an alias, a local folder or a hub id.
+    model: str
+    # What the engine loads: a local folder or a hub id.
     model_path: str
     # The judge's name in the tables.
     name: str
     max_model_len: int
-    prompt: PromptConfig
-    # "<template_id>\t<attribute>" -> the answer prefix ("Summary") appended after the chat template.
-    answer_prefixes: dict[str, str]
-    engine: dict[str, Any] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
+    # Engine settings, with the dtype resolved (vllm.LLM keyword arguments, or the hf backend's settings).
+    engine: Mapping[str, Any] = field(default_factory=dict)
+    # Environment of the engine's process (set before the engine is imported).
+    env: Mapping[str, str] = field(default_factory=dict)
+    # Why the engine runs in its dtype (logged, and written to judge.json).
+    dtype_reason: str = ""
+
+    @property
+    def dtype(self) -> str:
+        return str(self.engine.get("dtype", "auto"))
+
+    def identity(self) -> dict[str, Any]:
+        """What decides the judge's answers: a resumed run must match it."""
+        return {
+            "backend": str(self.backend),
+            "model": self.model,
+            "name": self.name,
+            "max_model_len": self.max_model_len,
+            "engine": {k: v for k, v in sorted(self.engine.items()) if k not in RESOURCE_ONLY_ENGINE_KEYS},
+        }
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": str(self.backend),
+            "model": self.model,
+            "model_path": self.model_path,
+            "name": self.name,
+            "max_model_len": self.max_model_len,
+            "engine": dict(self.engine),
+            "env": dict(self.env),
+            "dtype": self.dtype,
+            "dtype_reason": self.dtype_reason,
+        }

@@ -67,6 +67,17 @@ def incidence_csr(n_items: int, i: NDArray[np.int64], j: NDArray[np.int64]) -> c
     return csr_matrix((data, indices, indptr), shape=(k, n_items))
 
 
+def dense_laplacian(n_items: int, i: NDArray[np.int64], j: NDArray[np.int64]) -> NDArray[np.float64]:
+    """The N x N graph Laplacian ``W^T W`` as a dense array: degrees on the diagonal, minus the number of
+    comparisons between a and b at (a, b) and (b, a). For small N (greedy selection, tiny problems)."""
+    n = int(n_items)
+    i = np.asarray(i, dtype=np.int64)
+    j = np.asarray(j, dtype=np.int64)
+    flat = np.concatenate([i * n + i, j * n + j, i * n + j, j * n + i])
+    w = np.concatenate([np.ones(2 * i.shape[0]), -np.ones(2 * i.shape[0])])
+    return np.bincount(flat, weights=w, minlength=n * n).reshape(n, n)
+
+
 def adjacency_csr(n_items: int, i: NDArray[np.int64], j: NDArray[np.int64]) -> csr_matrix:
     """Symmetric N x N adjacency of the comparison graph in CSR form; entry (a, b) counts the comparisons
     between a and b (both orderings). 32-bit indices when they fit, which makes mat-vecs much faster.

@@ -27,6 +27,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
+from ._common import hard_outcomes
 from .bradley_terry import BT_PRIOR
 
 Array = NDArray[np.float64]
@@ -114,12 +115,6 @@ def pair_space(n: int) -> PairSpace:
     return PairSpace(n, a.astype(np.int64), b.astype(np.int64), e, t)
 
 
-def _hard(p: NDArray[np.float64], threshold: float) -> NDArray[np.float64]:
-    y = (p > threshold).astype(np.float64)
-    y[p == threshold] = 0.5
-    return y
-
-
 def _ratio(space: PairSpace, mask: Array, y: Array) -> NDArray[np.float64]:
     wins = (mask * y) @ np.maximum(space.incidence, 0.0) + (mask * (1.0 - y)) @ np.maximum(
         -space.incidence, 0.0
@@ -132,7 +127,7 @@ def batch_win_ratio(
     space: PairSpace, mask: Array, p: Array, *, threshold: float = 0.5
 ) -> NDArray[np.float64]:
     """Win-ratio (EACL eq. 6) per problem; every item must be in a comparison."""
-    return _ratio(space, mask, _hard(p, threshold))
+    return _ratio(space, mask, hard_outcomes(p, threshold))
 
 
 def batch_avg_prob(space: PairSpace, mask: Array, p: Array) -> NDArray[np.float64]:
@@ -248,7 +243,7 @@ def batch_bradley_terry(
     space: PairSpace, mask: Array, p: Array, *, threshold: float = 0.5, prior: float = BT_PRIOR
 ) -> NDArray[np.float64]:
     """Bradley-Terry on hard decisions with the reference-item prior (as ``bradley_terry``), by Newton."""
-    return batch_soft_bt(space, mask, _hard(p, threshold), prior=prior)
+    return batch_soft_bt(space, mask, hard_outcomes(p, threshold), prior=prior)
 
 
 def batch_poe_bt(

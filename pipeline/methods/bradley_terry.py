@@ -37,8 +37,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._common import hard_outcomes
-from .errors import ComparisonError
-from .validate import as_comparisons, check_connected
+from .validate import as_comparisons, check_connected, check_maximum_exists
 
 __all__ = ["BT_MAX_ITER", "BT_PRIOR", "BT_TOL", "bradley_terry", "bt_log_posterior"]
 
@@ -128,7 +127,7 @@ def bradley_terry(
         return np.zeros(1)
     y = hard_outcomes(pp, threshold)
     if prior == 0.0:
-        _check_mle_exists(n, ii, jj, y)
+        check_maximum_exists(n, ii, jj, y, method="Bradley-Terry (prior=0)", remedy="use a positive prior")
     wins = np.bincount(ii, weights=y, minlength=n) + np.bincount(jj, weights=1.0 - y, minlength=n) + prior
 
     def mm_update(s: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -187,30 +186,3 @@ def bradley_terry(
 def _done(s: NDArray[np.float64], n_updates: int) -> NDArray[np.float64]:
     logger.debug("bradley_terry: converged after %d MM updates", n_updates)
     return s - s.mean()
-
-
-def _check_mle_exists(n: int, i: NDArray[np.int64], j: NDArray[np.int64], y: NDArray[np.float64]) -> None:
-    """Ford's condition: the MLE exists iff the directed graph 'loser -> winner' is strongly connected."""
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    i_won, j_won = y > 0.0, y < 1.0  # a tie is a win for both
-    src = np.concatenate([j[i_won], i[j_won]])
-    dst = np.concatenate([i[i_won], j[j_won]])
-    graph = coo_matrix((np.ones(src.shape[0]), (src, dst)), shape=(n, n)).tocsr()
-    n_comp, _ = connected_components(graph, directed=True, connection="strong")
-    if n_comp > 1:
-        wins = np.bincount(i, weights=y, minlength=n) + np.bincount(j, weights=1.0 - y, minlength=n)
-        games = np.bincount(i, minlength=n) + np.bincount(j, minlength=n)
-        never_won = np.flatnonzero(wins == 0)
-        never_lost = np.flatnonzero(wins == games)
-        if never_won.size:
-            detail = f"item {int(never_won[0])} never wins"
-        elif never_lost.size:
-            detail = f"item {int(never_lost[0])} never loses"
-        else:
-            detail = f"the items split into {n_comp} groups that do not beat each other both ways"
-        raise ComparisonError(
-            f"the Bradley-Terry MLE does not exist with prior=0: {detail} (the win graph is not strongly "
-            "connected); use a positive prior"
-        )

@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import batched
-from ._common import single_threaded_blas
+from ._common import hard_outcomes, single_threaded_blas
 from .metrics import grouped_ranks
 from .selection import balanced_random_batch
 
@@ -199,9 +199,7 @@ def score_draws(
     if method == "poe_gaussian":
         return batched.batch_gaussian(space, mask, p - 0.5, pin=pin)
     if method == "poe_gaussian_hard":
-        hard = (p > 0.5).astype(np.float64)
-        hard[p == 0.5] = 0.5
-        return batched.batch_gaussian(space, mask, hard - 0.5, pin=pin)
+        return batched.batch_gaussian(space, mask, hard_outcomes(p) - 0.5, pin=pin)
     if method == "poe_bt":
         return batched.batch_poe_bt(space, mask, p, pin=pin)
     if method == "poe_laplace":

@@ -133,10 +133,22 @@ def _constant_groups(
     return hi == lo
 
 
+def _group_scale(codes: NDArray[np.int64], values: NDArray[np.float64], n_groups: int) -> NDArray[np.float64]:
+    """The largest |value| of each group (1 where it is 0)."""
+    scale = np.zeros(n_groups)
+    np.maximum.at(scale, codes, np.abs(values))
+    scale[scale == 0] = 1.0
+    return scale
+
+
 def _grouped_pearson(
     codes: NDArray[np.int64], x: NDArray[np.float64], y: NDArray[np.float64], n_groups: int
 ) -> NDArray[np.float64]:
     n = np.bincount(codes, minlength=n_groups).astype(np.float64)
+    # Pearson is scale-invariant: divide each group by its largest |value| first, so that scores like 1e300
+    # neither overflow the sums of squares (inf / inf = NaN) nor underflow them.
+    x = x / _group_scale(codes, x, n_groups)[codes]
+    y = y / _group_scale(codes, y, n_groups)[codes]
     with np.errstate(invalid="ignore", divide="ignore"):
         dx = x - (np.bincount(codes, weights=x, minlength=n_groups) / n)[codes]
         dy = y - (np.bincount(codes, weights=y, minlength=n_groups) / n)[codes]

@@ -35,10 +35,16 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._common import degrees, scatter_difference
-from .errors import ComparisonError
-from .validate import as_comparisons, check_connected
+from .validate import as_comparisons, check_connected, check_maximum_exists
 
-__all__ = ["POE_BT_GTOL", "POE_BT_MAX_ITER", "poe_bt", "poe_bt_gradient", "poe_bt_objective"]
+__all__ = [
+    "POE_BT_GTOL",
+    "POE_BT_MAX_ITER",
+    "poe_bt",
+    "poe_bt_gradient",
+    "poe_bt_objective",
+    "poe_bt_value_and_gradient",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +57,28 @@ POE_BT_MAX_ITER = 20_000
 _GTOL_SLACK = 100.0
 
 
+def poe_bt_value_and_gradient(
+    s: NDArray[np.float64],
+    i: NDArray[np.int64],
+    j: NDArray[np.int64],
+    p: NDArray[np.float64],
+    bias: float = 0.0,
+    l2: float = 0.0,
+) -> tuple[float, NDArray[np.float64]]:
+    """Negative log product of soft Bradley-Terry experts (PoE eq. 3) plus ``l2/2 ||s||^2``, and its gradient.
+
+    Value: ``sum_k [softplus(d_k) - p_k d_k] + l2/2 ||s||^2`` with ``d_k = s_i - s_j + bias``, which equals
+    ``-sum_k [p_k log sigma(d_k) + (1 - p_k) log sigma(-d_k)]`` plus the ridge term.
+    Gradient: ``W^T (sigma(d) - p) + l2 s``.
+    """
+    from scipy.special import expit
+
+    d = s[i] - s[j] + bias
+    value = float(np.logaddexp(0.0, d).sum() - np.dot(p, d) + 0.5 * l2 * np.dot(s, s))
+    grad = scatter_difference(s.shape[0], i, j, expit(d) - p) + l2 * s
+    return value, grad
+
+
 def poe_bt_objective(
     s: NDArray[np.float64],
     i: NDArray[np.int64],
@@ -59,13 +87,8 @@ def poe_bt_objective(
     bias: float = 0.0,
     l2: float = 0.0,
 ) -> float:
-    """Negative log product of soft Bradley-Terry experts (PoE eq. 3), plus ``l2/2 ||s||^2``.
-
-    ``sum_k [softplus(d_k) - p_k d_k]`` with ``d_k = s_i - s_j + bias``, which equals
-    ``-sum_k [p_k log sigma(d_k) + (1 - p_k) log sigma(-d_k)]``.
-    """
-    d = s[i] - s[j] + bias
-    return float(np.logaddexp(0.0, d).sum() - np.dot(p, d) + 0.5 * l2 * np.dot(s, s))
+    """The value of :func:`poe_bt_value_and_gradient`."""
+    return poe_bt_value_and_gradient(s, i, j, p, bias, l2)[0]
 
 
 def poe_bt_gradient(
@@ -76,11 +99,8 @@ def poe_bt_gradient(
     bias: float = 0.0,
     l2: float = 0.0,
 ) -> NDArray[np.float64]:
-    """Analytic gradient of :func:`poe_bt_objective`: ``W^T (sigma(d) - p) + l2 s``."""
-    from scipy.special import expit
-
-    d = s[i] - s[j] + bias
-    return scatter_difference(s.shape[0], i, j, expit(d) - p) + l2 * s
+    """The gradient of :func:`poe_bt_value_and_gradient`."""
+    return poe_bt_value_and_gradient(s, i, j, p, bias, l2)[1]
 
 
 def poe_bt(
@@ -128,7 +148,7 @@ def poe_bt(
         L-BFGS-B did not reach the gradient tolerance.
     """
     from scipy.optimize import minimize
-    from scipy.special import expit, logit
+    from scipy.special import logit
 
     n, ii, jj, pp = as_comparisons(n_items, i, j, p)
     check_connected(n, ii, jj, method="poe_bt")
@@ -145,14 +165,11 @@ def poe_bt(
     if n == 1:
         return np.zeros(1)
     if l2 == 0.0 and np.any((pp == 0.0) | (pp == 1.0)):
-        _check_soft_mle_exists(n, ii, jj, pp)
+        check_maximum_exists(n, ii, jj, pp, method="PoE-BT", remedy="pass l2 > 0")
     scale = np.sqrt(degrees(n, ii, jj))
 
     def fun(t: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
-        s = t / scale
-        d = s[ii] - s[jj] + b
-        value = float(np.logaddexp(0.0, d).sum() - np.dot(pp, d) + 0.5 * l2 * np.dot(s, s))
-        grad = scatter_difference(n, ii, jj, expit(d) - pp) + l2 * s
+        value, grad = poe_bt_value_and_gradient(t / scale, ii, jj, pp, b, l2)
         return value, grad / scale
 
     res = minimize(
@@ -171,22 +188,3 @@ def poe_bt(
         )
     logger.debug("poe_bt: %d iterations, max scaled gradient %.3g", res.nit, g)
     return s - s.mean()
-
-
-def _check_soft_mle_exists(
-    n: int, i: NDArray[np.int64], j: NDArray[np.int64], p: NDArray[np.float64]
-) -> None:
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    i_won, j_won = p > 0.0, p < 1.0
-    src = np.concatenate([j[i_won], i[j_won]])  # loser -> winner
-    dst = np.concatenate([i[i_won], j[j_won]])
-    graph = coo_matrix((np.ones(src.shape[0]), (src, dst)), shape=(n, n)).tocsr()
-    n_comp, labels = connected_components(graph, directed=True, connection="strong")
-    if n_comp > 1:
-        raise ComparisonError(
-            f"the PoE-BT maximum does not exist: with probabilities of exactly 0 or 1 the items split into "
-            f"{n_comp} groups, one of which beats another with certainty (e.g. item {int(np.argmax(labels))}); "
-            "pass l2 > 0"
-        )

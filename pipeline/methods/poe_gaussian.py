@@ -40,7 +40,17 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._common import Pin, adjacency_csr, apply_pin, check_pin, degrees, hard_outcomes, pcg, scatter_difference
+from ._common import (
+    Pin,
+    adjacency_csr,
+    apply_pin,
+    check_pin,
+    degrees,
+    dense_laplacian,
+    hard_outcomes,
+    pcg,
+    scatter_difference,
+)
 from .validate import as_comparisons, check_connected
 
 if TYPE_CHECKING:
@@ -119,12 +129,6 @@ def expert_means(
     if not (math.isfinite(b) and math.isfinite(scale) and scale > 0):
         raise ValueError(f"beta must be finite and scale positive, got beta={beta!r}, scale={scale!r}")
     return scale * (x - b)
-
-
-def _dense_laplacian(n: int, i: NDArray[np.int64], j: NDArray[np.int64]) -> NDArray[np.float64]:
-    flat = np.concatenate([i * n + i, j * n + j, i * n + j, j * n + i])
-    w = np.concatenate([np.ones(2 * i.shape[0]), -np.ones(2 * i.shape[0])])
-    return np.bincount(flat, weights=w, minlength=n * n).reshape(n, n)
 
 
 def laplacian_solve(
@@ -246,7 +250,7 @@ def fit(
     if use_dense:
         import scipy.linalg
 
-        m = _dense_laplacian(n, ii, jj) + 1.0 / n
+        m = dense_laplacian(n, ii, jj) + 1.0 / n
         factor = scipy.linalg.cho_factor(m, lower=True, check_finite=False)
         s = scipy.linalg.cho_solve(factor, rhs, check_finite=False)
         if mode == "exact":
@@ -257,7 +261,7 @@ def fit(
         if mode == "exact":
             import scipy.linalg
 
-            m = _dense_laplacian(n, ii, jj) + 1.0 / n
+            m = dense_laplacian(n, ii, jj) + 1.0 / n
             cov = scipy.linalg.cho_solve(scipy.linalg.cho_factor(m, lower=True), np.eye(n)) - 1.0 / n
     s = s - s.mean()
 

@@ -26,7 +26,7 @@ import logging
 import numpy as np
 from numpy.typing import NDArray
 
-from ._common import single_threaded_blas
+from ._common import dense_laplacian, single_threaded_blas
 
 __all__ = [
     "ORDERED_STRATEGIES",
@@ -269,12 +269,7 @@ def chain_inverse(order: NDArray[np.int64]) -> NDArray[np.float64]:
     """
     order = np.asarray(order, dtype=np.int64)
     n = order.shape[0]
-    lap = np.zeros((n, n))
-    a, b = order[:-1], order[1:]
-    np.add.at(lap, (a, a), 1.0)
-    np.add.at(lap, (b, b), 1.0)
-    np.add.at(lap, (a, b), -1.0)
-    np.add.at(lap, (b, a), -1.0)
+    lap = dense_laplacian(n, order[:-1], order[1:])
     import scipy.linalg
 
     inv = scipy.linalg.solve(lap + 1.0, np.eye(n), assume_a="pos")
@@ -287,13 +282,8 @@ def log_det_information(n_items: int, pairs: NDArray[np.int64]) -> float:
     The quantity the greedy-optimal selection maximises (PoE eq. 12 / appendix A.5); up to the constant
     ``2 log N`` it equals ``log det`` of ``W^T W`` with one score pinned.
     """
-    pairs = np.asarray(pairs, dtype=np.int64)
-    lap = np.zeros((n_items, n_items))
-    a, b = pairs[:, 0], pairs[:, 1]
-    np.add.at(lap, (a, a), 1.0)
-    np.add.at(lap, (b, b), 1.0)
-    np.add.at(lap, (a, b), -1.0)
-    np.add.at(lap, (b, a), -1.0)
+    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+    lap = dense_laplacian(n_items, pairs[:, 0], pairs[:, 1])
     sign, logdet = np.linalg.slogdet(lap + 1.0)
     return float(logdet) if sign > 0 else float("-inf")
 

@@ -253,3 +253,46 @@ def check_connected(
             f"the comparison graph is disconnected: {n_comp} components, smallest: " + "; ".join(parts) + who,
             items=tuple(shown_components[0][:_MAX_LISTED]),
         )
+
+
+def check_maximum_exists(
+    n_items: int,
+    i: NDArray[np.int64],
+    j: NDArray[np.int64],
+    outcome: NDArray[np.float64],
+    *,
+    method: str,
+    remedy: str,
+) -> None:
+    """Raise :class:`ComparisonError` unless a Bradley-Terry-type likelihood has a finite maximum.
+
+    ``outcome[k]`` in [0, 1] is how much ``i[k]`` won comparison k (a hard decision, a tie 0.5, or a soft
+    probability). Ford's condition (1957): the maximum exists iff the directed graph "loser -> winner" is
+    strongly connected, where comparison k gives an edge j -> i when ``outcome > 0`` and i -> j when
+    ``outcome < 1``. The message names an item that never wins or never loses when there is one.
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components as _cc
+
+    i_won, j_won = outcome > 0.0, outcome < 1.0
+    src = np.concatenate([j[i_won], i[j_won]])  # loser -> winner
+    dst = np.concatenate([i[i_won], j[j_won]])
+    graph = coo_matrix((np.ones(src.shape[0]), (src, dst)), shape=(n_items, n_items)).tocsr()
+    n_comp, _ = _cc(graph, directed=True, connection="strong")
+    if n_comp <= 1:
+        return
+    wins = np.bincount(i, weights=outcome, minlength=n_items) + np.bincount(
+        j, weights=1.0 - outcome, minlength=n_items
+    )
+    games = np.bincount(i, minlength=n_items) + np.bincount(j, minlength=n_items)
+    never_won = np.flatnonzero(wins == 0)
+    never_lost = np.flatnonzero(wins == games)
+    if never_won.size:
+        detail = f"item {int(never_won[0])} never wins"
+    elif never_lost.size:
+        detail = f"item {int(never_lost[0])} never loses"
+    else:
+        detail = f"the items split into {n_comp} groups that do not beat each other both ways"
+    raise ComparisonError(
+        f"the {method} maximum does not exist: {detail} (the win graph is not strongly connected); {remedy}"
+    )

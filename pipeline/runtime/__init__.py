@@ -1,34 +1,63 @@
-"""Where the stages run: in-process (tests, notebooks) or on Ray Data (local Ray or a cluster).
+"""Where the streamed stages run: in this process (tests, notebooks) or on Ray Data (a local Ray or a cluster).
 
-Both take the same shards, pair plan and judge spec and yield JUDGMENTS batches as they finish; the stages
-themselves never import Ray.
+A stage that streams (pair generation feeding the judge) hands the executor its input blocks and a chain of
+:class:`MapStep` s, and reads the output batches as they finish. What runs is the step's function or class;
+how it is scheduled (stateless tasks or a pool of actors, batch size, CPUs and GPUs) is the step's other
+fields, which only the Ray executor reads. Stages never import Ray: this package is the edge.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
 
 import pyarrow as pa
 
-from pipeline.config import JudgeConfig, RuntimeConfig
-from pipeline.judge.spec import JudgeSpec
-from pipeline.judge.stage import JudgeStage
-from pipeline.pairs import PairPlan
+from pipeline.config import Executor as ExecutorKind
+from pipeline.config import RuntimeConfig
 
 
-def judge_shards(
-    shards: list[pa.Table],
-    plan: PairPlan,
-    spec: JudgeSpec,
-    judge: JudgeConfig,
-    runtime: RuntimeConfig,
-    stage_cls: type[JudgeStage] = JudgeStage,
-) -> Iterator[pa.Table]:
-    """Yield JUDGMENTS batches; ``stage_cls`` lets benchmarks wrap the judge stage (e.g. to time it)."""
-    if runtime.executor == "local":
-        from pipeline.runtime.local import judge_local
+@dataclass(frozen=True)
+class MapStep:
+    """One step of a streamed chain.
 
-        return judge_local(shards, plan, spec, judge.batch_size, stage_cls)
-    from pipeline.runtime.ray_data import judge_ray
+    ``fn`` maps an Arrow table to a table or an iterator of tables. A function is called with ``kwargs`` for
+    every block; a class is constructed once per worker with ``kwargs`` (an actor on Ray: heavy state such as an
+    LLM engine is made once) and then called per batch.
+    """
 
-    return judge_ray(shards, plan, spec, judge, runtime, stage_cls)
+    name: str
+    fn: Callable[..., Any] | type
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    # Rows per call; None: whatever block arrives. With ``exact_batches`` every call gets exactly batch_size
+    # rows (but the last) and its result streams back on its own, one batch at a time.
+    batch_size: int | None = None
+    exact_batches: bool = False
+    # A class: the number of workers (actors). A function: ignored (stateless tasks).
+    workers: int = 1
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+
+    @property
+    def stateful(self) -> bool:
+        return isinstance(self.fn, type)
+
+
+class Executor(Protocol):
+    def stream(self, blocks: Sequence[pa.Table], steps: Sequence[MapStep]) -> Iterator[pa.Table]:
+        """Run ``steps`` over ``blocks``; yield the last step's output batches as they finish."""
+        ...
+
+
+def make_executor(runtime: RuntimeConfig, log_dir: Path | None, verbose: bool) -> Executor:
+    """The executor of ``runtime.executor``. ``log_dir``: where workers write their own output (engine logs)
+    unless ``verbose`` (then it reaches the console)."""
+    if runtime.executor == ExecutorKind.local:
+        from pipeline.runtime.local import LocalExecutor
+
+        return LocalExecutor()
+    from pipeline.runtime.ray_data import RayDataExecutor
+
+    return RayDataExecutor(runtime, None if verbose else log_dir)

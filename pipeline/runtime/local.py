@@ -1,18 +1,19 @@
-"""Run the pair and judge stages in this process, one engine, no Ray."""
+"""Run a chain of map steps in this process: one instance of each stateful step, no Ray."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
-from pipeline.judge.spec import JudgeSpec
-from pipeline.judge.stage import JudgeStage
-from pipeline.pairs import PairPlan, generate_pairs
+from pipeline.runtime import MapStep
 
 
-def batches(chunks: Iterator[pa.Table], batch_size: int) -> Iterator[pa.Table]:
+def batches(chunks: Iterable[pa.Table], batch_size: int | None) -> Iterator[pa.Table]:
     """Re-cut a stream of tables into tables of ``batch_size`` rows (the last one may be shorter)."""
+    if batch_size is None:
+        yield from (c for c in chunks if c.num_rows)
+        return
     pending: list[pa.Table] = []
     rows = 0
     for chunk in chunks:
@@ -27,19 +28,33 @@ def batches(chunks: Iterator[pa.Table], batch_size: int) -> Iterator[pa.Table]:
         yield pa.concat_tables(pending)
 
 
-def judge_local(
-    shards: list[pa.Table],
-    plan: PairPlan,
-    spec: JudgeSpec,
-    batch_size: int,
-    stage_cls: type[JudgeStage] = JudgeStage,
-) -> Iterator[pa.Table]:
-    if not shards:
-        return
-    stage = stage_cls(spec)
-    try:
-        chunks = (chunk for shard in shards for chunk in generate_pairs(shard, plan))
-        for batch in batches(chunks, batch_size):
-            yield stage(batch)
-    finally:
-        stage.close()
+def _apply(stream: Iterable[pa.Table], call, kwargs: dict, batch_size: int | None) -> Iterator[pa.Table]:
+    for batch in batches(stream, batch_size):
+        result = call(batch, **kwargs)
+        if isinstance(result, pa.Table):
+            yield result
+        else:
+            yield from result
+
+
+class LocalExecutor:
+    def stream(self, blocks: Sequence[pa.Table], steps: Sequence[MapStep]) -> Iterator[pa.Table]:
+        if not blocks:
+            return
+        made = []
+        try:
+            stream: Iterable[pa.Table] = iter(blocks)
+            for step in steps:
+                if step.stateful:
+                    instance = step.fn(**step.kwargs)
+                    made.append(instance)
+                    call, kwargs = instance, {}
+                else:
+                    call, kwargs = step.fn, dict(step.kwargs)
+                stream = _apply(stream, call, kwargs, step.batch_size)
+            yield from stream
+        finally:
+            for instance in made:
+                close = getattr(instance, "close", None)
+                if callable(close):
+                    close()

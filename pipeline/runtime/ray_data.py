@@ -1,21 +1,29 @@
-"""Map the stages onto Ray Data: shards -> pair tasks -> an actor pool of judges (one engine per actor)."""
+"""Map a chain of steps onto Ray Data: input blocks -> tasks (stateless steps) -> actor pools (stateful steps).
+
+Workers' own output (an engine's warnings and progress bars, the engine process it spawns) goes to
+``<run folder>/logs/<step>-<host>-<pid>.log`` instead of the driver's console, unless the run is verbose;
+errors still reach the driver as exceptions.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import os
+import socket
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.config import JudgeConfig, RuntimeConfig
-from pipeline.judge.spec import JudgeSpec
-from pipeline.judge.stage import JudgeStage
-from pipeline.pairs import PairPlan, generate_pairs
+from pipeline.config import RuntimeConfig
+from pipeline.logs import redirect_output
+from pipeline.runtime import MapStep
 
 log = logging.getLogger(__name__)
 
 
-def init_ray(runtime: RuntimeConfig) -> None:
+def init_ray(runtime: RuntimeConfig, quiet: bool = True) -> None:
+    """Start a local Ray (or join ``runtime.address``) unless this process is already connected."""
     import ray
 
     if ray.is_initialized():
@@ -25,47 +33,78 @@ def init_ray(runtime: RuntimeConfig) -> None:
         num_cpus=runtime.num_cpus if runtime.address is None else None,
         include_dashboard=False,
         ignore_reinit_error=True,
-        log_to_driver=True,
+        # workers' output stays in their own log files (and the run folder's logs/), not on this console
+        log_to_driver=not quiet,
     )
+    log.debug("Ray %s; its own logs are under %s", ray.__version__, _session_dir())
 
 
-def _pair_stage(shard: pa.Table, plan: PairPlan) -> Iterator[pa.Table]:
-    yield from generate_pairs(shard, plan)
+def _session_dir() -> str:
+    try:
+        import ray
+
+        return str(ray._private.worker._global_node.get_session_dir_path())  # noqa: SLF001
+    except Exception:  # not a local node, or Ray's internals moved
+        return "the Ray session folder"
 
 
-def judge_ray(
-    shards: list[pa.Table],
-    plan: PairPlan,
-    spec: JudgeSpec,
-    judge: JudgeConfig,
-    runtime: RuntimeConfig,
-    stage_cls: type[JudgeStage] = JudgeStage,
-) -> Iterator[pa.Table]:
-    if not shards:
-        return
-    import ray.data
+def with_output_to(cls: type, log_dir: Path, step: str) -> type:
+    """``cls`` whose instances first send their process's output to a file in ``log_dir`` (an actor's own
+    output: the engine's log lines, warnings and progress bars)."""
 
-    init_ray(runtime)
-    context = ray.data.DataContext.get_current()
-    context.enable_progress_bars = False  # the driver logs its own progress with rate and ETA
-    # Judging is CPU-bound in the engine; don't spend cycles polling the actors' memory every second.
-    context.memory_usage_poll_interval_s = None
-    ds = ray.data.from_arrow(shards)
-    ds = ds.map_batches(
-        _pair_stage, fn_kwargs={"plan": plan}, batch_size=None, batch_format="pyarrow", num_cpus=0.25
-    )
-    # Blocks of exactly one engine batch (strict: never a bundle of several blocks): each actor task judges one
-    # batch and its rows reach the driver (and the store) as soon as it is done, and one big context (a pool
-    # of hundreds of candidates) is spread over every judge actor. Without strict, a task may take a bundle of
-    # blocks and return all of them at its end.
-    ds = ds.repartition(target_num_rows_per_block=judge.batch_size, strict=True)
-    ds = ds.map_batches(
-        stage_cls,
-        fn_constructor_kwargs={"spec": spec},
-        batch_size=judge.batch_size,
-        batch_format="pyarrow",
-        compute=ray.data.ActorPoolStrategy(size=judge.num_actors),
-        num_cpus=judge.num_cpus_per_actor,
-        num_gpus=judge.num_gpus_per_actor or None,
-    )
-    yield from ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0)
+    def __init__(self, *args, **kwargs):  # noqa: N807
+        path = log_dir / f"{step}-{socket.gethostname()}-{os.getpid()}.log"
+        try:
+            redirect_output(path)
+        except OSError as exc:  # e.g. a cluster node without the run folder's file system
+            logging.getLogger(__name__).warning(
+                "output stays in Ray's worker logs: cannot write %s (%s)", path, exc
+            )
+        cls.__init__(self, *args, **kwargs)
+
+    return type(cls.__name__, (cls,), {"__init__": __init__})
+
+
+class RayDataExecutor:
+    def __init__(self, runtime: RuntimeConfig, log_dir: Path | None):
+        self.runtime = runtime
+        self.log_dir = log_dir
+
+    def stream(self, blocks: Sequence[pa.Table], steps: Sequence[MapStep]) -> Iterator[pa.Table]:
+        if not blocks:
+            return
+        import ray.data
+
+        init_ray(self.runtime, quiet=self.log_dir is not None)
+        context = ray.data.DataContext.get_current()
+        context.enable_progress_bars = False  # the driver logs its own progress with rate and ETA
+        # The work is CPU-bound in the engine; don't spend cycles polling the actors' memory every second.
+        context.memory_usage_poll_interval_s = None
+        ds = ray.data.from_arrow(list(blocks))
+        for step in steps:
+            if step.exact_batches and step.batch_size:
+                # Blocks of exactly one batch (strict: never a bundle of several blocks): each actor task handles
+                # one batch and its rows reach the driver as soon as it is done, and one big input block (a pool
+                # of hundreds of candidates) is spread over every actor. Without strict, a task may take a bundle
+                # of blocks and return all of them at its end.
+                ds = ds.repartition(target_num_rows_per_block=step.batch_size, strict=True)
+            if step.stateful:
+                fn = with_output_to(step.fn, self.log_dir, step.name) if self.log_dir else step.fn
+                ds = ds.map_batches(
+                    fn,
+                    fn_constructor_kwargs=dict(step.kwargs),
+                    batch_size=step.batch_size,
+                    batch_format="pyarrow",
+                    compute=ray.data.ActorPoolStrategy(size=step.workers),
+                    num_cpus=step.num_cpus,
+                    num_gpus=step.num_gpus or None,
+                )
+            else:
+                ds = ds.map_batches(
+                    step.fn,
+                    fn_kwargs=dict(step.kwargs),
+                    batch_size=step.batch_size,
+                    batch_format="pyarrow",
+                    num_cpus=step.num_cpus,
+                )
+        yield from ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0)

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from pipeline.data.errors import InputError
+from pipeline.errors import ConfigError
 from pipeline.run import run
 from tests.conftest import compose
 
@@ -52,10 +53,10 @@ def test_bad_records_fail_before_judging(tmp_path):
 
 
 def test_unknown_method_and_bad_choices(tmp_path):
-    with pytest.raises(ValueError, match="scoring.debias='mean'"):
-        run(compose(["scoring.debias=mean", f"paths.output_root={tmp_path}"]))
-    with pytest.raises(ValueError, match="unknown method"):
-        run(compose(["scoring.methods=[elo]", f"paths.output_root={tmp_path}"]))
+    with pytest.raises(Exception, match="scoring.debias=mean"):
+        compose(["scoring.debias=mean", f"paths.output_root={tmp_path}"])
+    with pytest.raises(ConfigError, match="unknown method"):
+        compose(["scoring.methods=[elo]", f"paths.output_root={tmp_path}"])
 
 
 @pytest.mark.engine

@@ -26,9 +26,7 @@ QUESTIONS = [
 ]
 
 
-def test_a_pool_spreads_over_two_actors(tmp_path, monkeypatch):
-    import ray
-
+def test_a_pool_spreads_over_two_actors(tmp_path, monkeypatch, ray_cluster):
     from pipeline.store import JudgmentStore
 
     # the driver's view of the stream: rows must arrive one engine batch at a time, not at the end of a task
@@ -65,11 +63,7 @@ def test_a_pool_spreads_over_two_actors(tmp_path, monkeypatch):
             "tracking.plots=false",
         ]
     )
-    ray.init(num_cpus=2, include_dashboard=False)
-    try:
-        result = run(cfg)
-    finally:
-        ray.shutdown()
+    result = run(cfg)
     j = pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
     assert j.height == 10 * 9
     assert j.select("cand_a", "cand_b").unique().height == 90

@@ -1,16 +1,21 @@
-"""The real CPU vLLM engine on SmolLM2-135M-Instruct: exact label log-probabilities, prefix cache, stage schema."""
+"""The real CPU vLLM engine on SmolLM2-135M-Instruct: exact label log-probabilities, prefix cache, worker schema,
+and the hf backend applying its settings."""
 
 from __future__ import annotations
+
+import os
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.config import PromptConfig
+from pipeline.config import Backend, PromptConfig
 from pipeline.judge.engines import HFEngine
+from pipeline.judge.labels import p_a_wins, resolve_labels, side_logprobs
 from pipeline.judge.spec import JudgeSpec
-from pipeline.judge.stage import JudgeStage
-from pipeline.prompts import prefix_key
+from pipeline.judge.worker import JudgeWorker
+from pipeline.prompts import PromptWords, plan_prompts
 from pipeline.schemas import JUDGMENTS, PAIRS
 
 pytestmark = pytest.mark.engine
@@ -21,24 +26,34 @@ PASSAGE = (
 )
 GOOD = "The cracked pool closed; a new centre opens in three years and a free bus runs meanwhile."
 BAD = "pool the banana cracked opens bus years three the the free meanwhile centre."
+WORDS = PromptWords("passage", "summary", {"coherence": "coherent"})
 
 
-def spec(model_path: str, backend: str = "vllm") -> JudgeSpec:
+def spec(model_path: str, backend: Backend = Backend.vllm, **engine) -> JudgeSpec:
     return JudgeSpec(
         backend=backend,
+        model="smollm2",
         model_path=model_path,
         name="smollm2",
         max_model_len=1024,
-        prompt=PromptConfig(),
-        answer_prefixes={prefix_key("c1", "coherence"): "Summary"},
-        engine={"enforce_eager": True, "enable_prefix_caching": True, "seed": 0, "dtype": "float32"}
-        if backend == "vllm"
-        else {"dtype": "float32"},
+        engine=engine
+        or (
+            {"enforce_eager": True, "enable_prefix_caching": True, "seed": 0, "dtype": "float32"}
+            if backend == Backend.vllm
+            else {"dtype": "float32"}
+        ),
         env={"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "all"},
     )
 
 
-def pairs(rows: list[tuple[str, str, str, str]]) -> pa.Table:
+@pytest.fixture(scope="module")
+def plan(tokenizer):
+    labels = resolve_labels(tokenizer, [" A", "A"], [" B", "B"], "smollm2")
+    return plan_prompts(PromptConfig(), ["coherence"], WORDS, tokenizer, labels, "smollm2")
+
+
+def pairs(plan, rows: list[tuple[str, str, str, str]]) -> pa.Table:
+    template = plan.templates[0]
     return pa.table(
         {
             "context_id": ["c"] * len(rows),
@@ -46,50 +61,90 @@ def pairs(rows: list[tuple[str, str, str, str]]) -> pa.Table:
             "template_id": ["c1"] * len(rows),
             "cand_a": [r[0] for r in rows],
             "cand_b": [r[1] for r in rows],
-            "message": [
-                f"Passage: {PASSAGE}\n\nSummary A: {a}\n\nSummary B: {b}\n\nWhich summary is more coherent, "
-                "Summary A or Summary B?"
-                for _, _, a, b in rows
-            ],
+            "prompt": [plan.prompt(template, "coherence", PASSAGE, a, b) for _, _, a, b in rows],
         },
         schema=PAIRS,
     )
 
 
 @pytest.fixture(scope="module")
-def stage(judge_model):
-    s = JudgeStage(spec(judge_model))
-    yield s
-    s.close()
+def worker(judge_model, plan):
+    w = JudgeWorker(spec(judge_model), plan.labels, plan.frame)
+    yield w
+    w.close()
 
 
-def test_stage_writes_the_judgment_schema(stage):
-    out = stage(pairs([("g", "b", GOOD, BAD), ("b", "g", BAD, GOOD)]))
+def test_worker_writes_the_judgment_schema(worker, plan):
+    out = worker(pairs(plan, [("g", "b", GOOD, BAD), ("b", "g", BAD, GOOD)]))
     assert out.schema.equals(JUDGMENTS)
     assert out.num_rows == 2
     lp = np.array(out.column("label_logprobs").to_pylist())
-    assert lp.shape == (2, 4) and (lp < 0).all()
+    assert lp.shape == (2, 4)
     # " A" and " B" are the judge's likely first tokens after "Summary"
     assert set(out.column("top_token").to_pylist()) <= {" A", " B"}
-    p_a = 1 / (1 + np.exp(np.array(out.column("logprob_b")) - np.array(out.column("logprob_a"))))
-    assert ((p_a > 0) & (p_a < 1)).all()
+    # p(A wins) is the renormalised label probability of the label log-probs the engine returned
+    np.testing.assert_allclose(out.column("p_a").to_numpy(), p_a_wins(*side_logprobs(lp, 2)), rtol=1e-12)
+    mass = np.exp(lp).sum(axis=1)
+    np.testing.assert_allclose(out.column("label_mass").to_numpy(), mass, rtol=1e-9)
+    assert worker.engine.dtype == "float32"
 
 
-def test_label_logprobs_match_transformers(stage, judge_model):
+def test_label_logprobs_match_transformers(worker, plan, judge_model):
     """vLLM's first-token log-probabilities of the label words equal a full forward pass in transformers."""
-    batch = pairs([("g", "b", GOOD, BAD), ("b", "g", BAD, GOOD)])
-    ids = stage.prompt_ids(batch)
-    ours = np.array([r.label_logprobs for r in stage.engine.run(ids)])
-    hf = HFEngine(spec(judge_model, backend="hf"))
+    batch = pairs(plan, [("g", "b", GOOD, BAD), ("b", "g", BAD, GOOD)])
+    ids = worker.prompt_ids(batch)
+    ours = np.array([r.label_logprobs for r in worker.engine.run(ids)])
+    hf = HFEngine(spec(judge_model, backend=Backend.hf), plan.labels.token_ids)
     theirs = np.array([r.label_logprobs for r in hf.run(ids)])
     np.testing.assert_allclose(ours, theirs, atol=0.02)
 
 
-def test_prefix_cache_serves_shared_prefixes(stage):
+def test_the_hf_backend_applies_its_env_and_settings(judge_model, plan):
+    import torch
+
+    threads = torch.get_num_threads()
+    settings = replace(
+        spec(judge_model, Backend.hf),
+        engine={"dtype": "bfloat16", "threads": 1, "seed": 3},
+        env={"CA_TEST_HF_ENV": "applied"},
+    )
+    try:
+        hf = HFEngine(settings, plan.labels.token_ids)
+        assert os.environ["CA_TEST_HF_ENV"] == "applied"
+        assert torch.get_num_threads() == 1 and hf.dtype == "bfloat16"
+    finally:
+        torch.set_num_threads(threads)
+        os.environ.pop("CA_TEST_HF_ENV", None)
+
+
+def test_prefix_cache_serves_shared_prefixes(worker, plan):
     long_good = " ".join([GOOD] * 12)  # the shared prefix (passage + slot A) spans several 128-token blocks
-    stage(pairs([("g", "b", long_good, BAD)]))  # warm the cache
-    out = stage(pairs([("g", "d", long_good, BAD + " once more")]))
+    worker(pairs(plan, [("g", "b", long_good, BAD)]))  # warm the cache
+    out = worker(pairs(plan, [("g", "d", long_good, BAD + " once more")]))
     cached, total = out.column("cached_tokens")[0].as_py(), out.column("prompt_tokens")[0].as_py()
     assert total > 256
     # only whole KV blocks of the shared prefix are served from the cache
     assert 128 <= cached < total
+
+
+def test_prompts_are_the_chat_templates_own_rendering(tokenizer, plan):
+    message = plan.templates[0].text.format(
+        context=PASSAGE,
+        a=GOOD,
+        b=BAD,
+        adjective="coherent",
+        noun="summary",
+        Noun="Summary",
+        context_noun="passage",
+        Context_noun="Passage",
+    )
+    expected = tokenizer.apply_chat_template(
+        [{"role": "user", "content": message}], tokenize=False, add_generation_prompt=True
+    )
+    assert plan.prompt(plan.templates[0], "coherence", PASSAGE, GOOD, BAD) == expected + "Summary"
+    plain = plan_prompts(
+        PromptConfig(chat_template="false"), ["coherence"], WORDS, tokenizer, plan.labels, "smollm2"
+    )
+    assert (
+        plain.prompt(plain.templates[0], "coherence", PASSAGE, GOOD, BAD) == f"{message}\n\nAnswer: Summary"
+    )

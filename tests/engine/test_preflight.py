@@ -5,11 +5,11 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from pipeline.config import PromptConfig
+from pipeline.config import PromptConfig, TooLong
 from pipeline.data.errors import InputError
 from pipeline.judge.labels import LabelError, resolve_labels
 from pipeline.preflight import TRUNCATION_MARK, check_prompt_lengths
-from pipeline.prompts import PromptWords
+from pipeline.prompts import PromptWords, plan_prompts
 from pipeline.schemas import CANDIDATES
 
 pytestmark = pytest.mark.engine
@@ -31,6 +31,12 @@ def table(context: str, texts: list[str]) -> pa.Table:
     )
 
 
+@pytest.fixture(scope="module")
+def plan(tokenizer):
+    labels = resolve_labels(tokenizer, [" A", "A"], [" B", "B"], "smollm2")
+    return plan_prompts(PromptConfig(), ["coherence"], WORDS, tokenizer, labels, "smollm2")
+
+
 def test_label_words_are_single_tokens(tokenizer):
     labels = resolve_labels(tokenizer, [" A", "A"], [" B", "B"], "smollm2")
     assert labels.n_a == 2 and len(set(labels.token_ids)) == 4
@@ -38,35 +44,35 @@ def test_label_words_are_single_tokens(tokenizer):
         resolve_labels(tokenizer, ["Summary A"], [" B"], "smollm2")
 
 
-def test_short_prompts_pass_unchanged(tokenizer):
+def test_short_prompts_pass_unchanged(tokenizer, plan):
     cands = table("A short passage.", ["one summary", "another summary", "a third"])
-    out = check_prompt_lengths(cands, ["coherence"], PromptConfig(), WORDS, tokenizer, True, 512)
-    assert out.truncated == [] and out.candidates.equals(cands)
-    assert 20 < out.longest_prompt_tokens < 100
+    out = check_prompt_lengths(cands, plan, tokenizer, 512, TooLong.truncate)
+    assert out.truncated == () and out.candidates.equals(cands)
+    # the longest prompt, measured as the judge will see it (chat template, answer prefix)
+    longest = plan.prompt(
+        plan.templates[0], "coherence", "A short passage.", "another summary", "one summary"
+    )
+    assert out.longest_prompt_tokens == len(tokenizer(longest, add_special_tokens=False)["input_ids"])
 
 
-def test_too_long_is_refused_with_names(tokenizer):
+def test_too_long_is_refused_with_names(tokenizer, plan):
     cands = table("word " * 600, ["short", "a much longer summary " * 5, "mid length one"])
     with pytest.raises(InputError) as info:
-        check_prompt_lengths(
-            cands, ["coherence"], PromptConfig(too_long="refuse"), WORDS, tokenizer, True, 256
-        )
+        check_prompt_lengths(cands, plan, tokenizer, 256, TooLong.refuse)
     message = str(info.value)
     assert "context 'c1'" in message and "x1 + x2" in message and "field 'context'" in message
 
 
-def test_too_long_is_truncated_and_counted(tokenizer):
+def test_too_long_is_truncated_and_counted(tokenizer, plan):
     cands = table("word " * 600, ["short", "a much longer summary " * 5, "mid length one"])
-    out = check_prompt_lengths(
-        cands, ["coherence"], PromptConfig(too_long="truncate"), WORDS, tokenizer, True, 256
-    )
-    assert out.truncated == ["c1"]
+    out = check_prompt_lengths(cands, plan, tokenizer, 256, TooLong.truncate)
+    assert out.truncated == ("c1",)
     assert out.longest_prompt_tokens <= 255
     context = out.candidates.column("context").to_pylist()[0]
     assert context.endswith(TRUNCATION_MARK) and len(context) < 3000
 
 
-def test_candidates_too_long_for_any_context_are_refused(tokenizer):
+def test_candidates_too_long_for_any_context_are_refused(tokenizer, plan):
     cands = table("ctx", ["long " * 400, "long " * 400])
     with pytest.raises(InputError, match="even with the context truncated away"):
-        check_prompt_lengths(cands, ["coherence"], PromptConfig(), WORDS, tokenizer, True, 256)
+        check_prompt_lengths(cands, plan, tokenizer, 256, TooLong.truncate)

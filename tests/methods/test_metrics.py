@@ -122,3 +122,17 @@ def test_bad_inputs():
         metrics.per_context_correlation([0, 0], [1.0, np.nan], [1.0, 2.0])
     with pytest.raises(ValueError, match="method must be one of"):
         metrics.per_context_correlation([0, 0], [1.0, 2.0], [1.0, 2.0], "cosine")  # type: ignore[arg-type]
+
+
+def test_pearson_survives_huge_scores():
+    # human scores of +-1e300 are finite numbers: their squares are not, so the maths must scale first
+    human = np.array([1e300, -1e300, 3.0, 5e299, -2e299])
+    pred = np.array([1.0, 0.0, 0.5, 0.8, 0.2])
+    expected = np.corrcoef(pred, human / 1e300)[0, 1]
+    with np.errstate(over="raise", invalid="raise"):  # underflow of tiny terms to 0 is harmless
+        assert metrics.pooled_correlation(pred, human, "pearson") == pytest.approx(expected, rel=1e-12)
+        summary = metrics.per_context_correlation(np.array([0, 0, 0, 1, 1]), pred, human, "pearson")
+    assert summary.values[0] == pytest.approx(np.corrcoef(pred[:3], human[:3] / 1e300)[0, 1], rel=1e-12)
+    assert summary.values[1] == pytest.approx(1.0)
+    tiny = human / 1e300 * 1e-300  # scores near the smallest normal double: squares underflow to 0
+    assert metrics.pooled_correlation(pred, tiny, "pearson") == pytest.approx(expected, rel=1e-9)

@@ -403,5 +403,14 @@ def test_identical_items_score_equal(rng):
 
 
 def test_dense_laplacian_helper_matches_incidence(rng):
+    from pipeline.methods._common import dense_laplacian
+    from pipeline.methods.selection import chain_inverse, log_det_information
+
     i, j = random_connected(7, 20, rng)
-    np.testing.assert_allclose(pg._dense_laplacian(7, i, j), laplacian(7, i, j))
+    np.testing.assert_allclose(dense_laplacian(7, i, j), laplacian(7, i, j))
+    # the selection maths builds on the same Laplacian
+    order = rng.permutation(7)
+    chain = laplacian(7, order[:-1], order[1:])
+    np.testing.assert_allclose(chain_inverse(order), np.linalg.inv(chain + 1.0), atol=1e-9)
+    expected = np.linalg.slogdet(laplacian(7, i, j) + 1.0)[1]
+    assert log_det_information(7, np.stack([i, j], 1)) == pytest.approx(expected)

@@ -7,49 +7,48 @@ import itertools
 import pyarrow as pa
 import pytest
 
-from pipeline.config import PairsConfig, TemplateConfig
+from pipeline.config import Orderings, PairsConfig, Strategy, TemplateConfig, validate
+from pipeline.data.contexts import group_by_context
+from pipeline.errors import ConfigError
+from pipeline.judge.labels import Labels
 from pipeline.pairs import (
-    PairPlan,
-    build_shards,
-    check_strategy,
+    build_contexts,
     context_rng,
-    done_key,
     generate_pairs,
     k_adjustments,
     oriented_pairs,
     prompts_per_context,
     shard_contexts,
+    split_shards,
 )
-from pipeline.prompts import PromptWords
-from pipeline.schemas import CANDIDATES
+from pipeline.prompts import PromptPlan, PromptWords, plain_frame, render_answer_prefix
+from pipeline.schemas import JUDGED_KEYS
+from tests.conftest import candidates_table as candidates
 
 WORDS = PromptWords("passage", "summary", {"coherence": "coherent", "fluency": "fluent"})
-
-
-def candidates(sizes: dict[str, int]) -> pa.Table:
-    rows = {name: [] for name in CANDIDATES.names}
-    for cid, n in sizes.items():
-        for k in range(n):
-            rows["context_id"].append(cid)
-            rows["context"].append(f"context {cid}")
-            rows["candidate_id"].append(f"{cid}:{k}")
-            rows["candidate_index"].append(k)
-            rows["system"].append(None)
-            rows["text"].append(f"text {cid} {k}")
-    return pa.table(rows, schema=CANDIDATES)
-
-
 DEFAULT_TEMPLATES = (TemplateConfig(),)
 
 
+def prompt_plan(attributes=("coherence",), templates=DEFAULT_TEMPLATES) -> PromptPlan:
+    prefixes = {(t.id, a): render_answer_prefix(t, WORDS, a) for t in templates for a in attributes}
+    labels = Labels((" A", " B"), (1, 2), 1)
+    return PromptPlan(tuple(templates), tuple(attributes), WORDS, plain_frame(None), False, labels, prefixes)
+
+
 def plan(attributes=("coherence",), templates=DEFAULT_TEMPLATES, chunk_rows=4096, **pairs):
-    return PairPlan(PairsConfig(**pairs), tuple(attributes), tuple(templates), WORDS, chunk_rows)
+    return PairsConfig(**pairs), prompt_plan(attributes, templates), chunk_rows
 
 
-def generate(table, p, max_shards=4, done=None):
-    shards, remaining = build_shards(table, p, max_shards, done)
-    chunks = [c for s in shards for c in generate_pairs(s, p)]
+def generate(table, p, max_shards=4, judged=None):
+    pairs, prompts, chunk_rows = p
+    groups = group_by_context(table)
+    contexts = build_contexts(
+        groups, pairs, len(prompts.attributes), len(prompts.templates), max_shards, judged
+    )
+    shards = split_shards(contexts)
+    chunks = [c for s in shards for c in generate_pairs(s, pairs, prompts, chunk_rows)]
     out = pa.concat_tables(chunks) if chunks else None
+    remaining = sum(contexts.column("n_prompts").to_pylist())
     return out, remaining, shards
 
 
@@ -127,8 +126,7 @@ def test_pairs_per_attribute_when_asked():
     ],
 )
 def test_prompt_counts_match_generation(strategy, orderings, k):
-    cfg = PairsConfig(strategy=strategy, orderings=orderings, k=k)
-    check_strategy(cfg)
+    cfg = PairsConfig(strategy=Strategy(strategy), orderings=Orderings(orderings), k=k)
     rows = oriented_pairs(cfg, 9, context_rng(0, "c", None))
     assert len(rows) == prompts_per_context(cfg, 9, 1, 1)
     assert len({tuple(r) for r in rows}) == len(rows)
@@ -142,12 +140,17 @@ def test_one_ordering_of_unordered_pairs_balances_slots():
 
 
 def test_strategy_errors():
-    with pytest.raises(ValueError, match="selects ordered comparisons"):
-        check_strategy(PairsConfig(strategy="random", k=3, orderings="both"))
-    with pytest.raises(ValueError, match="needs pairs.k or pairs.fraction"):
-        check_strategy(PairsConfig(strategy="balanced_random"))
-    with pytest.raises(ValueError, match="not one of"):
-        check_strategy(PairsConfig(strategy="best"))
+    from pipeline.config import RunConfig
+
+    def check(**pairs):
+        cfg = RunConfig()
+        cfg.pairs = PairsConfig(**pairs)
+        validate(cfg)
+
+    with pytest.raises(ConfigError, match="selects ordered comparisons"):
+        check(strategy=Strategy.random, k=3, orderings=Orderings.both)
+    with pytest.raises(ConfigError, match="needs pairs.k or pairs.fraction"):
+        check(strategy=Strategy.balanced_random)
 
 
 def test_fraction_and_minimum_coverage():
@@ -177,12 +180,8 @@ def test_resume_skips_judged_prompts():
     table = candidates({"c1": 5, "c2": 5})
     p = plan(("coherence",))
     full, total, _ = generate(table, p)
-    done: dict[str, list[str]] = {}
-    for row in full.slice(0, 13).to_pylist():
-        done.setdefault(row["context_id"], []).append(
-            done_key(row["attribute"], row["template_id"], row["cand_a"], row["cand_b"])
-        )
-    rest, remaining, _ = generate(table, p, done=done)
+    judged = full.slice(0, 13).select(JUDGED_KEYS.names)
+    rest, remaining, _ = generate(table, p, judged=judged)
     assert remaining == rest.num_rows == total - 13
     assert {tuple(r.values()) for r in full.slice(13).to_pylist()} == {
         tuple(r.values()) for r in rest.to_pylist()
@@ -190,11 +189,27 @@ def test_resume_skips_judged_prompts():
 
 
 def test_a_huge_pool_is_emitted_in_chunks():
-    p = plan(chunk_rows=100)
-    shards, remaining = build_shards(candidates({"pool": 30}), p, 8)
-    chunks = list(generate_pairs(shards[0], p))
-    assert len(shards) == 1 and remaining == 870
+    pairs, prompts, _ = plan()
+    contexts = build_contexts(group_by_context(candidates({"pool": 30})), pairs, 1, 1, 8)
+    shards = split_shards(contexts)
+    chunks = list(generate_pairs(shards[0], pairs, prompts, 100))
+    assert len(shards) == 1 and contexts.column("n_prompts").to_pylist() == [870]
     assert [c.num_rows for c in chunks] == [100] * 8 + [70]
+
+
+def test_prompts_are_rendered_whole_with_the_plan():
+    out, _, _ = generate(candidates({"c1": 3}), plan(("coherence",)))
+    row = out.to_pylist()[0]
+    assert row["prompt"] == (
+        f"Passage: context c1\n\nSummary A: text c1 {row['cand_a'][-1]}\n\nSummary B: text c1 "
+        f"{row['cand_b'][-1]}\n\nWhich summary is more coherent, Summary A or Summary B?\n\nAnswer: Summary"
+    )
+
+
+def test_judged_prompts_of_unknown_contexts_are_refused():
+    judged = pa.table({name: ["elsewhere"] for name in JUDGED_KEYS.names}, schema=JUDGED_KEYS)
+    with pytest.raises(ConfigError, match="not in the input"):
+        generate(candidates({"c1": 3}), plan(), judged=judged)
 
 
 def test_several_templates():

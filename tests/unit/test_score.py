@@ -6,19 +6,28 @@ import numpy as np
 import polars as pl
 import pytest
 
+from pipeline.config import Debias, Orderings
 from pipeline.methods import poe_gaussian
 from pipeline.reduce import reduce_judgments
 from pipeline.score import ranks, score_comparisons
-from tests.unit.test_reduce import judgments
+from tests.conftest import judgment_rows, judgments_table
 
 
-def candidates(n: int, context: str = "c") -> pl.DataFrame:
-    return pl.DataFrame(
+def candidates(n: int, context: str = "c"):
+    import pyarrow as pa
+
+    from pipeline.schemas import CANDIDATES
+
+    return pa.table(
         {
             "context_id": [context] * n,
+            "context": ["ctx"] * n,
             "candidate_id": [f"k{m}" for m in range(n)],
             "candidate_index": list(range(n)),
-        }
+            "system": [None] * n,
+            "text": [f"t{m}" for m in range(n)],
+        },
+        schema=CANDIDATES,
     )
 
 
@@ -33,20 +42,27 @@ def human(n: int) -> pl.DataFrame:
     )
 
 
+def comparisons(debias=Debias.average, orderings=Orderings.both, **kwargs) -> pl.DataFrame:
+    return reduce_judgments(
+        pl.from_arrow(judgments_table(orderings=orderings.value, **kwargs)), debias, orderings
+    ).comparisons
+
+
 def test_ranks_best_is_one_and_ties_share():
     assert ranks(np.array([0.1, 0.9, 0.5, 0.9])).tolist() == [4, 1, 3, 1]
 
 
 def test_scores_ranks_and_standard_errors():
-    comp = reduce_judgments(judgments(n=6), "average", "both").comparisons
-    out = score_comparisons(comp, candidates(6), human(6), ["win_ratio", "poe_gaussian"], "average")
+    comp = comparisons(n=6)
+    out = score_comparisons(comp, candidates(6), human(6), ["win_ratio", "poe_gaussian"], Debias.average)
     assert out.unscored == []
     assert out.scores.height == 12
     gauss = out.scores.filter(pl.col("method") == "poe_gaussian").sort("candidate_id")
     assert gauss["stderr"].null_count() == 0 and (gauss["stderr"] > 0).all()
     assert out.scores.filter(pl.col("method") == "win_ratio")["stderr"].null_count() == 6
     assert gauss["human_score"].to_list() == [float(m) for m in range(6)]
-    assert sorted(gauss["rank"].to_list()) == list(range(1, 7))
+    # rank 1 is the highest score, and the ranks order the candidates as the scores do
+    assert gauss.sort("score", descending=True)["rank"].to_list() == list(range(1, 7))
     # the Gaussian scores are the library's, with the candidate order of the context
     index = {f"k{m}": m for m in range(6)}
     i = np.array([index[c] for c in comp["cand_i"]])
@@ -56,11 +72,20 @@ def test_scores_ranks_and_standard_errors():
     np.testing.assert_allclose(gauss["stderr"].to_numpy(), expected.stderr, atol=1e-12)
 
 
+def test_scores_recover_the_simulated_judge_order():
+    rows, truth = judgment_rows(n=8, bias=0.8, seed=5)
+    comp = reduce_judgments(pl.DataFrame(rows), Debias.average, Orderings.both).comparisons
+    out = score_comparisons(comp, candidates(8), human(8), ["poe_gaussian", "bradley_terry"], Debias.average)
+    for method in ("poe_gaussian", "bradley_terry"):
+        got = out.scores.filter(pl.col("method") == method).sort("candidate_id")["score"].to_numpy()
+        assert np.corrcoef(np.argsort(np.argsort(got)), np.argsort(np.argsort(truth)))[0, 1] > 0.95
+
+
 def test_mean_shift_uses_the_observed_prior_with_one_ordering():
-    j = judgments(n=6, bias=1.0, orderings="one")
-    comp = reduce_judgments(j, "mean_shift", "one").comparisons
-    out = score_comparisons(comp, candidates(6), human(6), ["poe_gaussian"], "mean_shift")
-    j = j.with_columns(p_a=1 / (1 + (pl.col("logprob_b") - pl.col("logprob_a")).exp()))
+    rows, _ = judgment_rows(n=6, bias=1.0, orderings="one")
+    j = pl.DataFrame(rows)
+    comp = reduce_judgments(j, Debias.mean_shift, Orderings.one).comparisons
+    out = score_comparisons(comp, candidates(6), human(6), ["poe_gaussian"], Debias.mean_shift)
     index = {f"k{m}": m for m in range(6)}
     a = np.array([index[c] for c in j["cand_a"]])
     b = np.array([index[c] for c in j["cand_b"]])
@@ -72,17 +97,20 @@ def test_mean_shift_uses_the_observed_prior_with_one_ordering():
 
 
 def test_an_unscorable_context_is_counted_not_dropped():
-    comp = reduce_judgments(judgments(n=4), "average", "both").comparisons
+    comp = comparisons(n=4)
     # a fifth candidate in no comparison: the comparison graph is disconnected
-    out = score_comparisons(comp, candidates(5), human(5), ["avg_prob", "poe_gaussian"], "average")
+    out = score_comparisons(comp, candidates(5), human(5), ["avg_prob", "poe_gaussian"], Debias.average)
     assert {(u[3], u[4]) for u in out.unscored} == {("avg_prob", "c"), ("poe_gaussian", "c")}
     # the reason names the candidate by its id, not only by its index
     assert all(u[5].endswith("(candidate(s) k4)") for u in out.unscored)
     assert out.scores.height == 0
+    table = out.unscored_table()
+    assert table.columns == ["judge", "attribute", "template_id", "method", "context_id", "reason"]
+    assert table.height == 2
 
 
-@pytest.mark.parametrize("debias", ["average", "alpha", "none"])
+@pytest.mark.parametrize("debias", [Debias.average, Debias.alpha, Debias.none])
 def test_every_debias_mode_scores_every_candidate(debias):
-    comp = reduce_judgments(judgments(n=5), debias, "both").comparisons
+    comp = comparisons(debias=debias, n=5)
     out = score_comparisons(comp, candidates(5), human(5), ["avg_prob", "bradley_terry", "poe_bt"], debias)
     assert out.scores.height == 15 and not out.unscored

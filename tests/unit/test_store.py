@@ -1,37 +1,25 @@
-"""The judgment store: atomic parts, read back with the schema, done keys for resume."""
+"""The judgment store: atomic parts, read back with the schema, judged keys for resume, the judging identity."""
 
 from __future__ import annotations
 
-import pyarrow as pa
 import pytest
 
+from pipeline.errors import ConfigError
 from pipeline.schemas import JUDGMENTS, SchemaError
 from pipeline.store import JudgmentStore
+from tests.conftest import judgments_table
+
+LABELS = (" A", "A", " B", "B")
+IDENTITY = {"pairs": {"seed": 0}, "judge": {"model": "m", "engine": {"dtype": "float32", "seed": 0}}}
 
 
-def judgments(n: int, offset: int = 0) -> pa.Table:
-    return pa.table(
-        {
-            "context_id": ["c"] * n,
-            "attribute": ["coherence"] * n,
-            "template_id": ["c1"] * n,
-            "cand_a": [f"a{k + offset}" for k in range(n)],
-            "cand_b": ["b"] * n,
-            "judge": ["j"] * n,
-            "label_logprobs": [[-0.5, -3.0, -1.0, -4.0]] * n,
-            "logprob_a": [-0.4] * n,
-            "logprob_b": [-0.9] * n,
-            "top_token": [" A"] * n,
-            "prompt_tokens": [10] * n,
-            "cached_tokens": [5] * n,
-            "worker": ["host:1"] * n,
-        },
-        schema=JUDGMENTS,
-    )
+def judgments(n: int, offset: int = 0):
+    table = judgments_table(n=n + offset + 1)
+    return table.slice(offset, n)
 
 
 def test_parts_flush_and_read_back(tmp_path):
-    store = JudgmentStore(tmp_path / "j", (" A", "A", " B", "B"), flush_rows=5)
+    store = JudgmentStore(tmp_path / "j", IDENTITY, LABELS, flush_rows=5)
     store.add(judgments(3))
     assert store.parts() == []  # buffered
     store.add(judgments(3, offset=3))
@@ -41,21 +29,33 @@ def test_parts_flush_and_read_back(tmp_path):
     assert len(store.parts()) == 2
     table = store.read()
     assert table.num_rows == 7 and table.schema.equals(JUDGMENTS)
-    assert store.label_words() == (" A", "A", " B", "B")
-    assert sorted(store.done_keys()["c"]) == sorted(f"coherence\tc1\ta{k}\tb" for k in range(7))
+    assert store.stored_label_words() == LABELS
+    judged = store.judged()
+    assert judged.column_names == ["context_id", "attribute", "template_id", "cand_a", "cand_b"]
+    assert judged.num_rows == 7
     assert not list((tmp_path / "j").glob("*.tmp"))
 
 
 def test_a_new_store_continues_numbering(tmp_path):
-    first = JudgmentStore(tmp_path, ("A", "B"), flush_rows=1)
+    first = JudgmentStore(tmp_path, IDENTITY, LABELS, flush_rows=1)
     first.add(judgments(2))
-    second = JudgmentStore(tmp_path, ("A", "B"), flush_rows=1)
+    second = JudgmentStore(tmp_path, IDENTITY, LABELS, flush_rows=1)
+    second.check_identity()
     second.add(judgments(2, offset=2))
     assert [p.name for p in second.parts()] == ["part-000000.parquet", "part-000001.parquet"]
     assert second.read().num_rows == 4
 
 
+def test_another_engine_dtype_is_refused(tmp_path):
+    JudgmentStore(tmp_path, IDENTITY, LABELS, flush_rows=1).add(judgments(2))
+    other = {**IDENTITY, "judge": {"model": "m", "engine": {"dtype": "bfloat16", "seed": 0}}}
+    with pytest.raises(ConfigError, match=r"judge\.engine\.dtype \(\"float32\" -> \"bfloat16\"\)"):
+        JudgmentStore(tmp_path, other, LABELS).check_identity()
+    # an empty folder takes any identity
+    JudgmentStore(tmp_path / "empty", other, LABELS).check_identity()
+
+
 def test_bad_rows_are_refused(tmp_path):
-    store = JudgmentStore(tmp_path, ("A", "B"))
+    store = JudgmentStore(tmp_path, IDENTITY, LABELS)
     with pytest.raises(SchemaError, match="missing column"):
         store.add(judgments(2).drop(["logprob_a"]))

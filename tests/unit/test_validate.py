@@ -7,8 +7,9 @@ import json
 import pytest
 
 from pipeline.data.errors import InputError
-from pipeline.data.load import Record, read_records
+from pipeline.data.load import Record, read_meta, read_records
 from pipeline.data.validate import ValidationRules, validate_records
+from pipeline.errors import ConfigError
 
 RULES = ValidationRules(attributes=("coherence",))
 
@@ -186,3 +187,31 @@ def test_shared_datasets_validate(datasets):
     )
     assert len(out.report.empty_text_replaced) == 193
     assert out.report.n_candidates == 2230
+
+
+def test_a_byte_order_mark_and_crlf_line_ends_are_read(tmp_path):
+    # what spreadsheet tools on Windows write: UTF-8 with a BOM, lines ending in \r\n
+    path = tmp_path / "excel.jsonl"
+    body = "\r\n".join(json.dumps(ctx(f"c{n}", context="Le café ☕")) for n in range(2)) + "\r\n"
+    path.write_bytes(b"\xef\xbb\xbf" + body.encode("utf-8"))
+    out = validate_records(read_records(path), RULES)
+    assert out.candidates.column("context_id").to_pylist() == ["c0", "c0", "c1", "c1"]
+    assert out.candidates.column("context").to_pylist()[0] == "Le café ☕"
+    meta = tmp_path / "meta.json"
+    meta.write_bytes(b"\xef\xbb\xbf" + json.dumps({"attributes": ["coherence"]}).encode())
+    assert read_meta(meta).attributes == ("coherence",)
+
+
+def test_a_bad_meta_file_is_named(tmp_path):
+    meta = tmp_path / "meta.json"
+    meta.write_text(json.dumps({"attributes": "coherence"}))
+    with pytest.raises(InputError, match="field 'attributes': not a list of names"):
+        read_meta(meta)
+    meta.write_text("{oops")
+    with pytest.raises(InputError, match="meta.json: is not valid JSON"):
+        read_meta(meta)
+
+
+def test_a_missing_dataset_path_names_the_key(tmp_path):
+    with pytest.raises(ConfigError, match="config dataset.path=.*does not exist"):
+        list(read_records(tmp_path / "nope.jsonl"))

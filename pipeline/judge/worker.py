@@ -1,46 +1,32 @@
-"""The judge stage: PAIRS rows in, JUDGMENTS rows out. One engine per instance (per Ray actor), created once."""
+"""The judge worker: PAIRS rows in, JUDGMENTS rows out. One engine per instance (one per Ray actor), made once.
+
+What it reads is settled on the driver: the whole prompt text (``PAIRS.prompt``), how to tokenize it and which
+label tokens to read (:class:`pipeline.prompts.PromptPlan`), and the engine settings (:class:`JudgeSpec`).
+"""
 
 from __future__ import annotations
 
-import logging
 import os
 import socket
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from pipeline.judge.engines import make_engine
-from pipeline.judge.labels import side_logprobs
+from pipeline.judge.labels import Labels, label_mass, p_a_wins, side_logprobs
 from pipeline.judge.spec import JudgeSpec
-from pipeline.prompts import encode_prompt, full_prompt, prefix_key, uses_chat_template
+from pipeline.prompts import PromptFrame, encode_prompts
 from pipeline.schemas import JUDGMENTS, PAIRS, check_schema
 
-log = logging.getLogger(__name__)
 
-
-def prompt_ids(tokenizer: Any, spec: JudgeSpec, chat: bool, batch: pa.Table) -> list[list[int]]:
-    """Token ids of every PAIRS row: the message, chat-wrapped when ``chat``, plus the answer prefix."""
-    out = []
-    for message, template_id, attribute in zip(
-        batch.column("message").to_pylist(),
-        batch.column("template_id").to_pylist(),
-        batch.column("attribute").to_pylist(),
-        strict=True,
-    ):
-        prefix = spec.answer_prefixes[prefix_key(template_id, attribute)]
-        out.append(encode_prompt(tokenizer, full_prompt(tokenizer, spec.prompt, message, prefix, chat), chat))
-    return out
-
-
-class JudgeStage:
+class JudgeWorker:
     """Callable class for ``Dataset.map_batches`` (one instance per actor) and for in-process runs."""
 
-    def __init__(self, spec: JudgeSpec):
+    def __init__(self, spec: JudgeSpec, labels: Labels, frame: PromptFrame):
         self.spec = spec
-        self.engine = make_engine(spec)
-        self.chat = uses_chat_template(self.engine.tokenizer, spec.prompt.chat_template)
-        self.labels = self.engine.labels
+        self.labels = labels
+        self.frame = frame
+        self.engine = make_engine(spec, labels.token_ids)
         self.start_seconds = self.engine.start_seconds
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
 
@@ -57,16 +43,14 @@ class JudgeStage:
             pass
 
     def prompt_ids(self, batch: pa.Table) -> list[list[int]]:
-        return prompt_ids(self.engine.tokenizer, self.spec, self.chat, batch)
+        return encode_prompts(self.engine.tokenizer, batch.column("prompt").to_pylist(), self.frame)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         batch = check_schema(batch, PAIRS, "judge stage input")
         results = self.engine.run(self.prompt_ids(batch)) if batch.num_rows else []
-        label_lp = np.array([r.label_logprobs for r in results], dtype=np.float64).reshape(len(results), -1)
-        if len(results):
-            lp_a, lp_b = side_logprobs(label_lp, self.labels.n_a)
-        else:
-            lp_a = lp_b = np.zeros(0)
+        label_lp = [r.label_logprobs for r in results]
+        lp_a, lp_b = side_logprobs(np.array(label_lp, dtype=np.float64), self.labels.n_a)
+        n = batch.num_rows
         out = pa.table(
             {
                 "context_id": batch.column("context_id"),
@@ -74,14 +58,16 @@ class JudgeStage:
                 "template_id": batch.column("template_id"),
                 "cand_a": batch.column("cand_a"),
                 "cand_b": batch.column("cand_b"),
-                "judge": pa.array([self.spec.name] * batch.num_rows, pa.string()),
-                "label_logprobs": pa.array([r.label_logprobs for r in results], pa.list_(pa.float64())),
+                "judge": pa.array([self.spec.name] * n, pa.string()),
+                "label_logprobs": pa.array(label_lp, pa.list_(pa.float64())),
                 "logprob_a": pa.array(lp_a, pa.float64()),
                 "logprob_b": pa.array(lp_b, pa.float64()),
+                "p_a": pa.array(p_a_wins(lp_a, lp_b), pa.float64()),
+                "label_mass": pa.array(label_mass(lp_a, lp_b), pa.float64()),
                 "top_token": pa.array([r.top_token for r in results], pa.string()),
                 "prompt_tokens": pa.array([r.prompt_tokens for r in results], pa.int32()),
                 "cached_tokens": pa.array([r.cached_tokens for r in results], pa.int32()),
-                "worker": pa.array([self.worker] * batch.num_rows, pa.string()),
+                "worker": pa.array([self.worker] * n, pa.string()),
             }
         )
         return check_schema(out, JUDGMENTS, "judge stage output")

@@ -1,0 +1,87 @@
+"""Every value passed between stages: its name, what it holds, its schema or type, and its file in the run folder."""
+
+from __future__ import annotations
+
+from pipeline import schemas
+from pipeline.data.source import DatasetInfo
+from pipeline.data.validate import InputReport
+from pipeline.judge.spec import JudgeSpec
+from pipeline.progress import JudgeStats
+from pipeline.prompts import PromptPlan
+from pipeline.store import JudgmentStore
+from pipeline.workflow import Port
+
+CANDIDATES = Port(
+    "candidates",
+    "one row per candidate, its context text repeated",
+    schema=schemas.CANDIDATES,
+    file="candidates",
+)
+HUMAN_SCORES = Port(
+    "human_scores",
+    "one row per candidate and attribute with a human score",
+    schema=schemas.HUMAN_SCORES,
+    file="human_scores",
+)
+INPUT_REPORT = Port(
+    "input_report",
+    "counts of everything the input checks changed or could not use",
+    type=InputReport,
+    file="input_report",
+)
+DATASET = Port("dataset", "what was read: attributes and the words prompts use", type=DatasetInfo)
+JUDGE = Port("judge", "the judge: model, engine settings, dtype and why", type=JudgeSpec, file="judge")
+PROMPT_PLAN = Port(
+    "prompt_plan",
+    "the text around every message, answer prefixes, label token ids",
+    type=PromptPlan,
+    file="prompt_plan",
+)
+STORE = Port(
+    "store",
+    "the run folder's judgments on disk, checked against this run's judging identity",
+    type=JudgmentStore,
+)
+JUDGED = Port("judged", "the prompts already judged in the run folder (skipped)", schema=schemas.JUDGED_KEYS)
+CONTEXTS = Port(
+    "contexts",
+    "the contexts to judge, candidates nested, with shard and skipped prompts",
+    schema=schemas.CONTEXTS,
+)
+JUDGMENTS = Port(
+    "judgments",
+    "one row per judged prompt: label log-probabilities and p(A wins)",
+    schema=schemas.JUDGMENTS,
+    file="judgments",
+)
+JUDGE_STATS = Port(
+    "judge_stats", "prompts judged, rates, engine start-up and prefix-cache share", type=JudgeStats
+)
+COMPARISONS = Port(
+    "comparisons",
+    "one row per unordered pair: both orderings and the debiased P(i beats j)",
+    schema=schemas.COMPARISONS,
+    file="comparisons",
+)
+POSITION_BIAS = Port(
+    "position_bias",
+    "P(A) per judge, attribute and template, before and after debiasing",
+    schema=schemas.POSITION_BIAS,
+    file="position_bias",
+)
+SCORES = Port(
+    "scores",
+    "one row per candidate, attribute, template and method: score, rank, human score",
+    schema=schemas.SCORES,
+    file="scores",
+)
+UNSCORED = Port(
+    "unscored", "contexts a method could not score, with the reason", schema=schemas.UNSCORED, file="unscored"
+)
+CORRELATIONS = Port(
+    "correlations",
+    "agreement with human scores per attribute, template and method",
+    schema=schemas.CORRELATIONS,
+    file="correlations",
+)
+SUMMARY = Port("summary", "the table printed at the end (summary.txt)", type=str)

@@ -1,0 +1,390 @@
+"""The stages of the comparative workflow: typed settings, declared ports, one ``run`` each.
+
+Each stage is thin: it unpacks its inputs, calls the pure functions that do the work (:mod:`pipeline.data`,
+:mod:`pipeline.prompts`, :mod:`pipeline.pairs`, :mod:`pipeline.reduce`, :mod:`pipeline.score`,
+:mod:`pipeline.report`, :mod:`pipeline.methods`), logs what a user should know, and returns its outputs.
+Streamed work (pairs into the judge) goes through ``ctx.executor``; no stage imports Ray.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline import plots, ports
+from pipeline.config import (
+    Correlation,
+    DatasetConfig,
+    Debias,
+    JudgeConfig,
+    Orderings,
+    PairsConfig,
+    PromptConfig,
+)
+from pipeline.data.contexts import group_by_context
+from pipeline.data.source import DatasetInfo, load_input
+from pipeline.data.validate import InputReport
+from pipeline.judge.labels import resolve_labels
+from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.worker import JudgeWorker
+from pipeline.logs import FILE_ONLY
+from pipeline.models import resolve_judge
+from pipeline.pairs import build_contexts, generate_pairs, k_adjustments, split_shards
+from pipeline.preflight import check_prompt_lengths
+from pipeline.progress import JudgeStats, Progress, format_seconds
+from pipeline.prompts import PromptPlan, plan_prompts
+from pipeline.reduce import reduce_judgments
+from pipeline.report import correlation_table, mlflow_metrics, summary_text
+from pipeline.runtime import MapStep
+from pipeline.schemas import CORRELATIONS
+from pipeline.score import score_comparisons
+from pipeline.store import JudgmentStore
+from pipeline.workflow import Stage, StageContext
+
+log = logging.getLogger("pipeline")
+
+
+@dataclass(frozen=True)
+class LoadInput(Stage):
+    """Read the contexts and candidates (JSONL, Parquet or the demo set) and check every record."""
+
+    dataset: DatasetConfig
+    correlation: Correlation
+    root: Path
+    cache_dir: Path
+
+    name = "load_input"
+    writes = (ports.CANDIDATES, ports.HUMAN_SCORES, ports.INPUT_REPORT, ports.DATASET)
+
+    def run(self, ctx: StageContext) -> dict[str, Any]:
+        loaded = load_input(self.dataset, self.correlation, self.root, self.cache_dir)
+        return {
+            "candidates": loaded.candidates,
+            "human_scores": loaded.human_scores,
+            "input_report": loaded.report,
+            "dataset": loaded.info,
+        }
+
+
+@dataclass(frozen=True)
+class ResolveJudge(Stage):
+    """Find the judge model (converting the default one once) and settle its engine settings and dtype."""
+
+    judge: JudgeConfig
+    cache_dir: Path
+
+    name = "resolve_judge"
+    writes = (ports.JUDGE,)
+
+    def run(self, ctx: StageContext) -> dict[str, Any]:
+        spec = resolve_judge(self.judge, self.cache_dir)
+        log.info("judge %s on %s, %s: %s", spec.name, spec.backend, spec.dtype, spec.dtype_reason)
+        log.info("judge model %s, engine %s", spec.model_path, dict(spec.engine), extra=FILE_ONLY)
+        return {"judge": spec}
+
+
+@dataclass(frozen=True)
+class PreparePrompts(Stage):
+    """Settle the prompt once with the judge's tokenizer (chat template, label tokens, answer prefixes) and
+    make every prompt fit the judge's context (truncate the context text, counted, or refuse)."""
+
+    prompt: PromptConfig
+
+    name = "prepare_prompts"
+    reads = (ports.CANDIDATES, ports.INPUT_REPORT, ports.DATASET, ports.JUDGE)
+    writes = (ports.CANDIDATES, ports.INPUT_REPORT, ports.PROMPT_PLAN)
+
+    def run(
+        self,
+        ctx: StageContext,
+        *,
+        candidates: pa.Table,
+        input_report: InputReport,
+        dataset: DatasetInfo,
+        judge: JudgeSpec,
+    ) -> dict[str, Any]:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(judge.model_path)
+        labels = resolve_labels(tokenizer, self.prompt.label_words_a, self.prompt.label_words_b, judge.name)
+        plan = plan_prompts(self.prompt, dataset.attributes, dataset.words, tokenizer, labels, judge.name)
+        lengths = check_prompt_lengths(candidates, plan, tokenizer, judge.max_model_len, self.prompt.too_long)
+        log.info(
+            "prompts: chat template %s, label words %s, longest prompt %d tokens",
+            "on" if plan.chat else "off",
+            list(labels.words),
+            lengths.longest_prompt_tokens,
+        )
+        report = dataclasses.replace(input_report, truncated_contexts=list(lengths.truncated))
+        return {"candidates": lengths.candidates, "input_report": report, "prompt_plan": plan}
+
+
+@dataclass(frozen=True)
+class OpenStore(Stage):
+    """Open the run folder's judgments: refuse one made with another judging identity, list what is judged.
+
+    (A folder holding judgments with ``runtime.resume=false`` is refused when the run starts, before any stage.)
+    """
+
+    # The dataset, pairs and prompt settings that decide what is judged (the judge's part comes from ``judge``).
+    identity: dict[str, Any]
+
+    name = "open_store"
+    reads = (ports.JUDGE, ports.PROMPT_PLAN)
+    writes = (ports.STORE, ports.JUDGED)
+
+    def run(self, ctx: StageContext, *, judge: JudgeSpec, prompt_plan: PromptPlan) -> dict[str, Any]:
+        identity = {**self.identity, "judge": judge.identity()}
+        store = JudgmentStore(ctx.run_dir / "judgments", identity, prompt_plan.labels.words)
+        store.check_identity()
+        judged = store.judged()
+        if judged.num_rows:
+            log.info("%d comparisons already judged in %s: skipped", judged.num_rows, ctx.run_dir)
+        return {"store": store, "judged": judged}
+
+
+@dataclass(frozen=True)
+class ShardContexts(Stage):
+    """Group the candidates by context and balance the contexts over shards by the prompts each will make."""
+
+    pairs: PairsConfig
+    max_shards: int
+
+    name = "shard_contexts"
+    reads = (ports.CANDIDATES, ports.PROMPT_PLAN, ports.JUDGED)
+    writes = (ports.CONTEXTS,)
+
+    def run(
+        self, ctx: StageContext, *, candidates: pa.Table, prompt_plan: PromptPlan, judged: pa.Table
+    ) -> dict[str, Any]:
+        groups = group_by_context(candidates)
+        adjusted = k_adjustments(self.pairs, [c.size for c in groups])
+        if adjusted["raised"] or adjusted["lowered"]:
+            log.warning(
+                "pairs: the requested k (pairs.k=%s, pairs.fraction=%s) was raised to the %s minimum in %d "
+                "context(s) and lowered (to the distinct pairs there are; to an even k for symmetric) in %d",
+                self.pairs.k,
+                self.pairs.fraction,
+                self.pairs.strategy,
+                adjusted["raised"],
+                adjusted["lowered"],
+            )
+        contexts = build_contexts(
+            groups,
+            self.pairs,
+            len(prompt_plan.attributes),
+            len(prompt_plan.templates),
+            self.max_shards,
+            judged,
+        )
+        return {"contexts": contexts}
+
+
+def judge_steps(
+    pairs: PairsConfig,
+    judge: JudgeConfig,
+    chunk_rows: int,
+    plan: PromptPlan,
+    spec: JudgeSpec,
+    worker: type[JudgeWorker] = JudgeWorker,
+) -> list[MapStep]:
+    """The streamed chain: pair generation per shard (tasks), then the judge (one engine per actor), one
+    engine batch per call so results reach the driver and the store batch by batch."""
+    return [
+        MapStep(
+            "pairs", generate_pairs, {"pairs": pairs, "plan": plan, "chunk_rows": chunk_rows}, num_cpus=0.25
+        ),
+        MapStep(
+            "judge",
+            worker,
+            {"spec": spec, "labels": plan.labels, "frame": plan.frame},
+            batch_size=judge.batch_size,
+            exact_batches=True,
+            workers=judge.num_actors,
+            num_cpus=judge.num_cpus_per_actor,
+            num_gpus=judge.num_gpus_per_actor,
+        ),
+    ]
+
+
+@dataclass(frozen=True)
+class JudgePairs(Stage):
+    """Generate the pairs of each shard (both orderings, prefix-sharing prompts adjacent) and judge them with
+    the engine actors; results stream to Parquet parts in the run folder as they arrive."""
+
+    pairs: PairsConfig
+    judge: JudgeConfig
+    chunk_rows: int
+
+    name = "judge_pairs"
+    reads = (ports.CONTEXTS, ports.PROMPT_PLAN, ports.JUDGE, ports.STORE)
+    writes = (ports.JUDGMENTS, ports.JUDGE_STATS)
+
+    def run(
+        self,
+        ctx: StageContext,
+        *,
+        contexts: pa.Table,
+        prompt_plan: PromptPlan,
+        judge: JudgeSpec,
+        store: JudgmentStore,
+    ) -> dict[str, Any]:
+        remaining = int(pc.sum(contexts.column("n_prompts")).as_py() or 0)
+        shards = split_shards(contexts)
+        log.info("%d comparisons to judge in %d shard(s)", remaining, len(shards))
+        progress = Progress(remaining)
+        if remaining:
+            steps = judge_steps(self.pairs, self.judge, self.chunk_rows, prompt_plan, judge)
+            for batch in ctx.executor.stream(shards, steps):
+                store.add(batch)
+                progress.update(
+                    batch.num_rows,
+                    int(pc.sum(batch.column("prompt_tokens")).as_py() or 0),
+                    int(pc.sum(batch.column("cached_tokens")).as_py() or 0),
+                )
+        store.flush()
+        seconds = time.monotonic() - progress.started
+        if progress.done != remaining:
+            raise RuntimeError(f"the judge stage returned {progress.done} comparisons, expected {remaining}")
+        if remaining:
+            log.info("judge stage finished: %d comparisons in %s", progress.done, format_seconds(seconds))
+        judgments = store.read()
+        stats = JudgeStats(
+            prompts=judgments.num_rows,
+            judged_now=progress.done,
+            seconds=seconds,
+            rate=progress.rate(),
+            rate_with_startup=progress.overall_rate(),
+            prompt_tokens=int(pc.sum(judgments.column("prompt_tokens")).as_py() or 0),
+            cached_tokens=int(pc.sum(judgments.column("cached_tokens")).as_py() or 0),
+        )
+        ctx.metrics.update(stats.metrics())
+        return {"judgments": judgments, "judge_stats": stats}
+
+
+@dataclass(frozen=True)
+class Reduce(Stage):
+    """Join the two orderings of every pair into the debiased P(i beats j) and measure position bias P(A)."""
+
+    debias: Debias
+    orderings: Orderings
+
+    name = "reduce"
+    reads = (ports.JUDGMENTS,)
+    writes = (ports.COMPARISONS, ports.POSITION_BIAS)
+
+    def run(self, ctx: StageContext, *, judgments: pa.Table) -> dict[str, Any]:
+        reduced = reduce_judgments(pl.from_arrow(judgments), self.debias, self.orderings)
+        return {"comparisons": reduced.comparisons, "position_bias": reduced.position_bias}
+
+
+@dataclass(frozen=True)
+class Score(Stage):
+    """Turn each context's comparisons into scores and ranks with every scoring method; count what cannot be."""
+
+    methods: tuple[str, ...]
+    debias: Debias
+
+    name = "score"
+    reads = (ports.COMPARISONS, ports.CANDIDATES, ports.HUMAN_SCORES)
+    writes = (ports.SCORES, ports.UNSCORED)
+
+    def run(
+        self, ctx: StageContext, *, comparisons: pa.Table, candidates: pa.Table, human_scores: pa.Table
+    ) -> dict[str, Any]:
+        scored = score_comparisons(
+            pl.from_arrow(comparisons),
+            candidates,
+            pl.from_arrow(human_scores),
+            list(self.methods),
+            self.debias,
+        )
+        ctx.metrics["scoring/unscored_groups"] = float(len(scored.unscored))
+        return {"scores": scored.scores, "unscored": scored.unscored_table()}
+
+
+@dataclass(frozen=True)
+class Correlate(Stage):
+    """Agreement of every method's scores with the human scores: Spearman, Pearson and Kendall per context
+    (averaged) and pooled, and pairwise accuracy."""
+
+    correlation: Correlation
+
+    name = "correlate"
+    reads = (ports.SCORES,)
+    writes = (ports.CORRELATIONS,)
+
+    def run(self, ctx: StageContext, *, scores: pa.Table) -> dict[str, Any]:
+        if self.correlation == Correlation.off:
+            return {"correlations": CORRELATIONS.empty_table()}
+        return {"correlations": correlation_table(pl.from_arrow(scores))}
+
+
+@dataclass(frozen=True)
+class Report(Stage):
+    """Write the summary table, CSV copies of the tables and the plots into the run folder; gather the metrics."""
+
+    plots: bool
+    # The method drawn against the human scores (the first of scoring.methods unless poe_gaussian is among them).
+    plot_method: str
+
+    name = "report"
+    reads = (
+        ports.SCORES,
+        ports.CORRELATIONS,
+        ports.POSITION_BIAS,
+        ports.UNSCORED,
+        ports.INPUT_REPORT,
+        ports.JUDGE_STATS,
+    )
+    writes = (ports.SUMMARY,)
+
+    def run(
+        self,
+        ctx: StageContext,
+        *,
+        scores: pa.Table,
+        correlations: pa.Table,
+        position_bias: pa.Table,
+        unscored: pa.Table,
+        input_report: InputReport,
+        judge_stats: JudgeStats,
+    ) -> dict[str, Any]:
+        run_dir = ctx.run_dir
+        scores_df, corr, bias = (
+            pl.from_arrow(scores),
+            pl.from_arrow(correlations),
+            pl.from_arrow(position_bias),
+        )
+        written = {
+            "scores.csv": scores_df.sort(["attribute", "template_id", "method", "context_id", "rank"]),
+            "position_bias.csv": bias,
+            "correlations.csv": corr if corr.height else None,
+            "unscored.csv": pl.from_arrow(unscored) if unscored.num_rows else None,
+        }
+        for name, frame in written.items():
+            if frame is not None:
+                frame.write_csv(run_dir / name)
+                ctx.files.append(run_dir / name)
+        extra = {**ctx.metrics, **{k: float(v) for k, v in input_report.counts().items()}}
+        ctx.metrics.update(mlflow_metrics(corr, bias, extra))
+        summary = summary_text(corr, bias, judge_stats.as_dict())
+        (run_dir / "summary.txt").write_text(summary + "\n")
+        ctx.files.append(run_dir / "summary.txt")
+        if self.plots:
+            plot_dir = run_dir / "plots"
+            plot_dir.mkdir(exist_ok=True)
+            plots.predicted_vs_human(scores_df, self.plot_method, plot_dir / "predicted_vs_human.png")
+            plots.position_bias(bias, plot_dir / "position_bias.png")
+            if corr.height:
+                plots.correlation_by_method(corr, "spearman", plot_dir / "spearman_by_method.png")
+            ctx.files.append(plot_dir)
+        return {"summary": summary}

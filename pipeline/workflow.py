@@ -1,0 +1,236 @@
+"""Workflows as declared lists of stages, and the runner that executes them.
+
+A :class:`Stage` is a frozen dataclass: its fields are its typed settings, ``reads`` and ``writes`` declare the
+:class:`Port` s it consumes and produces (Arrow tables with the schemas of :mod:`pipeline.schemas`, or settled
+objects), and ``run(ctx, **inputs)`` is its one entry point, called with one keyword argument per port it
+reads. A :class:`Workflow` is a name and a list of stages, checked when it is built: every port a stage reads
+is written by an earlier stage, and ``run``'s parameters are exactly the ports declared.
+
+The runner (:meth:`Workflow.run`) calls the stages in order, checks every output against its declaration (a
+table against its schema, exactly), writes the outputs that have a file to the run folder, and times each stage.
+The run folder, its log and the MLflow run are opened by :class:`pipeline.run.RunContext` when a stage first
+needs them, so a run that fails its input checks leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+import polars as pl
+import pyarrow as pa
+
+from pipeline.logs import FILE_ONLY
+from pipeline.schemas import check_schema
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Port:
+    """A named value passed between stages: an Arrow table (``schema``) or a settled object (``type``)."""
+
+    name: str
+    doc: str
+    schema: pa.Schema | None = None
+    type: type | tuple[type, ...] | None = None
+    # Written to the run folder: ``tables/<file>.parquet`` for a table, ``<file>.json`` for an object.
+    file: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.schema is None) == (self.type is None):
+            raise TypeError(f"port {self.name!r} needs exactly one of schema (a table) or type (an object)")
+
+    @property
+    def kind(self) -> str:
+        if self.schema is not None:
+            return "table"
+        names = self.type if isinstance(self.type, tuple) else (self.type,)
+        return " | ".join(t.__name__ for t in names)  # type: ignore[union-attr]
+
+    def check(self, value: Any, where: str) -> Any:
+        """The value as it crosses a stage boundary: a table cast to its schema (exactly its columns)."""
+        if self.schema is not None:
+            if isinstance(value, pl.DataFrame):
+                value = value.to_arrow()
+            if not isinstance(value, pa.Table):
+                raise TypeError(
+                    f"{where}: {self.name} must be an Arrow table or a Polars frame, got {type(value)}"
+                )
+            return check_schema(value, self.schema, f"{where}: table {self.name!r}", extra="error")
+        if not isinstance(value, self.type):  # type: ignore[arg-type]
+            raise TypeError(f"{where}: {self.name} must be {self.kind}, got {type(value).__name__}")
+        return value
+
+
+class StageContext(Protocol):
+    """What a stage may use besides its inputs (given by :class:`pipeline.run.RunContext`)."""
+
+    @property
+    def run_dir(self) -> Path:
+        """The run folder (opened on first use: created, with run.log, config.json and the MLflow run)."""
+        ...
+
+    @property
+    def executor(self) -> Any:
+        """Where streamed steps run (:mod:`pipeline.runtime`), made on first use."""
+        ...
+
+    # Run metrics (logged to MLflow at the end) and files written into the run folder (logged as artifacts).
+    metrics: dict[str, float]
+    files: list[Path]
+
+
+class Stage:
+    """One step of a workflow: typed settings (dataclass fields), declared ports, one entry point ``run``."""
+
+    name: ClassVar[str]
+    reads: ClassVar[tuple[Port, ...]] = ()
+    writes: ClassVar[tuple[Port, ...]] = ()
+
+    def run(self, ctx: StageContext, **inputs: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def settings(self) -> dict[str, Any]:
+        return (
+            {f.name: getattr(self, f.name) for f in fields(self)}
+            if hasattr(self, "__dataclass_fields__")
+            else {}
+        )
+
+    @classmethod
+    def summary(cls) -> str:
+        doc = inspect.getdoc(cls) or ""
+        return doc.split("\n\n")[0].replace("\n", " ")
+
+
+class WorkflowError(TypeError):
+    """A workflow whose stages are not wired together as declared (a programming error)."""
+
+
+@dataclass(frozen=True)
+class Workflow:
+    name: str
+    stages: tuple[Stage, ...]
+
+    def __post_init__(self) -> None:
+        available: dict[str, Port] = {}
+        names = [stage.name for stage in self.stages]
+        if len(set(names)) != len(names):
+            raise WorkflowError(f"workflow {self.name}: stage names repeat: {names}")
+        for stage in self.stages:
+            for port in stage.reads:
+                if port.name not in available:
+                    raise WorkflowError(
+                        f"workflow {self.name}: stage {stage.name} reads {port.name!r}, which no earlier stage writes"
+                    )
+                if available[port.name] != port:
+                    raise WorkflowError(
+                        f"workflow {self.name}: stage {stage.name} reads another {port.name!r}"
+                    )
+            params = [
+                p.name
+                for p in inspect.signature(stage.run).parameters.values()
+                if p.kind == inspect.Parameter.KEYWORD_ONLY
+            ]
+            declared = [p.name for p in stage.reads]
+            if sorted(params) != sorted(declared):
+                raise WorkflowError(
+                    f"workflow {self.name}: stage {stage.name}.run takes {sorted(params)} but declares reads "
+                    f"{sorted(declared)}"
+                )
+            for port in stage.writes:
+                if port.name in available and available[port.name] != port:
+                    raise WorkflowError(
+                        f"workflow {self.name}: stage {stage.name} writes another {port.name!r}"
+                    )
+                available[port.name] = port
+
+    def stage(self, name: str) -> Stage:
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise KeyError(f"workflow {self.name} has no stage {name!r}; stages: {[s.name for s in self.stages]}")
+
+    def run(self, ctx: StageContext, persist: Any = None, stop_after: str | None = None) -> dict[str, Any]:
+        """Run the stages in order; return every port's value. ``persist(port, value)`` is called for each
+        output that has a file; ``stop_after`` ends the run after that stage (benchmarks, notebooks)."""
+        if stop_after is not None:
+            self.stage(stop_after)
+        values: dict[str, Any] = {}
+        total = len(self.stages)
+        for n, stage in enumerate(self.stages, start=1):
+            log.info(
+                "stage %d/%d %s: reads %s; writes %s",
+                n,
+                total,
+                stage.name,
+                ", ".join(p.name for p in stage.reads) or "-",
+                ", ".join(p.name for p in stage.writes),
+                extra=FILE_ONLY,
+            )
+            started = time.monotonic()
+            out = stage.run(ctx, **{p.name: values[p.name] for p in stage.reads})
+            where = f"stage {stage.name}"
+            if not isinstance(out, Mapping) or set(out) != {p.name for p in stage.writes}:
+                got = sorted(out) if isinstance(out, Mapping) else type(out).__name__
+                raise WorkflowError(
+                    f"{where} returned {got}, declared {sorted(p.name for p in stage.writes)}"
+                )
+            for port in stage.writes:
+                values[port.name] = port.check(out[port.name], where)
+                if port.file and persist is not None:
+                    persist(port, values[port.name])
+            seconds = time.monotonic() - started
+            ctx.metrics[f"stage/{stage.name}/seconds"] = seconds
+            log.info("stage %s done in %.1f s", stage.name, seconds, extra=FILE_ONLY)
+            if stage.name == stop_after:
+                break
+        return values
+
+    def describe(self) -> str:
+        """The stages as a Markdown table: what each does, its settings, what it reads and writes."""
+        lines = [
+            f"Workflow `{self.name}`:",
+            "",
+            "| # | stage | what it does | reads | writes |",
+            "|---|---|---|---|---|",
+        ]
+        for n, stage in enumerate(self.stages, start=1):
+            reads = ", ".join(f"`{p.name}`" for p in stage.reads) or "-"
+            writes = ", ".join(f"`{p.name}`" for p in stage.writes)
+            lines.append(f"| {n} | `{stage.name}` | {stage.summary()} | {reads} | {writes} |")
+        return "\n".join(lines)
+
+    def ports(self) -> list[Port]:
+        """Every port of the workflow, in the order they are first written."""
+        seen: dict[str, Port] = {}
+        for stage in self.stages:
+            for port in stage.writes:
+                seen.setdefault(port.name, port)
+        return list(seen.values())
+
+    def describe_ports(self) -> str:
+        """The ports as a Markdown table: what each holds, its schema or type, its file in the run folder."""
+        from pipeline import schemas
+
+        names = {id(v): k for k, v in vars(schemas).items() if isinstance(v, pa.Schema)}
+        lines = ["| port | holds | schema / type | in the run folder |", "|---|---|---|---|"]
+        for port in self.ports():
+            if port.schema is not None:
+                kind = f"`schemas.{names.get(id(port.schema), '?')}`: " + ", ".join(port.schema.names)
+            else:
+                kind = f"`{port.kind}`"
+            if port.file is None:
+                where = "-"
+            elif port.schema is not None:
+                where = f"`tables/{port.file}.parquet`"
+            else:
+                where = f"`{port.file}.json`"
+            lines.append(f"| `{port.name}` | {port.doc} | {kind} | {where} |")
+        return "\n".join(lines)

@@ -1,0 +1,153 @@
+"""Workflows are declared lists of stages: wiring checked when built, outputs checked when run, docs in sync."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from pipeline import ports
+from pipeline.schemas import HUMAN_SCORES, SchemaError
+from pipeline.workflow import Port, Stage, Workflow, WorkflowError
+from pipeline.workflows import comparative
+from tests.conftest import ROOT, compose
+
+NUMBER = Port("number", "a number", type=int)
+HUMAN = Port("human_scores", "human scores", schema=HUMAN_SCORES, file="human_scores")
+
+
+class Ctx:
+    def __init__(self):
+        self.metrics: dict[str, float] = {}
+        self.files: list[Path] = []
+
+
+@dataclass(frozen=True)
+class MakeNumber(Stage):
+    """Write a number."""
+
+    value: int
+    name = "make_number"
+    writes = (NUMBER,)
+
+    def run(self, ctx):
+        return {"number": self.value}
+
+
+@dataclass(frozen=True)
+class MakeScores(Stage):
+    """Write one human score per number."""
+
+    bad: str = ""
+    name = "make_scores"
+    reads = (NUMBER,)
+    writes = (HUMAN,)
+
+    def run(self, ctx, *, number: int):
+        frame = pl.DataFrame(
+            {
+                "context_id": ["c"] * number,
+                "candidate_id": [f"k{n}" for n in range(number)],
+                "attribute": ["a"] * number,
+                "human_score": [float(n) for n in range(number)],
+            }
+        )
+        if self.bad == "extra":
+            frame = frame.with_columns(surprise=pl.lit(1))
+        if self.bad == "type":
+            frame = frame.with_columns(human_score=pl.lit("high"))
+        if self.bad == "undeclared":
+            return {"human_scores": frame, "other": 1}
+        return {"human_scores": frame}
+
+
+def test_the_comparative_workflow_is_its_declared_list():
+    workflow = comparative(compose(), ROOT)
+    assert [s.name for s in workflow.stages] == [
+        "load_input",
+        "resolve_judge",
+        "prepare_prompts",
+        "open_store",
+        "shard_contexts",
+        "judge_pairs",
+        "reduce",
+        "score",
+        "correlate",
+        "report",
+    ]
+    # every table a stage writes has the schema of pipeline/schemas.py and a file in the run folder
+    written = {p.name: p for s in workflow.stages for p in s.writes}
+    for name in ("candidates", "judgments", "comparisons", "position_bias", "scores", "correlations"):
+        assert written[name].schema is not None and written[name].file == name
+    assert written["prompt_plan"].type is not None and written["judge"].file == "judge"
+
+
+def test_the_readme_lists_the_stages_as_declared():
+    readme = (ROOT / "README.md").read_text()
+    table = comparative(compose(), ROOT).describe()
+    assert table in readme, "README.md's stage table is out of date: paste Workflow.describe() into it"
+
+
+def test_a_read_no_earlier_stage_writes_is_refused():
+    with pytest.raises(WorkflowError, match="make_scores reads 'number', which no earlier stage writes"):
+        Workflow("w", (MakeScores(),))
+
+
+def test_run_must_take_exactly_the_declared_reads():
+    @dataclass(frozen=True)
+    class Sloppy(Stage):
+        name = "sloppy"
+        reads = (NUMBER,)
+        writes = (HUMAN,)
+
+        def run(self, ctx, *, number: int, other: int = 0):
+            return {}
+
+    with pytest.raises(
+        WorkflowError, match=r"sloppy.run takes \['number', 'other'\] but declares reads \['number'\]"
+    ):
+        Workflow("w", (MakeNumber(2), Sloppy()))
+
+
+def test_outputs_are_checked_and_persisted():
+    persisted = []
+    values = Workflow("w", (MakeNumber(3), MakeScores())).run(
+        Ctx(), persist=lambda p, v: persisted.append(p.name)
+    )
+    assert isinstance(values["human_scores"], pa.Table) and values["human_scores"].schema.equals(HUMAN_SCORES)
+    assert persisted == ["human_scores"]
+
+
+@pytest.mark.parametrize(
+    "bad,error,message",
+    [
+        (
+            "extra",
+            SchemaError,
+            r"stage make_scores: table 'human_scores': column\(s\) \['surprise'\] are not in",
+        ),
+        ("type", SchemaError, "stage make_scores: table 'human_scores': column 'human_score' has type"),
+        ("undeclared", WorkflowError, r"returned \['human_scores', 'other'\], declared \['human_scores'\]"),
+    ],
+)
+def test_an_output_that_breaks_its_declaration_names_the_stage(bad, error, message):
+    with pytest.raises(error, match=message):
+        Workflow("w", (MakeNumber(3), MakeScores(bad))).run(Ctx())
+
+
+def test_stop_after_and_stage_timings():
+    ctx = Ctx()
+    values = Workflow("w", (MakeNumber(3), MakeScores())).run(ctx, stop_after="make_number")
+    assert values == {"number": 3} and set(ctx.metrics) == {"stage/make_number/seconds"}
+    with pytest.raises(KeyError, match="no stage 'nope'"):
+        Workflow("w", (MakeNumber(3),)).run(Ctx(), stop_after="nope")
+
+
+def test_every_port_is_documented_once():
+    declared = [v for v in vars(ports).values() if isinstance(v, Port)]
+    assert len({p.name for p in declared}) == len(declared)
+    assert all(p.doc and not re.search(r"\bTODO\b", p.doc) for p in declared)
