@@ -97,13 +97,13 @@ class Progress:
             log.info("%s", self.line())
 
     def line(self) -> str:
-        rate = self.rate()
-        if rate != rate:
-            rate = self.overall_rate()
+        rate, how = self.rate(), ""
+        if rate != rate:  # one batch so far: the only rate there is includes the engine's start-up
+            rate, how = self.overall_rate(), " with engine start-up"
         eta = (self.total - self.done) / rate if rate and rate == rate and rate > 0 else float("nan")
         share = self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
         pct = 100.0 * self.done / self.total if self.total else 100.0
         return (
-            f"judged {self.done}/{self.total} comparisons ({pct:.1f}%), {rate:.2f}/s, "
+            f"judged {self.done}/{self.total} comparisons ({pct:.1f}%), {rate:.2f}/s{how}, "
             f"ETA {format_seconds(eta)}, prefix cache {share:.0%} of prompt tokens"
         )

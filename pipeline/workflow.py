@@ -17,8 +17,8 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -96,13 +96,6 @@ class Stage:
     def run(self, ctx: StageContext, **inputs: Any) -> dict[str, Any]:
         raise NotImplementedError
 
-    def settings(self) -> dict[str, Any]:
-        return (
-            {f.name: getattr(self, f.name) for f in fields(self)}
-            if hasattr(self, "__dataclass_fields__")
-            else {}
-        )
-
     @classmethod
     def summary(cls) -> str:
         doc = inspect.getdoc(cls) or ""
@@ -157,7 +150,12 @@ class Workflow:
                 return stage
         raise KeyError(f"workflow {self.name} has no stage {name!r}; stages: {[s.name for s in self.stages]}")
 
-    def run(self, ctx: StageContext, persist: Any = None, stop_after: str | None = None) -> dict[str, Any]:
+    def run(
+        self,
+        ctx: StageContext,
+        persist: Callable[[Port, Any], None] | None = None,
+        stop_after: str | None = None,
+    ) -> dict[str, Any]:
         """Run the stages in order; return every port's value. ``persist(port, value)`` is called for each
         output that has a file; ``stop_after`` ends the run after that stage (benchmarks, notebooks)."""
         if stop_after is not None:
