@@ -47,11 +47,11 @@ class ConsoleFilter(logging.Filter):
         self.verbose = verbose
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self.verbose:
+        if not getattr(record, "console", True):
+            return False
+        if self.verbose or record.levelno >= logging.ERROR:
             return True
-        if record.levelno >= logging.ERROR:
-            return True
-        return record.name.startswith("pipeline") and getattr(record, "console", True)
+        return record.name.startswith("pipeline")
 
 
 class _Capture:

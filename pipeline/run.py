@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from pipeline.config import RunConfig, to_flat_dict
 from pipeline.data.source import resolve_path
 from pipeline.errors import ConfigError
-from pipeline.logs import RunLog
+from pipeline.logs import FILE_ONLY, RunLog
 from pipeline.tracking import Tracker, tracked_run
 from pipeline.workflow import Port
 from pipeline.workflows import WORKFLOWS
@@ -97,6 +97,10 @@ class RunContext:
         return self._run_dir
 
     @property
+    def planned_run_dir(self) -> Path:
+        return self._run_dir
+
+    @property
     def executor(self):
         if self._executor is None:
             from pipeline.runtime import make_executor
@@ -153,8 +157,8 @@ class RunContext:
         """Log metrics and artifacts to MLflow (the run is FAILED if ``error``), close the log."""
         try:
             if self.opened:
-                if error is not None:
-                    log.error("run failed: %s", error)
+                if error is not None:  # into run.log with its traceback; the caller reports it on the console
+                    log.error("run failed: %s", error, exc_info=error, extra=FILE_ONLY)
                 self.tracker.log_metrics({k: v for k, v in self.metrics.items() if math.isfinite(v)})
                 self.tracker.log_artifacts(self._run_dir / "tables", "tables")
                 for path in dict.fromkeys([*self.files, self._run_dir / "config.json"]):

@@ -143,8 +143,10 @@ class OpenStore(Stage):
 
     def run(self, ctx: StageContext, *, judge: JudgeSpec, prompt_plan: PromptPlan) -> dict[str, Any]:
         identity = {**self.identity, "judge": judge.identity()}
-        store = JudgmentStore(ctx.run_dir / "judgments", identity, prompt_plan.labels.words)
-        store.check_identity()
+        words = prompt_plan.labels.words
+        # refused before the run folder is opened, so its config.json and MLflow history stay those of its judgments
+        JudgmentStore(ctx.planned_run_dir / "judgments", identity, words).check_identity()
+        store = JudgmentStore(ctx.run_dir / "judgments", identity, words)
         judged = store.judged()
         if judged.num_rows:
             log.info("%d comparisons already judged in %s: skipped", judged.num_rows, ctx.run_dir)

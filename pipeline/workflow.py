@@ -77,6 +77,11 @@ class StageContext(Protocol):
         ...
 
     @property
+    def planned_run_dir(self) -> Path:
+        """Where the run folder is or will be, without opening it (to look at what an earlier run left there)."""
+        ...
+
+    @property
     def executor(self) -> Any:
         """Where streamed steps run (:mod:`pipeline.runtime`), made on first use."""
         ...

@@ -250,13 +250,22 @@ def test_resume_false_on_a_folder_with_judgments_is_refused_at_once(demo_run, ou
 
 def test_resuming_with_another_engine_dtype_is_refused_before_judging(demo_run, outputs):
     _, result = demo_run
+    import mlflow
+
     parts = sorted((result.run_dir / "judgments").glob("part-*.parquet"))
+    config = (result.run_dir / "config.json").read_text()
+    client = mlflow.MlflowClient(tracking_uri=result.tracking_uri)
+    runs_before = len(client.search_runs([client.get_run(result.mlflow_run_id).info.experiment_id]))
     other = "bfloat16" if engine_dtype(None, on_gpu=False).dtype == "float32" else "float32"
     proc = cli(outputs, f"paths.run_dir={result.run_dir}", f"+judge.engine.dtype={other}")
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "judge.engine.dtype" in proc.stderr and f'"{other}"' in proc.stderr
     assert "Traceback" not in proc.stderr and "HYDRA_FULL_ERROR" not in proc.stderr
+    assert len([line for line in proc.stderr.splitlines() if "different judging configuration" in line]) == 1
+    # nothing of the folder changed: its judgments, its config.json, and no MLflow run was started
     assert sorted((result.run_dir / "judgments").glob("part-*.parquet")) == parts
+    assert (result.run_dir / "config.json").read_text() == config
+    assert len(client.search_runs([client.get_run(result.mlflow_run_id).info.experiment_id])) == runs_before
 
 
 def test_resume_through_the_cli_judges_only_what_was_lost(demo_run, outputs):

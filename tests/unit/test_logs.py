@@ -24,6 +24,9 @@ def test_the_console_filter():
     assert not quiet.filter(record("ray.data", logging.WARNING))
     assert not quiet.filter(record("py.warnings", logging.WARNING))
     assert quiet.filter(record("ray.data", logging.ERROR))
+    # a record meant for run.log only stays there, whatever its level (the CLI reports the error itself)
+    assert not quiet.filter(record("pipeline.run", logging.ERROR, **FILE_ONLY))
+    assert not verbose.filter(record("pipeline.run", logging.ERROR, **FILE_ONLY))
     assert all(verbose.filter(record(n, logging.INFO)) for n in ("ray.data", "vllm", "pipeline"))
 
 
