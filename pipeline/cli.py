@@ -17,7 +17,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from pipeline.config import register_configs, to_run_config
+from pipeline.config import RunConfig, register_configs, to_run_config
 from pipeline.errors import UserError
 from pipeline.logs import capture_process_output, captured_output_path, console, results, setup_logging
 
@@ -26,6 +26,16 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 CONF_DIR = str(PROJECT_ROOT / "conf")
 # Exit status of an expected error (config, input, model) and of anything else.
 USER_ERROR, FAILURE = 2, 1
+
+
+def compose(overrides: list[str] | None = None) -> RunConfig:
+    """The config of ``conf/`` with command-line style overrides, composed and converted as a run does (for
+    tests, benchmarks and notebooks that do not go through ``@hydra.main``)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return to_run_config(hydra_compose("config", overrides=overrides or []))
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")

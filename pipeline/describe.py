@@ -9,18 +9,13 @@ from __future__ import annotations
 
 import sys
 
+from pipeline.cli import compose
 from pipeline.run import PROJECT_ROOT
 from pipeline.workflows import WORKFLOWS
 
 
 def describe(overrides: list[str] | None = None) -> str:
-    from hydra import compose, initialize_config_dir
-
-    from pipeline.config import register_configs, to_run_config
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
-        cfg = to_run_config(compose("config", overrides=overrides or []))
+    cfg = compose(overrides)
     workflow = WORKFLOWS[cfg.workflow](cfg, PROJECT_ROOT)
     return workflow.describe() + "\n\n" + workflow.describe_ports()
 

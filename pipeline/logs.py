@@ -26,13 +26,12 @@ QUIET = ("urllib3", "filelock", "matplotlib", "alembic", "httpx", "huggingface_h
 class ConsoleFormatter(logging.Formatter):
     """``HH:MM:SS message``, with the level named only for warnings and errors."""
 
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(message)s", datefmt="%H:%M:%S")
+        self.alarm = logging.Formatter("%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
+
     def format(self, record: logging.LogRecord) -> str:
-        self._style._fmt = (
-            "%(asctime)s %(message)s"
-            if record.levelno < logging.WARNING
-            else "%(asctime)s %(levelname)s %(message)s"
-        )
-        return super().format(record)
+        return super().format(record) if record.levelno < logging.WARNING else self.alarm.format(record)
 
 
 # ``log.info(..., extra=FILE_ONLY)``: a record for run.log, not the console (stage boundaries, settings).
@@ -60,10 +59,6 @@ class _Capture:
     def __init__(self, path: Path):
         self.console = os.fdopen(os.dup(2), "w", buffering=1, encoding="utf-8", errors="replace")
         self.stdout = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8", errors="replace")
-        self.path = path
-        self._point_at(path)
-
-    def _point_at(self, path: Path) -> None:
         redirect_output(path)
         self.path = path
 
@@ -72,12 +67,10 @@ class _Capture:
         old = self.path
         if old == path:
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        with open(path, "ab") as out, open(old, "rb") as before:
+        redirect_output(path)  # from here on the process writes to the new file ...
+        with open(path, "ab") as out, open(old, "rb") as before:  # ... after what it wrote so far
             out.write(before.read())
-        self._point_at(path)
+        self.path = path
         old.unlink(missing_ok=True)
         try:
             old.parent.rmdir()  # the pending folder, if nothing else is in it
@@ -123,7 +116,7 @@ def setup_logging(level: str = "INFO", verbose: bool = False) -> None:
     handler = logging.StreamHandler(console())
     handler._pipeline_console = True  # type: ignore[attr-defined]
     handler.setLevel(level.upper())
-    handler.setFormatter(ConsoleFormatter(datefmt="%H:%M:%S"))
+    handler.setFormatter(ConsoleFormatter())
     handler.addFilter(ConsoleFilter(verbose))
     root.addHandler(handler)
     root.setLevel(logging.INFO)

@@ -28,7 +28,7 @@ def _effective_strategy(cfg: PairsConfig) -> str:
     """all_ordered with both orderings is all_pairs (each unordered pair judged both ways)."""
     if cfg.strategy == Strategy.all_ordered and cfg.orderings == Orderings.both:
         return Strategy.all_pairs.value
-    return cfg.strategy.value if isinstance(cfg.strategy, Strategy) else str(cfg.strategy)
+    return str(cfg.strategy)
 
 
 def distinct_pairs(cfg: PairsConfig, n: int) -> int:

@@ -25,16 +25,6 @@ class JudgeStats:
     def cache_share(self) -> float:
         return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
 
-    def as_dict(self) -> dict[str, float]:
-        return {
-            "comparisons": float(self.prompts),
-            "judged_now": float(self.judged_now),
-            "rate": self.rate,
-            "rate_with_startup": self.rate_with_startup,
-            "judge_seconds": self.seconds,
-            "cache_share": self.cache_share,
-        }
-
     def metrics(self) -> dict[str, float]:
         return {
             "judge/comparisons": float(self.prompts),

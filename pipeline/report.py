@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.methods.metrics import pairwise_accuracy, per_context_correlation, pooled_correlation
+from pipeline.progress import JudgeStats
 from pipeline.schemas import CORRELATION_METHODS as CORRELATIONS
 from pipeline.schemas import CORRELATIONS as CORRELATIONS_SCHEMA
 
@@ -72,7 +73,7 @@ def mlflow_metrics(
     return out
 
 
-def summary_text(correlations: pl.DataFrame, bias: pl.DataFrame, judge_stats: dict[str, float]) -> str:
+def summary_text(correlations: pl.DataFrame, bias: pl.DataFrame, judge_stats: JudgeStats | None) -> str:
     """A short table for the terminal: per attribute and method the correlations, then P(A) per attribute."""
     lines = []
     if correlations.height:
@@ -97,13 +98,13 @@ def summary_text(correlations: pl.DataFrame, bias: pl.DataFrame, judge_stats: di
             f"{r['attribute']:<18} {r['template_id']:<8} {r['p_a']:>9.3f} {r['p_a_hard']:>7.3f} "
             f"{r['p_a_debiased']:>14.3f} {r['label_mass']:>10.3f}"
         )
-    if judge_stats:
-        steady = judge_stats["rate"]
+    if judge_stats is not None:
+        steady = judge_stats.rate
         lines.append("")
         lines.append(
-            f"judged {judge_stats['comparisons']:.0f} prompts ({judge_stats['judged_now']:.0f} this run) in "
-            f"{judge_stats['judge_seconds']:.0f} s with engine start-up ({judge_stats['rate_with_startup']:.2f}/s); "
+            f"judged {judge_stats.prompts} prompts ({judge_stats.judged_now} this run) in "
+            f"{judge_stats.seconds:.0f} s with engine start-up ({judge_stats.rate_with_startup:.2f}/s); "
             + (f"{steady:.2f}/s after the first batch; " if _finite(steady) else "")
-            + f"prefix cache served {judge_stats['cache_share']:.1%} of prompt tokens"
+            + f"prefix cache served {judge_stats.cache_share:.1%} of prompt tokens"
         )
     return "\n".join(lines)

@@ -25,6 +25,7 @@ from pipeline.config import RunConfig, to_flat_dict
 from pipeline.data.source import resolve_path
 from pipeline.errors import ConfigError
 from pipeline.logs import FILE_ONLY, RunLog
+from pipeline.progress import JudgeStats
 from pipeline.tracking import Tracker, tracked_run
 from pipeline.workflow import Port
 from pipeline.workflows import WORKFLOWS
@@ -42,7 +43,7 @@ class RunResult:
     summary: str
     mlflow_run_id: str | None
     tracking_uri: str | None
-    judge_stats: dict[str, float] = field(default_factory=dict)
+    judge_stats: JudgeStats | None = None
     # Every port's value (tables as Arrow, settled objects as they are).
     values: dict[str, Any] = field(default_factory=dict)
 
@@ -194,7 +195,6 @@ def run(cfg: RunConfig, root: Path = PROJECT_ROOT, stop_after: str | None = None
         ctx.close(exc)
         raise
     ctx.close(None)
-    stats = values.get("judge_stats")
     return RunResult(
         run_dir=ctx._run_dir,
         tables=dict(ctx.tables),
@@ -202,6 +202,6 @@ def run(cfg: RunConfig, root: Path = PROJECT_ROOT, stop_after: str | None = None
         summary=values.get("summary", ""),
         mlflow_run_id=ctx.tracker.run_id,
         tracking_uri=ctx.tracker.tracking_uri,
-        judge_stats=stats.as_dict() if stats is not None else {},
+        judge_stats=values.get("judge_stats"),
         values=values,
     )

@@ -190,6 +190,10 @@ class ShardContexts(Stage):
         return {"contexts": contexts}
 
 
+def column_total(table: pa.Table, column: str) -> int:
+    return int(pc.sum(table.column(column)).as_py() or 0)
+
+
 def judge_steps(
     pairs: PairsConfig,
     judge: JudgeConfig,
@@ -239,7 +243,7 @@ class JudgePairs(Stage):
         judge: JudgeSpec,
         store: JudgmentStore,
     ) -> dict[str, Any]:
-        remaining = int(pc.sum(contexts.column("n_prompts")).as_py() or 0)
+        remaining = column_total(contexts, "n_prompts")
         shards = split_shards(contexts)
         log.info("%d comparisons to judge in %d shard(s)", remaining, len(shards))
         progress = Progress(remaining)
@@ -248,9 +252,7 @@ class JudgePairs(Stage):
             for batch in ctx.executor.stream(shards, steps):
                 store.add(batch)
                 progress.update(
-                    batch.num_rows,
-                    int(pc.sum(batch.column("prompt_tokens")).as_py() or 0),
-                    int(pc.sum(batch.column("cached_tokens")).as_py() or 0),
+                    batch.num_rows, column_total(batch, "prompt_tokens"), column_total(batch, "cached_tokens")
                 )
         store.flush()
         seconds = time.monotonic() - progress.started
@@ -265,8 +267,8 @@ class JudgePairs(Stage):
             seconds=seconds,
             rate=progress.rate(),
             rate_with_startup=progress.overall_rate(),
-            prompt_tokens=int(pc.sum(judgments.column("prompt_tokens")).as_py() or 0),
-            cached_tokens=int(pc.sum(judgments.column("cached_tokens")).as_py() or 0),
+            prompt_tokens=column_total(judgments, "prompt_tokens"),
+            cached_tokens=column_total(judgments, "cached_tokens"),
         )
         ctx.metrics.update(stats.metrics())
         return {"judgments": judgments, "judge_stats": stats}
@@ -376,9 +378,9 @@ class Report(Stage):
             if frame is not None:
                 frame.write_csv(run_dir / name)
                 ctx.files.append(run_dir / name)
-        extra = {**ctx.metrics, **{k: float(v) for k, v in input_report.counts().items()}}
-        ctx.metrics.update(mlflow_metrics(corr, bias, extra))
-        summary = summary_text(corr, bias, judge_stats.as_dict())
+        counts = {k: float(v) for k, v in input_report.counts().items()}
+        ctx.metrics.update(mlflow_metrics(corr, bias, counts))
+        summary = summary_text(corr, bias, judge_stats)
         (run_dir / "summary.txt").write_text(summary + "\n")
         ctx.files.append(run_dir / "summary.txt")
         if self.plots:

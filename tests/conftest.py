@@ -59,14 +59,9 @@ def ray_cluster():
 
 def compose(overrides: list[str] | None = None):
     """The real Hydra config (conf/), composed as the CLI does, converted to a RunConfig."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    from pipeline.cli import compose as compose_config
 
-    from pipeline.config import register_configs, to_run_config
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base="1.3"):
-        return to_run_config(hydra_compose("config", overrides=overrides or []))
+    return compose_config(overrides)
 
 
 # --- builders of tables in the stages' schemas ----------------------------------------------------------------

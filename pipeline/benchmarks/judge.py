@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from pipeline.cli import compose
 from pipeline.hardware import read_cpu
 from pipeline.judge.engines import HFEngine, VLLMEngine
 from pipeline.judge.labels import p_a_wins, side_logprobs
@@ -54,17 +55,6 @@ class TimedJudgeWorker(JudgeWorker):
         return out.append_column("ready_at", pa.array([self.ready_at] * n)).append_column(
             "engine_start_s", pa.array([self.start_seconds] * n)
         )
-
-
-def compose(overrides: list[str]):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    from pipeline.config import register_configs, to_run_config
-
-    register_configs()
-    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
-        return to_run_config(hydra_compose("config", overrides=overrides))
 
 
 @dataclass

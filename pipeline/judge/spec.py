@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pipeline.config import Backend
@@ -61,14 +61,5 @@ class JudgeSpec:
         }
 
     def describe(self) -> dict[str, Any]:
-        return {
-            "backend": str(self.backend),
-            "model": self.model,
-            "model_path": self.model_path,
-            "name": self.name,
-            "max_model_len": self.max_model_len,
-            "engine": dict(self.engine),
-            "env": dict(self.env),
-            "dtype": self.dtype,
-            "dtype_reason": self.dtype_reason,
-        }
+        """Every field, and the dtype the engine runs in (``judge.json``)."""
+        return {**asdict(self), "backend": str(self.backend), "dtype": self.dtype}

@@ -36,16 +36,6 @@ def init_ray(runtime: RuntimeConfig, quiet: bool = True) -> None:
         # workers' output stays in their own log files (and the run folder's logs/), not on this console
         log_to_driver=not quiet,
     )
-    log.debug("Ray %s; its own logs are under %s", ray.__version__, _session_dir())
-
-
-def _session_dir() -> str:
-    try:
-        import ray
-
-        return str(ray._private.worker._global_node.get_session_dir_path())  # noqa: SLF001
-    except Exception:  # not a local node, or Ray's internals moved
-        return "the Ray session folder"
 
 
 def with_output_to(cls: type, log_dir: Path, step: str) -> type:
