@@ -15,8 +15,13 @@ PIP_TORCH := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
 ARGS ?=
 # Pytest selection, e.g. make test PYTEST_ARGS="-m 'not engine'"
 PYTEST_ARGS ?=
+# The headless browser of the review page's test (Debian's package; Playwright drives it, it downloads nothing).
+CHROMIUM ?= /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+# The run folder to review (default: the latest finished run), e.g. make review RUN=outputs/runs/... ARGS="--reviewer ann"
+RUN ?=
 
-.PHONY: help install run stages test test-fast lint format bench-judge bench-methods bench-combined bench-generate lock clean
+.PHONY: help install run stages test test-fast lint format review review-report bench-judge bench-methods bench-combined bench-generate lock clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -36,13 +41,17 @@ $(STAMP): pyproject.toml requirements-lock.txt
 
 install: $(STAMP) ## create .venv with everything (CPU vLLM, Ray, Polars, MLflow, Hydra, test tools)
 
+$(CHROMIUM):
+	$(SUDO) apt-get update -q
+	$(SUDO) apt-get install -y -q chromium chromium-driver
+
 run: $(STAMP) ## set up and run the main job on the embedded default (demo data, SmolLM2 on CPU vLLM, local Ray, local MLflow)
 	$(BIN)/python -m pipeline.cli $(ARGS)
 
 stages: $(STAMP) ## print the workflow's stages and the tables they pass, from their declarations (ARGS: overrides)
 	$(BIN)/python -m pipeline.describe $(ARGS)
 
-test: $(STAMP) ## run every test: unit, config, real CPU vLLM engine, end to end on a local Ray
+test: $(STAMP) $(CHROMIUM) ## run every test: unit, config, real CPU vLLM engine, end to end on a local Ray, the review page in headless Chromium
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## run the tests that need no engine and no Ray
@@ -55,6 +64,12 @@ lint: $(STAMP) ## ruff lint and format check
 format: $(STAMP) ## ruff format and autofix
 	$(BIN)/ruff format pipeline tests jobs
 	$(BIN)/ruff check --fix pipeline tests jobs
+
+review: $(STAMP) ## blind review of a finished run in the browser on 127.0.0.1:8765 (RUN: the run folder; ARGS: --reviewer NAME --strategy stratified|disagreements|random --n 40 ...)
+	$(BIN)/python -m pipeline.review serve $(RUN) $(ARGS)
+
+review-report: $(STAMP) ## agreement of the review's answers with the judge and between reviewers: printed, written to RUN/review/, logged to MLflow
+	$(BIN)/python -m pipeline.review report $(RUN) $(ARGS)
 
 bench-judge: $(STAMP) ## judge the same SummEval prompts three ways (pipeline on Ray, direct vLLM, HF one at a time) and print rates and ratios
 	$(BIN)/python -m pipeline.benchmarks.judge $(ARGS)

@@ -139,6 +139,9 @@ class RunContext:
         self.tracker.set_tags(
             {"run_dir": str(run_dir), "dataset": self.cfg.dataset.name, "workflow": str(self.cfg.workflow)}
         )
+        if self.tracker.run_id:  # where later commands (the review) log what belongs to this run
+            tracking = {"run_id": self.tracker.run_id, "tracking_uri": self.tracker.tracking_uri}
+            (run_dir / "tracking.json").write_text(json.dumps(tracking, indent=2) + "\n")
         for port, value in self._pending:
             self.persist(port, value)
         self._pending.clear()

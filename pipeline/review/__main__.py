@@ -1,0 +1,130 @@
+"""``python -m pipeline.review serve|report [RUN_DIR]``: blind review of a finished run, and the agreement report.
+
+serve   draw (or reopen) the run's review sample and serve the page on 127.0.0.1 (``--host`` for another
+        address, with a warning); answers go to ``RUN_DIR/review/answers.jsonl`` as they are given.
+report  the agreement of every answer so far with the judge and between reviewers: printed, written to
+        ``RUN_DIR/review/agreement.csv``, ``confusion.csv`` and ``labels.csv``, and logged to MLflow (a child run
+        of the run's own).
+
+RUN_DIR defaults to the latest finished run under ``outputs/``. Errors a user can fix print their message and
+exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from pipeline.errors import UserError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _run_dir(value: str | None) -> Path:
+    from pipeline.results import latest_run_dir
+
+    if value:
+        path = Path(value).resolve()
+        if not (path / "config.json").exists():
+            raise UserError(f"{path} is not a run folder (no config.json)")
+        return path
+    try:
+        return latest_run_dir(PROJECT_ROOT / "outputs")
+    except FileNotFoundError as exc:
+        raise UserError(str(exc)) from exc
+
+
+def parser() -> argparse.ArgumentParser:
+    from pipeline.review.sample import Strategy
+
+    top = argparse.ArgumentParser(prog="python -m pipeline.review", description=__doc__.split("\n\n")[0])
+    commands = top.add_subparsers(dest="command", required=True)
+    for name, help_ in (("serve", "serve the review page"), ("report", "the agreement report")):
+        sub = commands.add_parser(name, help=help_)
+        sub.add_argument("run_dir", nargs="?", help="the run folder (default: the latest under outputs/)")
+        sub.add_argument("--folder", help="the review folder (default: RUN_DIR/review)")
+        if name == "serve":
+            sub.add_argument("--reviewer", help="open the page as this reviewer (else the page asks)")
+            sub.add_argument(
+                "--strategy",
+                choices=[s.value for s in Strategy],
+                help="how the sample is drawn (default stratified over judge confidence)",
+            )
+            sub.add_argument("--n", type=int, help="comparisons in the sample (default 40)")
+            sub.add_argument("--seed", type=int, help="the sample's and the slot orders' seed (default 0)")
+            sub.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+            sub.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no line per request on the console
+    try:
+        return _main(args)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(args: argparse.Namespace) -> int:
+    from pipeline.review import report
+    from pipeline.review.answers import AnswerLog, check_reviewer
+    from pipeline.review.sample import Strategy, open_sample
+
+    run_dir = _run_dir(args.run_dir)
+    folder = Path(args.folder).resolve() if args.folder else run_dir / "review"
+    if args.command == "report":
+        if not (folder / "sample.json").exists():
+            raise UserError(
+                f"no review in {folder}: start one with `python -m pipeline.review serve {run_dir}`"
+            )
+        sample = open_sample(run_dir, folder)
+        result = report.agreement(sample, AnswerLog(folder / "answers.jsonl").read())
+        files = report.write(result)
+        child = report.log_to_mlflow(result, files)
+        print(result.text())
+        print(f"\ntables: {', '.join(str(p) for p in files)}")
+        if child:
+            print(f"MLflow: run {child} (a child of the run's own)")
+        return 0
+
+    from pipeline.review.app import ReviewState, serve
+
+    if args.reviewer:
+        check_reviewer(args.reviewer)
+    strategy = Strategy(args.strategy) if args.strategy else None
+    sample = open_sample(run_dir, folder, strategy, args.n, args.seed)
+    state = ReviewState.open(sample, args.reviewer)
+    if args.host not in LOOPBACK:
+        print(
+            f"warning: serving on {args.host}: anyone who can reach this machine can read the run's texts and "
+            "answer as any reviewer",
+            file=sys.stderr,
+        )
+    done = len(state.answers.read().rows)
+
+    def ready(url: str) -> None:
+        print(f"review: {url}", flush=True)
+        print(
+            f"  {sample.items.height} comparisons ({sample.spec.strategy.value}, seed {sample.spec.seed}) of "
+            f"{sample.n_pairs} judged pairs; {done} answer(s) so far; answers go to {state.answers.path}",
+            flush=True,
+        )
+        print("  Ctrl-C stops; answers are on disk as they are given", flush=True)
+
+    try:
+        serve(state, args.host, args.port, ready)
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:
+        raise UserError(f"cannot listen on {args.host}:{args.port}: {exc}") from exc
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,353 @@
+"""The review page: a small Flask app over one run's review folder, rendered on the server.
+
+- ``/``: the sample and each reviewer's progress, and a name to start with (or straight to the reviewer given on
+  the command line);
+- ``/r/<reviewer>``: the reviewer's next unanswered item, blind (the criterion, the context and the two texts in
+  the reviewer's own seeded slot order; no verdict, candidate id or model name); answered with the keys 1, 2 and
+  t (tie) or the buttons, with an optional note; after the last one, the agreement with the judge;
+- ``/agreement``: the agreement report of every answer so far.
+
+Every text comes from the run (model outputs, user data) and goes through Jinja's autoescaping, so ``<script>``
+in a candidate is shown as text; the Content-Security-Policy allows only this page's own script (by nonce),
+as a second line. Only the sample's item ids are accepted, each form carries an HMAC of its reviewer and item
+(a page elsewhere cannot post answers), and nothing else is served: no static folder, no file from disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import secrets
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+from flask import Flask, Response, abort, redirect, request, url_for
+from jinja2 import Environment, StrictUndefined
+
+from pipeline.errors import UserError
+from pipeline.review import report
+from pipeline.review.answers import CHOICES, MAX_NOTE, AnswerLog, check_reviewer
+from pipeline.review.sample import LABELS, ReviewSample, criterion_text, reviewer_order, swapped
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReviewState:
+    sample: ReviewSample
+    answers: AnswerLog
+    config: dict
+    secret: bytes
+    contexts: dict[str, str]  # context_id -> its text, for the sampled contexts
+    texts: dict[tuple[str, str], str]  # (context_id, candidate_id) -> the candidate's text
+    reviewer: str | None = None  # the reviewer named on the command line, if any
+
+    @classmethod
+    def open(cls, sample: ReviewSample, reviewer: str | None = None) -> ReviewState:
+        import json
+
+        secret_path = sample.folder / ".secret"
+        if not secret_path.exists():
+            secret_path.write_bytes(secrets.token_bytes(32))
+            secret_path.chmod(0o600)
+        config = json.loads((sample.run_dir / "config.json").read_text())
+        candidates = pl.read_parquet(sample.run_dir / "tables" / "candidates.parquet").filter(
+            pl.col("context_id").is_in(sample.items["context_id"].unique().to_list())
+        )
+        texts = {(c, k): t for c, k, t in candidates.select("context_id", "candidate_id", "text").iter_rows()}
+        missing = [
+            (c, k)
+            for c, i, j in sample.items.select("context_id", "cand_i", "cand_j").iter_rows()
+            for k in (i, j)
+            if (c, k) not in texts
+        ]
+        if missing:
+            c, k = missing[0]
+            raise UserError(
+                f"{sample.run_dir / 'tables' / 'candidates.parquet'}: context {c!r}, candidate {k!r}, field "
+                f"'text': the candidate of a judged pair is missing ({len(missing)} such)"
+            )
+        contexts = dict(candidates.select("context_id", "context").unique("context_id").iter_rows())
+        log_ = AnswerLog(sample.folder / "answers.jsonl")
+        return cls(sample, log_, config, secret_path.read_bytes(), contexts, texts, reviewer)
+
+    def token(self, reviewer: str, item: str) -> str:
+        return hmac.new(self.secret, f"{reviewer}\x1f{item}".encode(), hashlib.sha256).hexdigest()
+
+    def order(self, reviewer: str) -> list[str]:
+        return reviewer_order(self.sample.ids, reviewer, self.sample.spec.seed)
+
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>{{ title }}</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style nonce="{{ nonce }}">
+body { font: 15px/1.45 system-ui, sans-serif; margin: 0 auto; max-width: 1200px; padding: 1em 1.5em; color: #222; }
+header { display: flex; justify-content: space-between; align-items: baseline; border-bottom: 1px solid #ddd; }
+.text { white-space: pre-wrap; background: #f7f7f7; border: 1px solid #ddd; border-radius: 4px; padding: .6em .8em;
+  max-height: 28em; overflow: auto; }
+.pair { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; }
+.criterion { background: #eef4ff; border-left: 4px solid #4a7bd0; padding: .5em .8em; }
+.choices { display: flex; gap: .8em; margin: 1em 0 .5em; }
+.choices button { font-size: 1.05em; padding: .5em 1.2em; cursor: pointer; }
+textarea { width: 100%; box-sizing: border-box; }
+table { border-collapse: collapse; margin: .5em 0 1em; } td, th { border: 1px solid #ddd; padding: .25em .6em; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+kbd { border: 1px solid #bbb; border-radius: 3px; padding: 0 .3em; background: #fafafa; }
+.muted { color: #666; }
+</style></head>
+<body>
+<header><h1>{{ title }}</h1><span class="muted">{{ subtitle }}</span></header>
+{{ body }}
+{% if script %}<script nonce="{{ nonce }}">{{ script }}</script>{% endif %}
+</body></html>
+"""
+
+START = """
+<p>{{ n }} comparisons drawn from {{ pairs }} judged pairs of run <b>{{ run }}</b> ({{ strategy }} sample, seed
+{{ seed }}). You see two texts for an input and a criterion and choose the better one, or a tie. The judge's
+verdict and the models' names are not shown.</p>
+{% if progress %}<table><tr><th>reviewer</th><th>answered</th></tr>
+{% for name, done in progress %}<tr><td><a href="{{ url(name) }}">{{ name }}</a></td>
+<td class="num">{{ done }} / {{ n }}</td></tr>{% endfor %}</table>{% endif %}
+<form method="get" action="{{ start }}"><label>Your name <input name="reviewer" required
+ pattern="[A-Za-z0-9][A-Za-z0-9_.\\-]{0,39}" autofocus></label> <button>Start or continue</button></form>
+<p><a href="{{ agreement }}">Agreement so far</a></p>
+"""
+
+ITEM = """
+<p class="criterion"><b>{{ attribute }}</b>: {{ criterion }}</p>
+<h3>Input</h3><div class="text" id="context">{{ context }}</div>
+<div class="pair">
+<div><h3>Response 1</h3><div class="text" id="slot1">{{ slot1 }}</div></div>
+<div><h3>Response 2</h3><div class="text" id="slot2">{{ slot2 }}</div></div>
+</div>
+<form method="post" id="answer">
+<input type="hidden" name="item_id" value="{{ item_id }}">
+<input type="hidden" name="token" value="{{ token }}">
+<input type="hidden" name="shown" value="{{ shown }}">
+<div class="choices">
+<button name="choice" value="1" id="choose-1"><kbd>1</kbd> Response 1 is better</button>
+<button name="choice" value="tie" id="choose-tie"><kbd>t</kbd> Tie</button>
+<button name="choice" value="2" id="choose-2"><kbd>2</kbd> Response 2 is better</button>
+</div>
+<label>Note (optional)<textarea name="note" rows="2" maxlength="{{ max_note }}" id="note"></textarea></label>
+</form>
+<p class="muted">Keys: <kbd>1</kbd> <kbd>2</kbd> <kbd>t</kbd> answer (not while typing a note).</p>
+"""
+
+SCRIPT = """
+const form = document.getElementById('answer');
+form.addEventListener('submit', (e) => {
+  if (form.dataset.sent) { e.preventDefault(); return; }
+  form.dataset.sent = '1';
+});
+document.addEventListener('keydown', (e) => {
+  if (e.ctrlKey || e.metaKey || e.altKey || ['TEXTAREA', 'INPUT'].includes(e.target.tagName)) return;
+  const choice = {'1': '1', '2': '2', 't': 'tie', 'T': 'tie'}[e.key];
+  if (!choice) return;
+  e.preventDefault();
+  document.getElementById('choose-' + choice).click();
+});
+"""
+
+REPORT = """
+{% if done_message %}<p><b>{{ done_message }}</b></p>{% endif %}
+<p>{{ headline }}</p>
+{% if table %}
+<h3>Agreement with the judge</h3>
+<p class="muted">With 95 % bootstrap intervals over the answered items.</p>
+<table><tr><th>scope</th><th>group</th><th>n</th><th>agreement</th><th>kappa</th><th>kappa without ties</th></tr>
+{% for row in table %}<tr><td>{{ row.scope }}</td><td>{{ row.group }}</td><td class="num">{{ row.n }}</td>
+<td class="num">{{ row.raw_agreement }}</td><td class="num">{{ row.kappa }}</td>
+<td class="num">{{ row.kappa_no_ties }}</td></tr>{% endfor %}</table>
+<h3>The judge's verdict (rows) against the reviewers' answers (columns)</h3>
+<p class="muted">i and j are the pair's two candidates in the run's order, whatever slot they were shown in.</p>
+<table><tr><th>reviewer</th><th>judge</th>{% for l in labels %}<th>{{ l }}</th>{% endfor %}</tr>
+{% for row in confusion %}<tr><td>{{ row[0] }}</td><td>{{ row[1] }}</td>
+{% for c in row[2:] %}<td class="num">{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>
+{% endif %}
+<ul>{% for note in notes %}<li>{{ note }}</li>{% endfor %}</ul>
+<p class="muted">Answers: {{ answers_path }}. Tables: {{ folder }}.</p>
+"""
+
+
+def create_app(state: ReviewState) -> Flask:
+    app = Flask(__name__, static_folder=None)
+    app.config["MAX_CONTENT_LENGTH"] = 64 * 1024
+    env = Environment(autoescape=True, undefined=StrictUndefined)
+    page, start, item_page, report_page = (env.from_string(t) for t in (PAGE, START, ITEM, REPORT))
+    run_name = state.sample.run_dir.name
+
+    def render(title: str, subtitle: str, body: str, script: str = "", status: int = 200) -> Response:
+        nonce = secrets.token_urlsafe(16)
+        html = page.render(
+            title=title, subtitle=subtitle, body=_markup(body), script=_markup(script), nonce=nonce
+        )
+        response = Response(html, status=status, mimetype="text/html")
+        response.headers["Content-Security-Policy"] = (
+            f"default-src 'none'; style-src 'nonce-{nonce}'; script-src 'nonce-{nonce}'; "
+            "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+        )
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "no-referrer"
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    def reviewer_or_404(name: str) -> str:
+        try:
+            return check_reviewer(name)
+        except UserError:
+            abort(404)
+
+    def report_body(done_message: str = "") -> str:
+        result = report.agreement(state.sample, state.answers.read())
+        table = []
+        if result.labels.height:
+            for scope, group in result.judge_rows():
+                cells = {s: result.cell(scope, group, s) for s in ("raw_agreement", "kappa", "kappa_no_ties")}
+                n = result.table.filter((result.table["scope"] == scope) & (result.table["group"] == group))[
+                    "n"
+                ][0]
+                table.append({"scope": scope, "group": group, "n": n, **cells})
+        return report_page.render(
+            done_message=done_message,
+            headline=result.headline(),
+            notes=result.notes(),
+            table=table,
+            labels=[f"answer {label}" for label in LABELS],
+            confusion=list(result.confusion.iter_rows()),
+            answers_path=str(state.answers.path),
+            folder=str(state.sample.folder),
+        )
+
+    @app.get("/")
+    def index():
+        if request.args.get("reviewer"):
+            return redirect(url_for("review", reviewer=reviewer_or_404(request.args["reviewer"])), 303)
+        if state.reviewer:
+            return redirect(url_for("review", reviewer=state.reviewer), 303)
+        answers = state.answers.read()
+        names = sorted({a["reviewer"] for a in answers.rows})
+        progress = [(name, len(answers.by_reviewer(name))) for name in names]
+        body = start.render(
+            n=len(state.sample.ids),
+            pairs=state.sample.n_pairs,
+            run=run_name,
+            strategy=state.sample.spec.strategy.value,
+            seed=state.sample.spec.seed,
+            progress=progress,
+            url=lambda name: url_for("review", reviewer=name),
+            start=url_for("index"),
+            agreement=url_for("agreement"),
+        )
+        return render("Blind review", run_name, body)
+
+    @app.get("/r/<reviewer>")
+    def review(reviewer: str):
+        reviewer = reviewer_or_404(reviewer)
+        answered = state.answers.read().by_reviewer(reviewer)
+        order = state.order(reviewer)
+        left = [item for item in order if item not in answered]
+        subtitle = f"{reviewer}: {len(answered)} of {len(order)} answered"
+        if not left:
+            message = f"All {len(order)} comparisons answered. How often you and the judge agree:"
+            return render("Review done", subtitle, report_body(message))
+        item_id = left[0]
+        row = state.sample.items.row(state.sample.ids.index(item_id), named=True)
+        first, second = row["cand_i"], row["cand_j"]
+        if swapped(item_id, reviewer, state.sample.spec.seed):
+            first, second = second, first
+        body = item_page.render(
+            attribute=row["attribute"],
+            criterion=criterion_text(state.config, row["attribute"]),
+            context=state.contexts[row["context_id"]],
+            slot1=state.texts[(row["context_id"], first)],
+            slot2=state.texts[(row["context_id"], second)],
+            item_id=item_id,
+            token=state.token(reviewer, item_id),
+            shown=f"{time.time():.3f}",
+            max_note=MAX_NOTE,
+        )
+        return render(f"Comparison {len(answered) + 1} of {len(order)}", subtitle, body, SCRIPT)
+
+    @app.post("/r/<reviewer>")
+    def answer(reviewer: str):
+        reviewer = reviewer_or_404(reviewer)
+        item_id = request.form.get("item_id", "")
+        if item_id not in state.sample.ids:
+            abort(404)
+        if not hmac.compare_digest(request.form.get("token", ""), state.token(reviewer, item_id)):
+            abort(403)
+        choice = request.form.get("choice", "")
+        if choice not in CHOICES:
+            abort(400)
+        note = request.form.get("note", "")[:MAX_NOTE]
+        row = state.sample.items.row(state.sample.ids.index(item_id), named=True)
+        first, second = row["cand_i"], row["cand_j"]
+        if swapped(item_id, reviewer, state.sample.spec.seed):
+            first, second = second, first
+        try:
+            seconds = max(0.0, time.time() - float(request.form.get("shown", "")))
+        except ValueError:
+            seconds = float("nan")
+        _, written = state.answers.add(
+            {
+                "reviewer": reviewer,
+                "item_id": item_id,
+                "judge": row["judge"],
+                "attribute": row["attribute"],
+                "template_id": row["template_id"],
+                "context_id": row["context_id"],
+                "slot1": first,
+                "slot2": second,
+                "choice": choice,
+                "note": note,
+                "seconds": round(seconds, 3) if np.isfinite(seconds) else None,
+            }
+        )
+        if written and len(state.answers.read().by_reviewer(reviewer)) == len(state.sample.ids):
+            publish(state)  # the reviewer's last answer: the tables and MLflow are brought up to date
+        return redirect(url_for("review", reviewer=reviewer), 303)
+
+    @app.get("/agreement")
+    def agreement():
+        return render("Agreement", run_name, report_body())
+
+    return app
+
+
+def publish(state: ReviewState) -> report.Agreement:
+    """Write the agreement tables into the review folder and log them to the run's MLflow record."""
+    result = report.agreement(state.sample, state.answers.read())
+    files = report.write(result)
+    try:
+        report.log_to_mlflow(result, files)
+    except Exception:  # the tables are on disk; MLflow can be brought up to date by `review report`
+        log.exception("could not log the review to MLflow; the tables are in %s", state.sample.folder)
+    return result
+
+
+def _markup(html: str):
+    from markupsafe import Markup
+
+    return Markup(html)  # our own rendered (escaped) fragments
+
+
+def serve(state: ReviewState, host: str, port: int, ready=None) -> None:
+    """Serve until interrupted; ``ready(url)`` is called with the address once the socket listens."""
+    from werkzeug.serving import make_server
+
+    server = make_server(host, port, create_app(state), threaded=True)
+    url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{server.server_port}/"
+    if state.reviewer:
+        url += f"r/{state.reviewer}"
+    if ready is not None:
+        ready(url)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()

@@ -1,0 +1,282 @@
+"""The review items of a finished run (one per judged pair of candidates) and the seeded sample drawn from them.
+
+An item is one row of the run's ``comparisons`` table: a group (judge, attribute, template), a context and two
+candidates ``i < j``. The judge's verdict on it is read from the debiased probabilities the scorers saw:
+``p`` (i beats j, the tie probability split evenly) and ``p_tie``, so the three outcomes have probability
+``p - p_tie/2`` (i), ``p_tie`` (tie) and ``1 - p - p_tie/2`` (j); the verdict is the most likely of them (an
+exact 50/50 with no tie mass is a tie), and its probability is the judge's *confidence*.
+
+Sampling strategies (seeded; the same run, strategy, size and seed give the same sample):
+
+- ``stratified`` (default): equal shares from the confidence bands (:data:`BANDS`), a band with too few items
+  giving its share to the others, random within a band; so agreement can be read per band.
+- ``disagreements``: every pair whose two orderings the judge decided differently (it chose the first slot
+  both times, or the second both times): the position-driven verdicts; ``n`` caps it (a random subset).
+- ``random``: a uniform sample.
+
+What a reviewer sees is blind: the context, the criterion and the two texts; never the judge's verdict, the
+candidate ids or the models' names. Which candidate goes in slot 1 and the order of the items are drawn per
+reviewer from the seed, the same on every visit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from pipeline.errors import UserError
+from pipeline.prompts import DEFAULT_ADJECTIVES
+
+
+class Strategy(StrEnum):
+    STRATIFIED = "stratified"
+    DISAGREEMENTS = "disagreements"
+    RANDOM = "random"
+
+
+# Outcome codes, shared by the judge's verdicts and the reviewers' answers: candidate i, a tie, candidate j.
+LABELS = ("i", "tie", "j")
+WIN_I, TIE, WIN_J = range(3)
+# Confidence bands: the probability of the judge's verdict.
+BAND_EDGES = (0.6, 0.75, 0.9)
+BANDS = ("0.00-0.60", "0.60-0.75", "0.75-0.90", "0.90-1.00")
+DEFAULT_N, DEFAULT_SEED = 40, 0
+
+
+def outcome_probabilities(p: np.ndarray, p_tie: np.ndarray) -> np.ndarray:
+    """Rows of (p(i), p(tie), p(j)) from the debiased ``p`` (i beats j, ties split evenly) and ``p_tie``."""
+    p, p_tie = np.asarray(p, dtype=np.float64), np.asarray(p_tie, dtype=np.float64)
+    return np.column_stack([p - p_tie / 2, p_tie, 1.0 - p - p_tie / 2])
+
+
+def judge_verdicts(p: np.ndarray, p_tie: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The judge's verdict codes (:data:`LABELS`) and their probabilities (the confidence)."""
+    probs = outcome_probabilities(p, p_tie)
+    verdict = probs.argmax(axis=1)
+    verdict[np.isclose(probs[:, WIN_I], probs[:, WIN_J]) & (probs[:, TIE] < probs[:, WIN_I])] = (
+        TIE  # an exact 50/50
+    )
+    return verdict, probs.max(axis=1)
+
+
+def confidence_band(confidence: np.ndarray) -> np.ndarray:
+    return np.asarray(BANDS)[np.searchsorted(BAND_EDGES, confidence, side="right")]
+
+
+def item_id(judge: str, attribute: str, template_id: str, context_id: str, cand_i: str, cand_j: str) -> str:
+    """A short stable id of a judged pair (the form posts it back; it reveals nothing of the pair)."""
+    key = "\x1f".join((judge, attribute, template_id, context_id, cand_i, cand_j))
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+ITEM_COLUMNS = ["judge", "attribute", "template_id", "context_id", "cand_i", "cand_j"]
+
+
+def review_items(comparisons: pl.DataFrame) -> pl.DataFrame:
+    """One item per judged pair, with the judge's verdict, confidence, band and whether its orderings disagree.
+
+    Rows of one pair in both orientations (``debias=none`` keeps each ordering as its own comparison) become
+    one item with ``i < j`` and their mean probability.
+    """
+    flip = pl.col("cand_i") > pl.col("cand_j")
+    oriented = comparisons.select(
+        "judge",
+        "attribute",
+        "template_id",
+        "context_id",
+        pl.when(flip).then("cand_j").otherwise("cand_i").alias("cand_i"),
+        pl.when(flip).then("cand_i").otherwise("cand_j").alias("cand_j"),
+        pl.when(flip).then("p_ji").otherwise("p_ij").alias("p_ij"),
+        pl.when(flip).then("p_ij").otherwise("p_ji").alias("p_ji"),
+        pl.when(flip).then(1 - pl.col("p")).otherwise("p").alias("p"),
+        "p_tie",
+    )
+    items = (
+        oriented.group_by(ITEM_COLUMNS, maintain_order=True)
+        .agg(
+            pl.col("p_ij").drop_nulls().first(),
+            pl.col("p_ji").drop_nulls().first(),
+            pl.col("p").mean(),
+            pl.col("p_tie").mean(),
+        )
+        .sort(ITEM_COLUMNS)
+    )
+    verdict, confidence = judge_verdicts(items["p"].to_numpy(), items["p_tie"].to_numpy())
+    p_ij, p_ji = items["p_ij"].to_numpy(), items["p_ji"].to_numpy()
+    both = ~(np.isnan(p_ij.astype(float)) | np.isnan(p_ji.astype(float)))
+    with np.errstate(invalid="ignore"):
+        # i first: the judge prefers i iff p_ij > 1/2; j first: it prefers i iff p_ji < 1/2.
+        disagree = both & ((p_ij > 0.5) != (p_ji < 0.5))
+    ids = [item_id(*row) for row in items.select(ITEM_COLUMNS).iter_rows()]
+    if len(set(ids)) != len(ids):  # 64-bit ids: a collision means a bug, not bad luck
+        raise RuntimeError("review item ids collide")
+    return items.with_columns(
+        pl.Series("item_id", ids),
+        pl.Series("judge_verdict", np.asarray(LABELS)[verdict]),
+        pl.Series("confidence", confidence),
+        pl.Series("band", confidence_band(confidence)),
+        pl.Series("orderings_disagree", disagree),
+    )
+
+
+def _stratified(items: pl.DataFrame, n: int, rng: np.random.Generator) -> list[int]:
+    """Equal shares from the bands, smallest band first so its unused share goes to the others."""
+    by_band = {band: np.flatnonzero(items["band"].to_numpy() == band) for band in BANDS}
+    by_band = {band: rows for band, rows in by_band.items() if rows.size}
+    chosen: list[int] = []
+    left = n
+    for k, (_, rows) in enumerate(sorted(by_band.items(), key=lambda kv: kv[1].size)):
+        take = min(rows.size, left // (len(by_band) - k))
+        chosen.extend(rng.choice(rows, size=take, replace=False).tolist())
+        left -= take
+    return chosen
+
+
+def draw(items: pl.DataFrame, strategy: Strategy, n: int, seed: int) -> pl.DataFrame:
+    """The sample: ``n`` items (all of them if fewer) by ``strategy``, with the stratum each came from."""
+    rng = np.random.default_rng(seed)
+    if strategy is Strategy.DISAGREEMENTS:
+        rows = np.flatnonzero(items["orderings_disagree"].to_numpy())
+        if rows.size == 0:
+            both = items.filter(pl.col("p_ij").is_not_null() & pl.col("p_ji").is_not_null()).height
+            raise UserError(
+                f"no pair in this run was decided differently in its two orderings ({both} of {items.height} "
+                "pairs were judged in both); use --strategy stratified or random"
+            )
+        chosen = rng.choice(rows, size=min(n, rows.size), replace=False).tolist()
+    elif strategy is Strategy.RANDOM:
+        chosen = rng.choice(items.height, size=min(n, items.height), replace=False).tolist()
+    else:
+        chosen = _stratified(items, min(n, items.height), rng)
+    stratum = "disagreement" if strategy is Strategy.DISAGREEMENTS else strategy.value
+    sample = items[sorted(chosen)]
+    return sample.with_columns(
+        (pl.col("band") if strategy is Strategy.STRATIFIED else pl.lit(stratum)).alias("stratum")
+    )
+
+
+def _reviewer_rng(seed: int, reviewer: str, salt: str) -> np.random.Generator:
+    digest = hashlib.sha256(f"{reviewer}\x1f{salt}".encode()).digest()
+    return np.random.default_rng([seed, int.from_bytes(digest[:8], "little")])
+
+
+def reviewer_order(item_ids: list[str], reviewer: str, seed: int) -> list[str]:
+    """The order in which ``reviewer`` sees the items (a seeded shuffle of its own)."""
+    order = _reviewer_rng(seed, reviewer, "order").permutation(len(item_ids))
+    return [item_ids[k] for k in order]
+
+
+def swapped(item: str, reviewer: str, seed: int) -> bool:
+    """Whether ``reviewer`` sees candidate j in slot 1 of ``item`` (a seeded coin per reviewer and item)."""
+    return bool(_reviewer_rng(seed, reviewer, item).random() < 0.5)
+
+
+def criterion_text(config: dict, attribute: str) -> str:
+    """The criterion in plain words, as the run states it: its ``criteria`` entry, else the question on the
+    attribute's adjective, else the attribute's name."""
+    criteria = config.get("criteria") or {}
+    if attribute in criteria:
+        return str(criteria[attribute])
+    adjectives = {**DEFAULT_ADJECTIVES, **((config.get("dataset") or {}).get("adjectives") or {})}
+    if attribute in adjectives:
+        return f"Which one is more {adjectives[attribute]}?"
+    return f"Which one is better on {attribute}?"
+
+
+@dataclass(frozen=True)
+class SampleSpec:
+    strategy: Strategy
+    n: int
+    seed: int
+
+
+@dataclass
+class ReviewSample:
+    """A run's review sample, saved in its review folder (``sample.parquet`` and ``sample.json``) when first drawn
+    and read back on every later start, so every reviewer and every restart sees the same items."""
+
+    run_dir: Path
+    folder: Path
+    spec: SampleSpec
+    items: pl.DataFrame  # the sampled items (see :func:`review_items`, plus ``stratum``)
+    n_pairs: int  # pairs in the run
+
+    @property
+    def ids(self) -> list[str]:
+        return self.items["item_id"].to_list()
+
+
+def load_comparisons(run_dir: Path) -> pl.DataFrame:
+    path = run_dir / "tables" / "comparisons.parquet"
+    if not (run_dir / "config.json").exists():
+        raise UserError(f"{run_dir} is not a run folder (no config.json)")
+    comparisons = pl.read_parquet(path) if path.exists() else pl.DataFrame()
+    if comparisons.height == 0:
+        raise UserError(
+            f"run {run_dir.name} has no comparisons to review ({path} is missing or empty: an absolute-only "
+            "run, or a run that stopped before scoring); review needs a run with pairwise comparisons"
+        )
+    return comparisons
+
+
+def open_sample(
+    run_dir: Path,
+    folder: Path,
+    strategy: Strategy | None = None,
+    n: int | None = None,
+    seed: int | None = None,
+) -> ReviewSample:
+    """The saved sample of ``folder``, or a new one drawn from the run (defaults: stratified, 40, seed 0).
+
+    Asking a folder that holds a sample for another strategy, size or seed is refused: its answers belong to
+    the saved sample (review into another ``--folder`` to draw a different one).
+    """
+    items = review_items(load_comparisons(run_dir))
+    meta_path, table_path = folder / "sample.json", folder / "sample.parquet"
+    if meta_path.exists() and table_path.exists():
+        meta = json.loads(meta_path.read_text())
+        saved = SampleSpec(Strategy(meta["strategy"]), int(meta["n"]), int(meta["seed"]))
+        asked = {"strategy": strategy, "n": n, "seed": seed}
+        differs = {k: v for k, v in asked.items() if v is not None and v != getattr(saved, k)}
+        if differs:
+            raise UserError(
+                f"{folder} holds a review sample drawn with strategy={saved.strategy.value}, n={saved.n}, "
+                f"seed={saved.seed}; asked {', '.join(f'{k}={v}' for k, v in differs.items())}. Leave those "
+                "options out to continue it, or pass --folder to draw another sample elsewhere"
+            )
+        sample = pl.read_parquet(table_path)
+        unknown = set(sample["item_id"]) - set(items["item_id"])
+        if unknown:
+            raise UserError(
+                f"{table_path} names {len(unknown)} pair(s) that the run's comparisons no longer hold "
+                f"(e.g. {sorted(unknown)[0]}): the run was changed after the sample was drawn"
+            )
+        return ReviewSample(run_dir, folder, saved, sample, items.height)
+    spec = SampleSpec(
+        strategy or Strategy.STRATIFIED, DEFAULT_N if n is None else n, DEFAULT_SEED if seed is None else seed
+    )
+    if spec.n < 1:
+        raise UserError(f"--n must be at least 1; got {spec.n}")
+    sample = draw(items, spec.strategy, spec.n, spec.seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = table_path.with_suffix(".tmp")
+    sample.write_parquet(tmp)
+    tmp.replace(table_path)
+    meta = {
+        **asdict(spec),
+        "strategy": spec.strategy.value,
+        "drawn": datetime.now(UTC).isoformat(timespec="seconds"),
+        "run_dir": str(run_dir),
+        "pairs_in_run": items.height,
+        "sampled": sample.height,
+        "per_stratum": dict(sample.group_by("stratum").len().sort("stratum").iter_rows()),
+    }
+    meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+    return ReviewSample(run_dir, folder, spec, sample, items.height)
