@@ -86,11 +86,14 @@ def _main(args: argparse.Namespace) -> int:
         sample = open_sample(run_dir, folder)
         result = report.agreement(sample, AnswerLog(folder / "answers.jsonl").read())
         files = report.write(result)
-        child = report.log_to_mlflow(result, files)
         print(result.text())
         print(f"\ntables: {', '.join(str(p) for p in files)}")
-        if child:
-            print(f"MLflow: run {child} (a child of the run's own)")
+        try:
+            child = report.log_to_mlflow(result, files)
+        except Exception as exc:  # the tables are written; say why MLflow is not up to date
+            print(f"error: could not log to MLflow: {exc}", file=sys.stderr)
+            return 1
+        print(f"MLflow: run {child} (a child of the run's own)" if child else "MLflow: the run has none")
         return 0
 
     from pipeline.review.app import ReviewState, serve

@@ -19,8 +19,9 @@ import hashlib
 import hmac
 import logging
 import secrets
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
@@ -44,6 +45,8 @@ class ReviewState:
     contexts: dict[str, str]  # context_id -> its text, for the sampled contexts
     texts: dict[tuple[str, str], str]  # (context_id, candidate_id) -> the candidate's text
     reviewer: str | None = None  # the reviewer named on the command line, if any
+    # one publication at a time (two reviewers finishing together must not create two MLflow child runs)
+    publishing: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
     def open(cls, sample: ReviewSample, reviewer: str | None = None) -> ReviewState:
@@ -322,13 +325,14 @@ def create_app(state: ReviewState) -> Flask:
 
 def publish(state: ReviewState) -> report.Agreement:
     """Write the agreement tables into the review folder and log them to the run's MLflow record."""
-    result = report.agreement(state.sample, state.answers.read())
-    files = report.write(result)
-    try:
-        report.log_to_mlflow(result, files)
-    except Exception:  # the tables are on disk; MLflow can be brought up to date by `review report`
-        log.exception("could not log the review to MLflow; the tables are in %s", state.sample.folder)
-    return result
+    with state.publishing:
+        result = report.agreement(state.sample, state.answers.read())
+        files = report.write(result)
+        try:
+            report.log_to_mlflow(result, files)
+        except Exception:  # the tables are on disk; `review report` brings MLflow up to date later
+            log.exception("could not log the review to MLflow; the tables are in %s", state.sample.folder)
+        return result
 
 
 def _markup(html: str):
