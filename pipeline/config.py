@@ -10,6 +10,7 @@ debiasing that needs the other ordering, ...). Library code receives these objec
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -80,10 +81,12 @@ class TooLong(StrEnum):
 
 
 class Backend(StrEnum):
-    """vllm: the product (batched, prefix-cached); hf: Hugging Face transformers, one prompt at a time."""
+    """vllm: the product (batched, prefix-cached); hf: Hugging Face transformers, one prompt at a time; api: an
+    OpenAI-compatible server (``judge.api``)."""
 
     vllm = "vllm"
     hf = "hf"
+    api = "api"
 
 
 class Debias(StrEnum):
@@ -334,6 +337,34 @@ class AbsoluteConfig:
 
 
 @dataclass
+class ApiConfig:
+    """The judge behind an OpenAI-compatible API (``judge.backend=api``; :mod:`pipeline.judge.api`)."""
+
+    # The endpoint, e.g. http://127.0.0.1:8000/v1 (a `vllm serve`).
+    base_url: str | None = None
+    # The model name the server serves; default: the judge's name.
+    model: str | None = None
+    # The NAME of the environment variable that holds the key (never the key itself); None: no key.
+    api_key_env: str | None = None
+    # Requests in flight at once.
+    concurrency: int = 8
+    # Seconds per request; retries on 429, 5xx, timeouts and lost connections, with exponential backoff and
+    # jitter (honouring Retry-After), at most max_retries times and retry_for seconds per request.
+    timeout: float = 60.0
+    max_retries: int = 8
+    retry_for: float = 300.0
+    backoff: float = 0.5
+    backoff_max: float = 30.0
+    # Keep every reply in a SQLite file, keyed by endpoint, model, prompt and sampling: cache_path, default
+    # paths.cache_dir/api/replies.sqlite (shared by every run of the project).
+    cache: bool = True
+    cache_path: str | None = None
+    # Price per million prompt (input) and completion (output) tokens, for the cost in the summary and MLflow.
+    price_input: float | None = None
+    price_output: float | None = None
+
+
+@dataclass
 class JudgeConfig:
     """The LLM judge and how its engines are placed."""
 
@@ -355,6 +386,8 @@ class JudgeConfig:
     num_actors: int = 1
     num_cpus_per_actor: float = 1.0
     num_gpus_per_actor: float = 0.0
+    # backend=api: the endpoint, its model name, the key's environment variable, concurrency, retries, cache.
+    api: ApiConfig = field(default_factory=ApiConfig)
 
 
 @dataclass
@@ -616,6 +649,7 @@ def validate(cfg: RunConfig) -> None:
     for key in ("model", "max_model_len"):
         if key in judge.engine:
             problems.append(f"config judge.engine.{key} is set by judge.{key}; remove it from judge.engine")
+    problems += api_problems(judge)
     if judge.backend == Backend.hf:
         extra = sorted(set(judge.engine) - set(HF_ENGINE_KEYS))
         if extra:
@@ -887,3 +921,27 @@ def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
 def to_flat_dict(cfg: RunConfig) -> dict[str, Any]:
     """The resolved config as dotted keys (for MLflow params); enum values as their plain strings."""
     return {k: (str(v) if isinstance(v, StrEnum) else v) for k, v in flatten(cfg).items()}
+
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def api_problems(judge: JudgeConfig) -> list[str]:
+    """What is wrong with ``judge.api`` for ``judge.backend=api`` (never echoing a value that may be a key)."""
+    if judge.backend != Backend.api:
+        return []
+    api, problems = judge.api, []
+    if not api.base_url or not str(api.base_url).startswith(("http://", "https://")):
+        problems.append("config judge.api.base_url must be the endpoint's URL, e.g. http://127.0.0.1:8000/v1")
+    if api.api_key_env is not None and not ENV_NAME.match(str(api.api_key_env)):
+        problems.append(
+            "config judge.api.api_key_env must be the NAME of an environment variable holding the key (e.g. "
+            "OPENAI_API_KEY), not the key itself"
+        )
+    if api.concurrency < 1 or api.max_retries < 0 or api.timeout <= 0 or api.retry_for < 0:
+        problems.append(
+            "config judge.api: concurrency >= 1, max_retries >= 0, timeout > 0 and retry_for >= 0 are required"
+        )
+    if judge.engine:
+        problems.append(f"config judge.engine {sorted(judge.engine)} has no effect with judge.backend=api")
+    return problems

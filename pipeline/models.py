@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import logging
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -127,6 +128,44 @@ def resolve_judge(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -
     chosen for this machine's CPU unless ``judge.engine.dtype`` is set (:func:`pipeline.hardware.engine_dtype`).
     ``key``: the config key that names the model (for messages; a generator's is ``generate.models...``)."""
     model = resolve_model(cfg.model, cache_dir, key)
+    if cfg.backend == Backend.api:
+        name = cfg.name or model.name
+        api = {
+            "base_url": cfg.api.base_url,
+            "model": cfg.api.model or name,
+            "api_key_env": cfg.api.api_key_env,
+            "concurrency": cfg.api.concurrency,
+            "timeout": cfg.api.timeout,
+            "max_retries": cfg.api.max_retries,
+            "retry_for": cfg.api.retry_for,
+            "backoff": cfg.api.backoff,
+            "backoff_max": cfg.api.backoff_max,
+            "cache_path": str(Path(cfg.api.cache_path or cache_dir / "api" / "replies.sqlite").resolve())
+            if cfg.api.cache
+            else None,
+        }
+        secret = None
+        if cfg.api.api_key_env:
+            from pipeline.judge.api import Secret
+
+            value = os.environ.get(cfg.api.api_key_env)
+            if not value:
+                raise ConfigError(
+                    f"config judge.api.api_key_env names {cfg.api.api_key_env!r}, but that environment variable "
+                    "is empty here; set it before the run"
+                )
+            secret = Secret(value)
+        return JudgeSpec(
+            backend=cfg.backend,
+            model=cfg.model,
+            model_path=model.path,
+            name=name,
+            max_model_len=cfg.max_model_len,
+            env={str(k): str(v) for k, v in cfg.env.items()},
+            dtype_reason=f"served by {cfg.api.base_url}",
+            api=api,
+            secret=secret,
+        )
     engine = dict(cfg.engine)
     choice = engine_dtype(engine.get("dtype"), on_gpu=cfg.num_gpus_per_actor > 0)
     if choice.dtype is not None:

@@ -20,6 +20,13 @@ class JudgeStats:
     rate_with_startup: float
     prompt_tokens: int
     cached_tokens: int
+    # judge.backend=api: HTTP requests sent (retries included), prompts answered from the reply cache, the
+    # tokens the endpoint billed (cached replies excluded) and their price (None without judge.api prices)
+    requests: int = 0
+    cached_replies: int = 0
+    billed_prompt_tokens: int = 0
+    billed_completion_tokens: int = 0
+    money: float | None = None
 
     @property
     def cache_share(self) -> float:
@@ -34,6 +41,11 @@ class JudgeStats:
             "judge/seconds": self.seconds,
             "judge/prompt_tokens": float(self.prompt_tokens),
             "judge/prefix_cache_share": self.cache_share,
+            "judge/api_requests": float(self.requests),
+            "judge/api_cached_replies": float(self.cached_replies),
+            "judge/api_billed_prompt_tokens": float(self.billed_prompt_tokens),
+            "judge/api_billed_completion_tokens": float(self.billed_completion_tokens),
+            **({"judge/api_cost": self.money} if self.money is not None else {}),
         }
 
 

@@ -112,6 +112,15 @@ def summary_text(correlations: pl.DataFrame, bias: pl.DataFrame, judge_stats: Ju
             + (f"{steady:.2f}/s after the first batch; " if _finite(steady) else "")
             + f"prefix cache served {judge_stats.cache_share:.1%} of prompt tokens"
         )
+        if judge_stats.requests or judge_stats.cached_replies:
+            money = (
+                f", {judge_stats.money:.4f} at the configured prices" if judge_stats.money is not None else ""
+            )
+            lines.append(
+                f"API: {judge_stats.requests} request(s) sent (retries included), {judge_stats.cached_replies} "
+                f"prompt(s) answered from the reply cache; billed {judge_stats.billed_prompt_tokens} prompt and "
+                f"{judge_stats.billed_completion_tokens} completion tokens{money}"
+            )
     return "\n".join(lines)
 
 

@@ -107,6 +107,12 @@ RESPONSES = pa.schema(
         pa.field("seconds", pa.float64(), nullable=False),
         # host:pid of the judge actor (which engine judged the prompt).
         pa.field("worker", pa.string()),
+        # Why the prompt has no answer (an API request that kept failing); null when answered.
+        pa.field("error", pa.string()),
+        # Who answered: engine (in-process) | api (a request to the endpoint) | cache (the API reply cache);
+        # and the HTTP requests it took, retries included.
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("requests", pa.int32(), nullable=False),
     ]
 )
 

@@ -41,7 +41,7 @@ from pipeline.config import (
 from pipeline.data.contexts import group_by_context
 from pipeline.data.source import DatasetInfo, load_input
 from pipeline.data.validate import InputReport
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, UserError
 from pipeline.judge.labels import judgments_from_responses, resolve_labels
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.worker import JudgeWorker
@@ -291,6 +291,61 @@ def split_responses(responses: pa.Table, plan: PromptPlan) -> tuple[pa.Table, pa
     )
 
 
+@dataclass
+class ApiUsage:
+    """What the endpoint was asked and billed for, from the RESPONSES of ``judge.backend=api``."""
+
+    requests: int = 0
+    cached: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def add(self, batch: pa.Table) -> None:
+        source = batch.column("source")
+        billed = batch.filter(pc.equal(source, "api"))
+        self.requests += column_total(batch, "requests")
+        self.cached += pc.sum(pc.equal(source, "cache")).as_py() or 0
+        self.prompt_tokens += column_total(billed, "prompt_tokens")
+        self.completion_tokens += column_total(billed, "generated_tokens")
+
+    def money(self, price_input: float | None, price_output: float | None) -> float | None:
+        """The price of the billed tokens (per million), None without prices."""
+        if price_input is None and price_output is None:
+            return None
+        return (self.prompt_tokens * (price_input or 0) + self.completion_tokens * (price_output or 0)) / 1e6
+
+
+class JudgeFailed(UserError):
+    """Prompts the judge could not answer (an endpoint that kept failing); the rest is stored."""
+
+
+def raise_failed(failed: pa.Table, run_dir: Path) -> None:
+    """Stop the run after the judge stage when prompts could not be judged (API requests that kept failing):
+    everything answered is stored; the error names the failures, and a rerun in the folder judges only them."""
+    rows = failed.select(
+        ["context_id", "mode", "attribute", "template_id", "cand_a", "cand_b", "error"]
+    ).to_pylist()
+    for row in rows:
+        log.error(
+            "not judged: context %r, %s %r vs %r (%s, %s): %s",
+            row["context_id"],
+            row["mode"],
+            row["cand_a"],
+            row["cand_b"],
+            row["attribute"],
+            row["template_id"],
+            row["error"],
+            extra=FILE_ONLY,
+        )
+    first = rows[0]
+    raise JudgeFailed(
+        f"{len(rows)} prompt(s) could not be judged after retries, e.g. context {first['context_id']!r}, "
+        f"candidate {first['cand_a']!r} ({first['attribute']}, {first['template_id']}): {first['error']}. "
+        f"Every prompt answered is stored in {run_dir} (all of them listed in run.log); rerun the same command "
+        f"with paths.run_dir={run_dir} to judge only the missing ones"
+    )
+
+
 @dataclass(frozen=True)
 class Judge(Stage):
     """Make the prompts of each shard (every pair in both orderings, then one prompt per candidate for each
@@ -319,10 +374,19 @@ class Judge(Stage):
         shards = split_shards(contexts)
         log.info("%d prompts to judge in %d shard(s)", remaining, len(shards))
         progress = Progress(remaining)
+        failed: list[pa.Table] = []
+        api = ApiUsage()
         if remaining:
             steps = judge_steps(self.pairs, self.judge, self.chunk_rows, prompt_plan, judge)
             for batch in ctx.executor.stream(shards, steps):
-                judgments, ratings = split_responses(batch, prompt_plan)
+                api.add(batch)
+                unanswered = pc.is_valid(batch.column("error"))
+                if pc.any(unanswered).as_py():  # left out of the stores: a rerun judges them
+                    failed.append(batch.filter(unanswered))
+                    answered = batch.filter(pc.invert(unanswered))
+                else:
+                    answered = batch
+                judgments, ratings = split_responses(answered, prompt_plan)
                 store.add(judgments)
                 rating_store.add(ratings)
                 progress.update(
@@ -335,6 +399,8 @@ class Judge(Stage):
             raise RuntimeError(f"the judge stage returned {progress.done} prompts, expected {remaining}")
         if remaining:
             log.info("judge stage finished: %d prompts in %s", progress.done, format_seconds(seconds))
+        if failed:
+            raise_failed(pa.concat_tables(failed), store.folder.parent)
         judgments, ratings = store.read(), rating_store.read()
         prompts = judgments.num_rows + ratings.num_rows
         prompt_tokens = column_total(judgments, "prompt_tokens") + column_total(ratings, "prompt_tokens")
@@ -347,6 +413,11 @@ class Judge(Stage):
             rate_with_startup=progress.overall_rate(),
             prompt_tokens=prompt_tokens,
             cached_tokens=cached_tokens,
+            requests=api.requests,
+            cached_replies=api.cached,
+            billed_prompt_tokens=api.prompt_tokens,
+            billed_completion_tokens=api.completion_tokens,
+            money=api.money(self.judge.api.price_input, self.judge.api.price_output),
         )
         ctx.metrics.update(stats.metrics())
         return {"judgments": judgments, "ratings": ratings, "judge_stats": stats}

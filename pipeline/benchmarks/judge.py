@@ -2,7 +2,9 @@
 
 1. the pipeline: the pair and judge steps on Ray Data (one vLLM actor), as a run does;
 2. vLLM ``LLM.generate`` called directly on every prompt at once;
-3. Hugging Face transformers, one prompt per forward pass (how the papers' code judges), on a subset.
+3. Hugging Face transformers, one prompt per forward pass (how the papers' code judges), on a subset;
+4. with ``--api``: the pipeline again, its judge behind a local OpenAI-compatible vLLM server (``judge.backend=api``,
+   no reply cache) on the same checkpoint and dtype; server and client share this machine's cores.
 
 The prompts, the judge and its dtype come from the real workflow (its stages up to ``shard_contexts``), so the
 benchmark measures what ``make run`` does on this machine: the dtype chosen for this CPU unless
@@ -10,7 +12,7 @@ benchmark measures what ``make run`` does on this machine: the dtype chosen for 
 the moment its actor's engine is ready to the last judged row arriving at the driver, so every Ray overhead
 during judging is included. The CPU (model and flags) and the dtype are printed with the results.
 
-    python -m pipeline.benchmarks.judge [--contexts 2] [--hf-prompts 48] [--rounds 3] [hydra overrides ...]
+    python -m pipeline.benchmarks.judge [--contexts 2] [--hf-prompts 48] [--rounds 3] [--api] [overrides ...]
 """
 
 from __future__ import annotations
@@ -123,6 +125,37 @@ def run_hf(spec, plan, ids: list[list[int]], dtype: str) -> tuple[Timing, np.nda
     return Timing(seconds, hf.start_seconds, 0.0), np.array([r.token_logprobs for r in results])
 
 
+def run_api(cfg, shards, plan, spec, dtype: str, rounds: int, work: Path) -> tuple[list[Timing], pa.Table]:
+    """The pipeline with its judge behind a local vLLM server on the same checkpoint and dtype (no reply cache:
+    every round sends every prompt); timed as :func:`run_pipeline`, the server's start-up excluded."""
+    from pipeline.config import Backend
+    from pipeline.judge.serve import LocalVLLMServer
+
+    served = "bench-judge"
+    with LocalVLLMServer(spec.model_path, work / "vllm-server.log", served, dtype=dtype) as server:
+        api = cfg.judge.api
+        api_spec = replace(
+            spec,
+            backend=Backend.api,
+            engine={},
+            api={
+                "base_url": server.url,
+                "model": served,
+                "concurrency": api.concurrency,
+                "timeout": api.timeout,
+                "max_retries": api.max_retries,
+                "retry_for": api.retry_for,
+                "cache_path": None,
+            },
+        )
+        runs = []
+        for round_ in range(rounds):
+            timing, table = run_pipeline(cfg, shards, plan, api_spec, work / "logs")
+            runs.append(replace(timing, start_seconds=server.start_seconds))
+            log.info("API round %d/%d: %.2f/s", round_ + 1, rounds, table.num_rows / timing.seconds)
+    return runs, table
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -134,6 +167,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--rounds", type=int, default=3, help="pipeline/direct rounds, alternated (medians shown)"
+    )
+    parser.add_argument(
+        "--api", action="store_true", help="also judge through a local vLLM server (judge.backend=api)"
     )
     parser.add_argument("--verbose", action="store_true", help="the engines' and Ray's output on the console")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. judge.batch_size=128")
@@ -198,6 +234,13 @@ def main(argv: list[str] | None = None) -> None:
     max_diff = float(np.abs(pipe_lp - direct_lp).max())
     pipe_pa, direct_pa = p_a(pipe_lp, n_a), p_a(direct_lp, n_a)
 
+    api_runs: list[Timing] = []
+    api_diff = float("nan")
+    if args.api:
+        api_runs, api_lp = run_api(cfg, shards, plan, spec, dtype, args.rounds, work)
+        api_by_key = dict(zip(keys(api_lp), api_lp.column("token_logprobs").to_pylist(), strict=True))
+        api_diff = float(np.abs(np.array([api_by_key[k] for k in keys(pairs)]) - direct_lp).max())
+
     n_hf = min(args.hf_prompts, len(ids))
     hf_timing, hf_lp = run_hf(spec, plan, ids[:n_hf], dtype)
     hf_diff = float(np.abs(hf_lp - direct_lp[:n_hf]).max())
@@ -212,6 +255,11 @@ def main(argv: list[str] | None = None) -> None:
         ("vLLM generate, direct", total, direct_rate),
         ("HF transformers, one at a time", n_hf, hf_rate),
     ]
+    api_rate = float(np.median([total / t.seconds for t in api_runs])) if api_runs else float("nan")
+    if api_runs:
+        rows.append(
+            (f"pipeline, API judge (local server, {cfg.judge.api.concurrency} in flight)", total, api_rate)
+        )
     cpu = read_cpu()
     lines = [
         f"# judge benchmark  {datetime.datetime.now().isoformat(timespec='seconds')}",
@@ -243,6 +291,12 @@ def main(argv: list[str] | None = None) -> None:
         f"same decision {np.mean((hf_pa > 0.5) == (direct_pa[:n_hf] > 0.5)):.1%})",
         f"judge.engine {dict(spec.engine)}; judge.batch_size {cfg.judge.batch_size}",
     ]
+    if api_runs:
+        lines += [
+            f"API judge: rounds {', '.join(f'{total / t.seconds:.2f}' for t in api_runs)} cmp/s; "
+            f"{api_rate / pipe_rate:.2f}x the in-process pipeline (median rates); server start "
+            f"{api_runs[-1].start_seconds:.1f} s (excluded); max |label logprob| vs direct {api_diff:.2e}",
+        ]
     if captured_output_path() is not None:
         lines.append(f"(engine and Ray output: {captured_output_path()} and {work / 'logs'})")
     out = console()

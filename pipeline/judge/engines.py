@@ -35,6 +35,12 @@ class EngineResult:
     generated_tokens: int
     # Why each sample ended: "stop" (end of text or a stop string) or "length" (cut off at max_tokens).
     finish_reasons: list[str]
+    # Why there is no answer (an API request that kept failing; the other fields are empty).
+    error: str | None = None
+    # Who answered: "engine" (in-process), "api" (a request to the endpoint), "cache" (the API reply cache);
+    # and the HTTP requests it took (retries included; 0 from the cache).
+    source: str = "engine"
+    requests: int = 0
 
 
 def resolve_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -212,7 +218,11 @@ class HFEngine:
         del self.model
 
 
-def make_engine(spec: JudgeSpec) -> VLLMEngine | HFEngine:
+def make_engine(spec: JudgeSpec) -> Any:
     if spec.backend == Backend.vllm:
         return VLLMEngine(spec)
+    if spec.backend == Backend.api:
+        from pipeline.judge.api import ApiEngine
+
+        return ApiEngine(spec)
     return HFEngine(spec)

@@ -45,6 +45,11 @@ class JudgeSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     # Why the engine runs in its dtype (logged, and written to judge.json).
     dtype_reason: str = ""
+    # backend=api: the endpoint's settings (pipeline.judge.api.ApiSettings fields and the served model name;
+    # the key's environment variable by name only).
+    api: Mapping[str, Any] = field(default_factory=dict)
+    # The API key (pipeline.judge.api.Secret: prints as ***), read on the driver; not in describe() or identity().
+    secret: Any = field(default=None, repr=False, compare=False)
 
     @property
     def dtype(self) -> str:
@@ -58,8 +63,10 @@ class JudgeSpec:
             "name": self.name,
             "max_model_len": self.max_model_len,
             "engine": {k: v for k, v in sorted(self.engine.items()) if k not in RESOURCE_ONLY_ENGINE_KEYS},
+            **({"api_model": self.api.get("model")} if self.api else {}),
         }
 
     def describe(self) -> dict[str, Any]:
         """Every field, and the dtype the engine runs in (``judge.json``)."""
-        return {**asdict(self), "backend": str(self.backend), "dtype": self.dtype}
+        described = {k: v for k, v in asdict(self).items() if k != "secret"}
+        return {**described, "backend": str(self.backend), "dtype": self.dtype}

@@ -84,6 +84,9 @@ class JudgeWorker:
                 "finish_reasons": pa.array([r.finish_reasons for r in done], pa.list_(pa.string())),
                 "seconds": pa.array(seconds, pa.float64()),
                 "worker": pa.array([self.worker] * n, pa.string()),
+                "error": pa.array([r.error for r in done], pa.string()),
+                "source": pa.array([r.source for r in done], pa.string()),
+                "requests": pa.array([r.requests for r in done], pa.int32()),
             }
         )
         return check_schema(out, RESPONSES, "judge stage output")

@@ -129,6 +129,9 @@ def responses(rows: list[dict]) -> pa.Table:
         "finish_reasons": ["stop"],
         "seconds": 0.1,
         "worker": "w",
+        "error": None,
+        "source": "engine",
+        "requests": 0,
     }
     return pa.Table.from_pylist([{**base, **r} for r in rows], schema=RESPONSES)
 

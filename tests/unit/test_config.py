@@ -36,6 +36,8 @@ def test_every_option_composes(group, option):
     overrides = [f"{group}={option}"]
     if group == "judge" and option == "gpu":
         overrides.append("judge.model=/models/any")  # the GPU config asks for a model (???)
+    if group == "judge" and option == "api":
+        overrides.append("judge.api.base_url=http://127.0.0.1:8000/v1")  # and the API config for its endpoint
     cfg = compose(overrides)
     assert isinstance(cfg, RunConfig)
 
@@ -140,3 +142,16 @@ def test_flat_params_for_mlflow():
     assert flat["prompt.templates.0.id"] == "c1"
     assert flat["judge.engine.enable_prefix_caching"] is True
     assert flat["workflow"] == "comparative"
+
+
+def test_the_api_judge_needs_an_endpoint_and_the_name_of_its_key_variable():
+    cfg = compose(
+        ["judge=api", "judge.api.base_url=http://127.0.0.1:8000/v1", "judge.api.api_key_env=MY_KEY"]
+    )
+    assert cfg.judge.backend == "api" and cfg.judge.api.concurrency == 8 and cfg.judge.api.cache
+    assert "base_url" in refused(["judge=api"])
+    message = refused(["judge=api", "judge.api.base_url=http://x/v1", "judge.api.api_key_env=sk-abc-123"])
+    assert "the NAME of an environment variable" in message and "sk-abc-123" not in message
+    assert "judge.api.base_url must be the endpoint's URL" in refused(
+        ["judge=api", "judge.api.base_url=localhost:8000"]
+    )

@@ -1,0 +1,378 @@
+"""A judge behind an OpenAI-compatible API: bounded concurrency, retries, a persistent cache, token counts.
+
+:class:`ApiClient` sends a batch of request bodies to one endpoint with at most ``concurrency`` in flight
+(asyncio + httpx), and returns one :class:`Reply` per body, in order:
+
+- **Retries.** 429, 5xx, timeouts and lost connections are retried with exponential backoff and full jitter
+  (``backoff * 2**attempt``, capped at ``backoff_max``, times a uniform draw in [0.5, 1)). A ``Retry-After``
+  header (seconds or an HTTP date) is honoured when it asks for longer. Retrying stops after ``max_retries``
+  attempts or ``retry_for`` seconds. A server that goes away and comes back within that time costs retries,
+  not the run.
+- **Failures.** A request that keeps failing, or that the server refuses (another 4xx), comes back as a
+  :class:`Reply` with its ``error`` (status and the server's message). The others in the batch are unaffected.
+- **The cache.** A SQLite file keyed by the SHA-256 of everything that decides a response: the endpoint's
+  URL, the path and the exact request body (model, prompt, sampling settings). A cached reply is returned
+  without a request; only successful replies are stored.
+- **Secrets.** The key is read from the environment variable named in the config, only here, at the moment a
+  request is built; it is never part of a cache key, a config, a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import hashlib
+import json
+import logging
+import os
+import random
+import sqlite3
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+MAX_RETRY_AFTER = 600.0
+
+
+class Secret:
+    """A key that travels to the judge actors (pickled with the actor's arguments, never in the Ray
+    runtime_env) but prints as ``***`` in any repr, str, log line or JSON written with ``default=str``."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "Secret(***)"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """What the client needs (picklable; the key's *name*, never its value)."""
+
+    base_url: str
+    api_key_env: str | None = None
+    concurrency: int = 8
+    timeout: float = 60.0
+    max_retries: int = 8
+    retry_for: float = 300.0
+    backoff: float = 0.5
+    backoff_max: float = 30.0
+    cache_path: str | None = None
+    seed: int = 0  # of the jitter
+    # The key read on the driver from api_key_env; None: read api_key_env where the client runs.
+    api_key: Secret | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass
+class Reply:
+    body: dict[str, Any] | None  # the response's JSON (None when it failed)
+    error: str | None = None
+    cached: bool = False
+    attempts: int = 0
+
+
+@dataclass
+class ClientStats:
+    requests: int = 0  # HTTP requests sent, retries included
+    retries: int = 0
+    cached: int = 0
+    failed: int = 0
+    seconds_waiting: float = 0.0  # backing off
+    by_status: dict[str, int] = field(default_factory=dict)
+
+
+class ReplyCache:
+    """Successful replies by key, in one SQLite file (safe across threads and processes)."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False, timeout=60)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, body TEXT NOT NULL)")
+        self._db.commit()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute("SELECT body FROM replies WHERE key = ?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put(self, key: str, body: dict[str, Any]) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?)", (key, json.dumps(body)))
+            self._db.commit()
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def cache_key(base_url: str, path: str, body: dict[str, Any]) -> str:
+    text = json.dumps({"url": base_url.rstrip("/"), "path": path, "body": body}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds asked for by a ``Retry-After`` header (delta seconds or an HTTP date), None if absent or bad."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def backoff_delay(attempt: int, settings: ApiSettings, rng: random.Random, asked: float | None) -> float:
+    """Exponential backoff with jitter for retry ``attempt`` (0-based), or what the server asked if longer."""
+    delay = min(settings.backoff_max, settings.backoff * 2**attempt) * rng.uniform(0.5, 1.0)
+    if asked is not None:
+        delay = max(delay, min(asked, MAX_RETRY_AFTER))
+    return delay
+
+
+def _server_message(response: Any) -> str:
+    try:
+        payload = response.json()
+        message = payload.get("error", payload)
+        if isinstance(message, dict):
+            message = message.get("message", message)
+        return str(message)[:500]
+    except ValueError:
+        return response.text[:500]
+
+
+class ApiClient:
+    def __init__(self, settings: ApiSettings):
+        self.settings = settings
+        self.stats = ClientStats()
+        self.cache = ReplyCache(Path(settings.cache_path)) if settings.cache_path else None
+        self._rng = random.Random(settings.seed)
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        name = self.settings.api_key_env
+        if name:
+            key = self.settings.api_key.value if self.settings.api_key else os.environ.get(name)
+            if not key:
+                raise RuntimeError(
+                    f"judge.api.api_key_env names {name!r}, but that environment variable is empty"
+                )
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def post(self, path: str, bodies: Sequence[dict[str, Any]]) -> list[Reply]:
+        """POST every body to ``base_url + path`` (at most ``concurrency`` at once); replies in order."""
+        return asyncio.run(self._post_all(path, list(bodies)))
+
+    async def _post_all(self, path: str, bodies: list[dict[str, Any]]) -> list[Reply]:
+        import httpx
+
+        replies: list[Reply | None] = [None] * len(bodies)
+        keys = [cache_key(self.settings.base_url, path, b) for b in bodies]
+        todo = []
+        for k, key in enumerate(keys):
+            hit = self.cache.get(key) if self.cache else None
+            if hit is not None:
+                replies[k] = Reply(hit, cached=True)
+                self.stats.cached += 1
+            else:
+                todo.append(k)
+        if todo:
+            headers = self._headers()
+            limits = httpx.Limits(max_connections=self.settings.concurrency)
+            gate = asyncio.Semaphore(self.settings.concurrency)
+            url = self.settings.base_url.rstrip("/") + path
+            async with httpx.AsyncClient(
+                timeout=self.settings.timeout, limits=limits, headers=headers
+            ) as http:
+
+                async def one(k: int) -> None:
+                    async with gate:
+                        replies[k] = await self._send(http, url, bodies[k])
+                    if replies[k].body is not None and self.cache:
+                        self.cache.put(keys[k], replies[k].body)
+
+                await asyncio.gather(*(one(k) for k in todo))
+        return [r for r in replies if r is not None]
+
+    async def _send(self, http: Any, url: str, body: dict[str, Any]) -> Reply:
+        import httpx
+
+        started = time.monotonic()
+        error = ""
+        for attempt in range(self.settings.max_retries + 1):
+            self.stats.requests += 1
+            asked = None
+            try:
+                response = await http.post(url, json=body)
+            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                self._count("transport")
+            else:
+                self._count(str(response.status_code))
+                if response.status_code < 300:
+                    return Reply(response.json(), attempts=attempt + 1)
+                error = f"HTTP {response.status_code}: {_server_message(response)}"
+                if response.status_code not in RETRY_STATUS:
+                    break
+                asked = retry_after(response.headers.get("Retry-After"))
+            if attempt == self.settings.max_retries:
+                break
+            delay = backoff_delay(attempt, self.settings, self._rng, asked)
+            if time.monotonic() + delay - started > self.settings.retry_for:
+                break
+            self.stats.retries += 1
+            self.stats.seconds_waiting += delay
+            log.debug("retrying in %.2f s after %s", delay, error)
+            await asyncio.sleep(delay)
+        self.stats.failed += 1
+        return Reply(None, error=error, attempts=attempt + 1)
+
+    def _count(self, status: str) -> None:
+        self.stats.by_status[status] = self.stats.by_status.get(status, 0) + 1
+
+    def close(self) -> None:
+        if self.cache:
+            self.cache.close()
+
+
+# --- the judge's engine ----------------------------------------------------------------------------------------
+
+
+TOKEN_PREFIX = "token_id:"
+
+
+def completion_body(model: str, ids: list[int], read: Any) -> dict[str, Any]:
+    """A ``/completions`` body for one prompt as token ids, read as ``read`` (a :class:`pipeline.absolute.Read`)
+    says: vLLM's server takes the ids as the prompt and returns the exact first-token log-probability of each
+    requested token (``logprob_token_ids``), keyed by id (``return_tokens_as_token_ids``)."""
+    body: dict[str, Any] = {
+        "model": model,
+        "prompt": list(ids),
+        "max_tokens": read.max_tokens,
+        "n": read.n,
+        "temperature": read.temperature,
+        "seed": read.seed,
+        "top_p": read.top_p,
+    }
+    if read.stop:
+        body["stop"] = list(read.stop)
+    if read.token_ids:
+        body |= {"logprobs": 1, "logprob_token_ids": list(read.token_ids), "return_tokens_as_token_ids": True}
+    return body
+
+
+def parse_completion(
+    body: dict[str, Any], token_ids: Sequence[int]
+) -> tuple[list[float], list[str], list[str], int]:
+    """(log-probabilities of ``token_ids`` at the first generated token, texts, finish reasons, tokens of the
+    requested ids missing from the reply)."""
+    choices = sorted(body["choices"], key=lambda c: c.get("index", 0))
+    logprobs: list[float] = []
+    missing = 0
+    if token_ids:
+        first = (choices[0].get("logprobs") or {}).get("top_logprobs") or [{}]
+        top = {
+            int(k.removeprefix(TOKEN_PREFIX)): float(v)
+            for k, v in first[0].items()
+            if k.startswith(TOKEN_PREFIX)
+        }
+        floor = min(top.values()) if top else float("-inf")
+        for t in token_ids:
+            if t in top:
+                logprobs.append(top[t])
+            else:  # not among the returned alternatives: at most the smallest returned (a counted floor)
+                logprobs.append(floor)
+                missing += 1
+    texts = [str(c.get("text", "")) for c in choices]
+    reasons = [str(c.get("finish_reason") or "stop") for c in choices]
+    return logprobs, texts, reasons, missing
+
+
+class ApiEngine:
+    """``run`` answers a batch of prompts through the endpoint (``judge.api``), as the in-process engines do.
+
+    The prompts are the exact token ids the pipeline builds in-process (the tokenizer loads from ``judge.model``,
+    which names the served checkpoint), so an OpenAI-compatible vLLM server reads what the in-process engine
+    reads.
+    """
+
+    def __init__(self, spec: Any):
+        from transformers import AutoTokenizer
+
+        started = time.perf_counter()
+        self.spec = spec
+        api = dict(spec.api)
+        self.model = api.pop("model")
+        settings = {k: v for k, v in api.items() if k in ApiSettings.__dataclass_fields__}
+        self.client = ApiClient(ApiSettings(**settings, api_key=spec.secret))
+        self.tokenizer = AutoTokenizer.from_pretrained(spec.model_path)
+        self.missing_logprobs = 0
+        self.logprobs_read = 0
+        self.start_seconds = time.perf_counter() - started
+
+    @property
+    def dtype(self) -> str:
+        return "api"
+
+    def run(self, token_ids: list[list[int]], read: Any) -> list[Any]:
+        from pipeline.judge.engines import EngineResult
+
+        replies = self.client.post(
+            "/completions", [completion_body(self.model, ids, read) for ids in token_ids]
+        )
+        failed = [r for r in replies if r.error]
+        if failed:
+            log.warning(
+                "%d of %d request(s) to %s failed after retries (first: %s); recorded as failed prompts",
+                len(failed),
+                len(replies),
+                self.client.settings.base_url,
+                failed[0].error,
+            )
+        results = []
+        for ids, reply in zip(token_ids, replies, strict=True):
+            if reply.error:
+                results.append(
+                    EngineResult(
+                        [], [], 0, 0, 0, [], error=reply.error, source="api", requests=reply.attempts
+                    )
+                )
+                continue
+            logprobs, texts, reasons, missing = parse_completion(reply.body, read.token_ids)
+            self.missing_logprobs += missing
+            self.logprobs_read += len(read.token_ids)
+            usage = reply.body.get("usage") or {}
+            details = usage.get("prompt_tokens_details") or {}
+            results.append(
+                EngineResult(
+                    token_logprobs=logprobs,
+                    texts=texts,
+                    prompt_tokens=int(usage.get("prompt_tokens", len(ids))),
+                    cached_tokens=int(details.get("cached_tokens") or 0),
+                    generated_tokens=int(usage.get("completion_tokens", 0)),
+                    finish_reasons=reasons,
+                    source="cache" if reply.cached else "api",
+                    requests=reply.attempts,
+                )
+            )
+        return results
+
+    def close(self) -> None:
+        self.client.close()

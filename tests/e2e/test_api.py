@@ -1,0 +1,153 @@
+"""The judge behind a real OpenAI-compatible server: vLLM's own API server (the CPU build) on the SmolLM2
+checkpoint the project converts, on 127.0.0.1, asking for a key. The demo runs through it end to end on a local
+Ray; its label log-probabilities match the in-process engine's on the same prompts; a second run is answered
+from the reply cache with no request; the key appears in no file the runs wrote; and a server stopped mid-run
+and started again costs retries, not prompts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipeline.judge.serve import LocalVLLMServer
+from pipeline.run import run
+from tests.conftest import compose
+
+pytestmark = [pytest.mark.api, pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
+
+KEY = "ca-test-key-7d1f0c2b9e4a-not-for-logs"
+KEY_ENV = "CA_TEST_API_KEY"
+SERVED = "smollm2"
+N_CONTEXTS, N_CANDIDATES = 2, 4
+N_PROMPTS = N_CONTEXTS * N_CANDIDATES * (N_CANDIDATES - 1) * 2  # both orderings, two attributes
+COMMON = [
+    f"dataset.demo.n_contexts={N_CONTEXTS}",
+    f"dataset.demo.n_candidates={N_CANDIDATES}",
+    "judge.max_model_len=2048",
+    "judge.batch_size=16",
+]
+
+
+@pytest.fixture(scope="module")
+def server(judge_model, tmp_path_factory):
+    s = LocalVLLMServer(judge_model, tmp_path_factory.mktemp("server") / "vllm.log", SERVED, api_key=KEY)
+    s.start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    return tmp_path_factory.mktemp("outputs")
+
+
+def api_overrides(server: LocalVLLMServer, cache: Path, *extra: str) -> list[str]:
+    return [
+        *COMMON,
+        "judge=api",
+        f"judge.api.base_url={server.url}",
+        f"judge.api.model={SERVED}",
+        f"judge.api.api_key_env={KEY_ENV}",
+        f"judge.api.cache_path={cache}",
+        *extra,
+    ]
+
+
+def judgments(result) -> pl.DataFrame:
+    return pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
+
+
+def test_the_demo_through_the_server_matches_the_in_process_engine_and_reruns_from_the_cache(
+    server, outputs, ray_cluster, monkeypatch
+):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    cache = outputs / "replies.sqlite"
+    first = run(compose([*api_overrides(server, cache), f"paths.output_root={outputs / 'api'}"]))
+    table = judgments(first)
+    keys = ["context_id", "attribute", "cand_a", "cand_b"]
+    assert table.height == N_PROMPTS and table.select(keys).n_unique() == N_PROMPTS  # once per ordering
+    pairs = table.select(
+        "context_id",
+        "attribute",
+        pl.min_horizontal("cand_a", "cand_b").alias("lo"),
+        pl.max_horizontal("cand_a", "cand_b").alias("hi"),
+    )
+    assert pairs.n_unique() == N_PROMPTS // 2
+    stats = first.judge_stats
+    assert stats.cached_replies == 0 and stats.requests == N_PROMPTS
+    assert stats.billed_prompt_tokens == table["prompt_tokens"].sum() > 0
+    assert f"API: {N_PROMPTS} request(s) sent" in first.summary
+
+    # the same prompts in-process: the same label log-probabilities, within float32 batching noise
+    local = judgments(run(compose([*COMMON, f"paths.output_root={outputs / 'local'}"])))
+    joined = table.join(local, on=keys, suffix="_local")
+    assert joined.height == N_PROMPTS
+    served = np.array(joined["label_logprobs"].to_list())
+    in_process = np.array(joined["label_logprobs_local"].to_list())
+    assert np.abs(served - in_process).max() < 0.02
+    assert np.abs(joined["p_a"].to_numpy() - joined["p_a_local"].to_numpy()).max() < 0.01
+
+    # a second run on the same prompts: every reply from the cache, no request
+    again = run(compose([*api_overrides(server, cache), f"paths.output_root={outputs / 'again'}"]))
+    assert again.judge_stats.requests == 0 and again.judge_stats.cached_replies == N_PROMPTS
+    assert (
+        judgments(again).sort(keys)["label_logprobs"].to_list()
+        == table.sort(keys)["label_logprobs"].to_list()
+    )
+    assert (
+        f"0 request(s) sent (retries included), {N_PROMPTS} prompt(s) answered from the reply cache"
+        in again.summary
+    )
+
+    # the key: sent (the server refuses requests without it) but written nowhere
+    for folder in (outputs / "api", outputs / "again"):  # run folders, MLflow stores, logs
+        for path in folder.rglob("*"):
+            if path.is_file():
+                assert KEY.encode() not in path.read_bytes(), path
+    assert KEY.encode() not in cache.read_bytes()
+
+
+def test_a_server_stopped_mid_run_costs_retries_not_prompts(server, outputs, ray_cluster, monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    overrides = api_overrides(
+        server,
+        outputs / "fault-replies.sqlite",  # a fresh cache: every prompt is a request
+        "dataset.demo.n_contexts=4",
+        "dataset.demo.n_candidates=5",
+        "judge.batch_size=8",
+        "judge.api.concurrency=2",
+        "judge.api.backoff_max=4",
+        "judge.api.retry_for=600",
+        "judge.api.max_retries=100",
+        f"paths.output_root={outputs / 'fault'}",
+    )
+    n_prompts = 4 * 5 * 4 * 2
+
+    def answered() -> int:
+        return server.log.read_text(errors="replace").count('POST /v1/completions HTTP/1.1" 200')
+
+    before = answered()
+    result: dict = {}
+    worker = threading.Thread(target=lambda: result.update(value=run(compose(overrides))))
+    worker.start()
+    deadline = time.monotonic() + 300
+    while answered() < before + 16:  # two batches answered: the run is under way
+        assert time.monotonic() < deadline and worker.is_alive(), "the run sent no requests"
+        time.sleep(0.2)
+    server.stop()
+    time.sleep(3)
+    server.start()
+    worker.join(timeout=900)
+    assert not worker.is_alive()
+    done = result["value"]
+    table = judgments(done)
+    assert table.height == n_prompts
+    assert table.select("context_id", "attribute", "cand_a", "cand_b").n_unique() == n_prompts
+    stats = done.judge_stats
+    assert stats.requests > n_prompts  # the outage cost retries
+    assert answered() - before < n_prompts + 16  # and few prompts twice (those cut off with the server)

@@ -1,0 +1,359 @@
+"""The API judge's client against a local stand-in server (real HTTP on 127.0.0.1; no hosted API is reachable
+here): retries with backoff on 429/5xx and lost connections, Retry-After honoured, refusals not retried, a
+request that keeps failing reported with its error, bounded concurrency, the persistent cache, and the key
+sent only as a header. Parsing of vLLM's token-id log-probabilities, with missing ids as a counted floor."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import polars as pl
+import pytest
+
+from pipeline.absolute import Read
+from pipeline.judge.api import (
+    ApiClient,
+    ApiSettings,
+    backoff_delay,
+    completion_body,
+    parse_completion,
+    retry_after,
+)
+
+KEY = "sk-test-0123456789abcdef-do-not-leak"
+
+
+def ok_body(body: dict) -> dict:
+    return {
+        "choices": [
+            {
+                "index": 0,
+                "text": " A",
+                "finish_reason": "length",
+                "logprobs": {"top_logprobs": [{"token_id:330": -0.1}]},
+            }
+        ],
+        "usage": {"prompt_tokens": len(body.get("prompt", [])), "completion_tokens": 1},
+        "echo": body,
+    }
+
+
+class StandIn:
+    """A scripted OpenAI-compatible stand-in: ``script`` is a list of (status, headers) answered in turn for
+    every request (then 200); it records each request's time, body and headers and the most in flight."""
+
+    def __init__(self, script=(), delay: float = 0.0, port: int = 0):
+        self.script = list(script)
+        self.delay = delay
+        self.requests: list[tuple[float, dict, dict]] = []
+        self.in_flight = self.max_in_flight = 0
+        self.lock = threading.Lock()
+        stand_in = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with stand_in.lock:
+                    stand_in.requests.append((time.monotonic(), body, dict(self.headers)))
+                    stand_in.in_flight += 1
+                    stand_in.max_in_flight = max(stand_in.max_in_flight, stand_in.in_flight)
+                    status, headers = stand_in.script.pop(0) if stand_in.script else (200, {})
+                time.sleep(stand_in.delay)
+                payload = ok_body(body) if status == 200 else {"error": {"message": f"scripted {status}"}}
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                with stand_in.lock:
+                    stand_in.in_flight -= 1
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.port = self.server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def stand_in():
+    servers = []
+
+    def make(*args, **kwargs):
+        servers.append(StandIn(*args, **kwargs))
+        return servers[-1]
+
+    yield make
+    for s in servers:
+        s.close()
+
+
+def settings(url: str, **kw) -> ApiSettings:
+    return ApiSettings(**{"base_url": url, "backoff": 0.01, "backoff_max": 0.05, "concurrency": 4, **kw})
+
+
+def test_retry_after_in_seconds_or_as_a_date():
+    assert retry_after("3") == 3.0 and retry_after("0.5") == 0.5
+    later = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+    assert 25 < retry_after(later) <= 30
+    assert retry_after(None) is None and retry_after("soon") is None
+
+
+def test_backoff_grows_exponentially_with_jitter_capped_and_yields_to_retry_after():
+    s = ApiSettings(base_url="http://x", backoff=0.5, backoff_max=8.0)
+    rng = random.Random(0)
+    for attempt in range(8):
+        d = backoff_delay(attempt, s, rng, None)
+        cap = min(8.0, 0.5 * 2**attempt)
+        assert 0.5 * cap <= d < cap
+    assert backoff_delay(0, s, rng, 20.0) == 20.0  # the server asked for longer
+    assert backoff_delay(5, s, rng, 0.0) >= 4.0  # asking for less does not shorten the backoff
+
+
+def test_429_with_retry_after_then_500_then_success(stand_in):
+    server = stand_in([(429, {"Retry-After": "0.3"}), (500, {})])
+    client = ApiClient(settings(server.url))
+    [reply] = client.post("/completions", [{"model": "m", "prompt": [1, 2]}])
+    assert reply.error is None and reply.attempts == 3 and reply.body["echo"]["prompt"] == [1, 2]
+    assert client.stats.retries == 2 and client.stats.by_status == {"429": 1, "500": 1, "200": 1}
+    (t429, _, _), (t500, _, _), _ = server.requests
+    assert t500 - t429 >= 0.3  # Retry-After honoured (a lower bound, not a timing measurement)
+
+
+def test_a_refusal_is_not_retried_and_its_message_is_kept(stand_in):
+    server = stand_in([(400, {})])
+    client = ApiClient(settings(server.url))
+    [reply] = client.post("/completions", [{"model": "m"}])
+    assert reply.body is None and reply.error == "HTTP 400: scripted 400" and reply.attempts == 1
+    assert len(server.requests) == 1 and client.stats.failed == 1
+
+
+def test_a_request_that_keeps_failing_is_reported_and_the_others_are_answered(stand_in):
+    server = stand_in([(503, {})] * 3)
+    client = ApiClient(settings(server.url, max_retries=2, concurrency=1))
+    replies = client.post("/completions", [{"model": "m", "prompt": [k]} for k in range(3)])
+    assert replies[0].error == "HTTP 503: scripted 503" and replies[0].attempts == 3
+    assert [r.error for r in replies[1:]] == [None, None]
+    assert [r.body["echo"]["prompt"] for r in replies[1:]] == [[1], [2]]
+
+
+def test_a_server_that_goes_away_and_comes_back_costs_retries_not_the_run(stand_in):
+    probe = stand_in()
+    port = probe.port
+    probe.close()  # nothing listens on the port now
+    client = ApiClient(settings(f"http://127.0.0.1:{port}/v1", backoff=0.2, backoff_max=0.4, max_retries=20))
+    started = threading.Timer(0.8, lambda: stand_in(port=port))
+    started.start()
+    [reply] = client.post("/completions", [{"model": "m", "prompt": [7]}])
+    started.join()
+    assert reply.error is None and reply.body["echo"]["prompt"] == [7]
+    assert client.stats.by_status.get("transport", 0) >= 1 and client.stats.retries >= 1
+
+
+def test_concurrency_is_bounded_and_used(stand_in):
+    server = stand_in(delay=0.05)
+    client = ApiClient(settings(server.url, concurrency=3))
+    replies = client.post("/completions", [{"model": "m", "prompt": [k]} for k in range(12)])
+    assert [r.body["echo"]["prompt"] for r in replies] == [[k] for k in range(12)]  # in order
+    assert 1 < server.max_in_flight <= 3
+
+
+def test_the_cache_answers_a_repeated_request_without_sending_it(stand_in, tmp_path):
+    server = stand_in()
+    path = tmp_path / "replies.sqlite"
+    bodies = [{"model": "m", "prompt": [k], "temperature": 0} for k in range(4)]
+    first = ApiClient(settings(server.url, cache_path=str(path))).post("/completions", bodies)
+    again = ApiClient(settings(server.url, cache_path=str(path)))  # another run, the same file
+    replies = again.post("/completions", [*bodies, {**bodies[0], "temperature": 1}])
+    assert len(server.requests) == 5  # 4, then only the request with another sampling setting
+    assert [r.cached for r in replies] == [True] * 4 + [False] and again.stats.cached == 4
+    assert [r.body for r in replies[:4]] == [r.body for r in first]
+
+
+def test_the_key_is_sent_as_a_header_only(stand_in, tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("CA_TEST_KEY", KEY)
+    server = stand_in([(401, {})])
+    path = tmp_path / "replies.sqlite"
+    client = ApiClient(settings(server.url, api_key_env="CA_TEST_KEY", cache_path=str(path), concurrency=1))
+    with caplog.at_level("DEBUG"):
+        refused, answered = client.post(
+            "/completions", [{"model": "m", "prompt": [1]}, {"model": "m", "prompt": [2]}]
+        )
+    assert all(h["Authorization"] == f"Bearer {KEY}" for _, _, h in server.requests)
+    assert KEY not in refused.error and KEY not in caplog.text
+    assert KEY.encode() not in path.read_bytes() and answered.error is None
+    assert KEY not in repr(client.settings)
+    monkeypatch.delenv("CA_TEST_KEY")
+    with pytest.raises(RuntimeError, match="'CA_TEST_KEY', but that environment variable is empty"):
+        ApiClient(settings(server.url, api_key_env="CA_TEST_KEY")).post(
+            "/completions", [{"model": "m", "prompt": [3]}]
+        )
+
+
+def test_completion_bodies_and_token_id_logprobs():
+    read = Read(token_ids=(330, 49, 389, 50), max_tokens=1, n=1, temperature=0.0, seed=0)
+    body = completion_body("smol", [1, 2, 3], read)
+    assert body["prompt"] == [1, 2, 3] and body["logprob_token_ids"] == [330, 49, 389, 50]
+    assert body["max_tokens"] == 1 and body["temperature"] == 0.0 and body["return_tokens_as_token_ids"]
+    reply = {
+        "choices": [
+            {
+                "index": 0,
+                "text": " A",
+                "finish_reason": "length",
+                "logprobs": {
+                    "top_logprobs": [{"token_id:330": -0.2, "token_id:49": -3.0, "token_id:389": -1.5}]
+                },
+            }
+        ]
+    }
+    logprobs, texts, reasons, missing = parse_completion(reply, read.token_ids)
+    assert logprobs == [-0.2, -3.0, -1.5, -3.0] and missing == 1  # token 50 missing: the floor, counted
+    assert texts == [" A"] and reasons == ["length"]
+    generated = Read(token_ids=(), max_tokens=8, n=1, temperature=0.0, seed=0)
+    assert "logprob_token_ids" not in completion_body("smol", [1], generated)
+
+
+# --- the whole pipeline against the stand-in (in-process executor: no Ray, no engine) --------------------------
+
+
+class FakeJudge(StandIn):
+    """Answers /completions as a judge would: the requested token ids with made-up log-probabilities derived
+    from the prompt, so every prompt has its own answer; ``refuse`` prompts (by their token ids) get a 400."""
+
+    def __init__(self, refuse: set[tuple[int, ...]] = frozenset()):
+        self.refuse = set(refuse)
+        super().__init__()
+        stand_in = self
+        handler = self.server.RequestHandlerClass
+        original = handler.do_POST
+
+        def do_post(request):
+            length = int(request.headers["Content-Length"])
+            raw = request.rfile.read(length)
+            body = json.loads(raw)
+            if tuple(body["prompt"]) in stand_in.refuse:
+                with stand_in.lock:
+                    stand_in.requests.append((time.monotonic(), body, dict(request.headers)))
+                data = json.dumps({"error": {"message": "prompt refused"}}).encode()
+                request.send_response(400)
+            else:
+                with stand_in.lock:
+                    stand_in.requests.append((time.monotonic(), body, dict(request.headers)))
+                seed = sum(body["prompt"]) % 97
+                top = {
+                    f"token_id:{t}": -0.1 - ((seed + 13 * k) % 40) / 10
+                    for k, t in enumerate(body["logprob_token_ids"])
+                }
+                data = json.dumps(
+                    {
+                        "choices": [
+                            {
+                                "index": 0,
+                                "text": " A",
+                                "finish_reason": "length",
+                                "logprobs": {"top_logprobs": [top]},
+                            }
+                        ],
+                        "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": 1},
+                    }
+                ).encode()
+                request.send_response(200)
+            request.send_header("Content-Type", "application/json")
+            request.send_header("Content-Length", str(len(data)))
+            request.end_headers()
+            request.wfile.write(data)
+
+        handler.do_POST = do_post
+        del original
+
+
+def test_prompts_that_keep_failing_stop_the_run_and_a_rerun_judges_only_those(tmp_path, judge_model):
+    from pipeline.run import run
+    from pipeline.stages import JudgeFailed
+    from tests.conftest import compose
+
+    fake = FakeJudge()
+    overrides = [
+        "judge=api",
+        f"judge.api.base_url={fake.url}",
+        f"judge.api.cache_path={tmp_path / 'replies.sqlite'}",
+        "judge.api.max_retries=1",
+        "judge.api.backoff=0.01",
+        "judge.max_model_len=2048",
+        "runtime.executor=local",
+        "dataset.demo.n_contexts=1",
+        "dataset.demo.n_candidates=3",
+        "tracking.enabled=false",
+        f"paths.output_root={tmp_path}",
+    ]
+    try:
+        first = run(compose(overrides))  # a healthy endpoint: 12 prompts, 12 requests
+        n = 12
+        assert first.judge_stats.requests == n and first.judge_stats.billed_completion_tokens == n
+        bodies = [b for _, b, _ in fake.requests]
+        fake.refuse = {tuple(bodies[0]["prompt"]), tuple(bodies[5]["prompt"])}
+        fake.requests.clear()
+        folder = tmp_path / "again"
+        cfg = [*overrides, "judge.api.cache=false", f"paths.run_dir={folder}"]
+        with pytest.raises(
+            JudgeFailed, match=r"2 prompt\(s\) could not be judged after retries.*HTTP 400: prompt refused"
+        ):
+            run(compose(cfg))
+        assert len(fake.requests) == n  # 10 answered, 2 refused once each (a 400 is not retried)
+        fake.refuse = set()
+        fake.requests.clear()
+        rerun = run(compose(cfg))  # the same folder: only the two missing prompts
+        assert len(fake.requests) == 2 and rerun.judge_stats.judged_now == 2
+        assert pl.read_parquet(rerun.run_dir / "tables" / "judgments.parquet").height == n
+    finally:
+        fake.close()
+
+
+def test_the_key_is_read_on_the_driver_and_never_described(tmp_path, monkeypatch, judge_model):
+    import pickle
+
+    from pipeline.errors import ConfigError
+    from pipeline.models import resolve_judge
+    from tests.conftest import compose
+
+    overrides = ["judge=api", "judge.api.base_url=http://127.0.0.1:9/v1", "judge.api.api_key_env=CA_TEST_KEY"]
+    monkeypatch.delenv("CA_TEST_KEY", raising=False)
+    with pytest.raises(ConfigError, match="'CA_TEST_KEY', but that environment variable is empty"):
+        resolve_judge(compose(overrides).judge, judge_model_cache(judge_model))
+    monkeypatch.setenv("CA_TEST_KEY", KEY)
+    spec = resolve_judge(compose(overrides).judge, judge_model_cache(judge_model))
+    assert spec.secret.value == KEY and pickle.loads(pickle.dumps(spec)).secret.value == KEY  # reaches actors
+    for text in (
+        json.dumps(spec.describe(), default=str),
+        json.dumps(spec.identity()),
+        repr(spec),
+        str(spec.secret),
+    ):
+        assert KEY not in text
+    assert (
+        spec.api["api_key_env"] == "CA_TEST_KEY" and spec.identity()["api_model"] == "smollm2-135m-instruct"
+    )
+
+
+def judge_model_cache(judge_model: str):
+    """The cache folder the converted judge lives in (``<cache>/models/<name>``)."""
+    from pathlib import Path
+
+    return Path(judge_model).parent.parent
