@@ -336,6 +336,17 @@ class AbsoluteConfig:
     combine_weight: float | None = None
 
 
+class ApiPath(StrEnum):
+    """How prompts reach the endpoint (:mod:`pipeline.judge.api`). token_ids: ``/completions`` with the exact
+    token ids and the exact log-probability of every label token (vLLM's server); chat: ``/chat/completions``
+    with the message and the ``top_logprobs`` alternatives of the first token (any OpenAI-compatible server);
+    auto: token_ids if a first request shows the server takes them, else chat."""
+
+    auto = "auto"
+    token_ids = "token_ids"
+    chat = "chat"
+
+
 @dataclass
 class ApiConfig:
     """The judge behind an OpenAI-compatible API (``judge.backend=api``; :mod:`pipeline.judge.api`)."""
@@ -346,6 +357,13 @@ class ApiConfig:
     model: str | None = None
     # The NAME of the environment variable that holds the key (never the key itself); None: no key.
     api_key_env: str | None = None
+    # token_ids | chat | auto (see ApiPath); chat reads the label words among the first token's top_logprobs
+    # alternatives (20 is most hosted models' limit): a label word not among them gets the smallest returned
+    # log-probability (a floor), counted and reported. prefill: the answer prefix ("Summary") goes as a final
+    # assistant message continued by the model (vLLM: continue_final_message); false drops it.
+    path: ApiPath = ApiPath.auto
+    top_logprobs: int = 20
+    prefill: bool = True
     # Requests in flight at once.
     concurrency: int = 8
     # Seconds per request; retries on 429, 5xx, timeouts and lost connections, with exponential backoff and
@@ -938,6 +956,8 @@ def api_problems(judge: JudgeConfig) -> list[str]:
             "config judge.api.api_key_env must be the NAME of an environment variable holding the key (e.g. "
             "OPENAI_API_KEY), not the key itself"
         )
+    if not 1 <= api.top_logprobs <= 20:
+        problems.append(f"config judge.api.top_logprobs={api.top_logprobs} must be between 1 and 20")
     if api.concurrency < 1 or api.max_retries < 0 or api.timeout <= 0 or api.retry_for < 0:
         problems.append(
             "config judge.api: concurrency >= 1, max_retries >= 0, timeout > 0 and retry_for >= 0 are required"

@@ -27,6 +27,15 @@ class JudgeStats:
     billed_prompt_tokens: int = 0
     billed_completion_tokens: int = 0
     money: float | None = None
+    # requested tokens read from API replies, and those not among the returned alternatives (floored)
+    logprobs_read: int = 0
+    missing_logprobs: int = 0
+    # the paths the API requests took: token_ids (exact label log-probabilities) and/or chat (top alternatives)
+    api_paths: tuple[str, ...] = ()
+
+    @property
+    def missing_share(self) -> float:
+        return self.missing_logprobs / self.logprobs_read if self.logprobs_read else 0.0
 
     @property
     def cache_share(self) -> float:
@@ -45,6 +54,7 @@ class JudgeStats:
             "judge/api_cached_replies": float(self.cached_replies),
             "judge/api_billed_prompt_tokens": float(self.billed_prompt_tokens),
             "judge/api_billed_completion_tokens": float(self.billed_completion_tokens),
+            "judge/api_missing_logprob_share": self.missing_share,
             **({"judge/api_cost": self.money} if self.money is not None else {}),
         }
 

@@ -116,10 +116,14 @@ def summary_text(correlations: pl.DataFrame, bias: pl.DataFrame, judge_stats: Ju
             money = (
                 f", {judge_stats.money:.4f} at the configured prices" if judge_stats.money is not None else ""
             )
+            paths = "/".join(judge_stats.api_paths) or "none: every reply from the cache"
             lines.append(
-                f"API: {judge_stats.requests} request(s) sent (retries included), {judge_stats.cached_replies} "
+                f"API ({paths} path): {judge_stats.requests} request(s) sent (retries included), {judge_stats.cached_replies} "
                 f"prompt(s) answered from the reply cache; billed {judge_stats.billed_prompt_tokens} prompt and "
-                f"{judge_stats.billed_completion_tokens} completion tokens{money}"
+                f"{judge_stats.billed_completion_tokens} completion tokens{money}; "
+                f"{judge_stats.missing_logprobs} of {judge_stats.logprobs_read} requested token log-probabilities "
+                f"not among the returned alternatives ({judge_stats.missing_share:.1%}, floored at the smallest "
+                "returned)"
             )
     return "\n".join(lines)
 

@@ -109,10 +109,12 @@ RESPONSES = pa.schema(
         pa.field("worker", pa.string()),
         # Why the prompt has no answer (an API request that kept failing); null when answered.
         pa.field("error", pa.string()),
-        # Who answered: engine (in-process) | api (a request to the endpoint) | cache (the API reply cache);
-        # and the HTTP requests it took, retries included.
+        # Who answered: engine (in-process) | api/token_ids, api/chat (a request to the endpoint by that path) |
+        # cache (the API reply cache); and the HTTP requests it took, retries included.
         pa.field("source", pa.string(), nullable=False),
         pa.field("requests", pa.int32(), nullable=False),
+        # Requested tokens an API did not return among its alternatives (their log-probability is a floor).
+        pa.field("missing_logprobs", pa.int32(), nullable=False),
     ]
 )
 

@@ -251,6 +251,13 @@ def column_total(table: pa.Table, column: str) -> int:
     return int(pc.sum(table.column(column)).as_py() or 0)
 
 
+def with_system_prompt(spec: JudgeSpec, plan: PromptPlan) -> JudgeSpec:
+    """An API judge's spec with the run's system prompt (the chat path sends it as its own message)."""
+    if not spec.api:
+        return spec
+    return dataclasses.replace(spec, api={**spec.api, "system_prompt": plan.system_prompt})
+
+
 def judge_steps(
     pairs: PairsConfig,
     judge: JudgeConfig,
@@ -271,7 +278,7 @@ def judge_steps(
         MapStep(
             "judge",
             worker,
-            {"spec": spec, "reads": plan.reads(), "frame": plan.frame},
+            {"spec": with_system_prompt(spec, plan), "reads": plan.reads(), "frame": plan.frame},
             batch_size=judge.batch_size,
             exact_batches=True,
             workers=judge.num_actors,
@@ -299,10 +306,22 @@ class ApiUsage:
     cached: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # requested tokens (label words...) read, and those not among the returned alternatives (floored)
+    logprobs_read: int = 0
+    missing: int = 0
+
+    # the paths the requests took (api/token_ids, api/chat)
+    paths: set[str] = dataclasses.field(default_factory=set)
 
     def add(self, batch: pa.Table) -> None:
         source = batch.column("source")
-        billed = batch.filter(pc.equal(source, "api"))
+        billed = batch.filter(pc.starts_with(source, "api/"))
+        self.paths |= {s for s in pc.unique(billed.column("source")).to_pylist() if s != "api/failed"}
+        from_api = batch.filter(pc.not_equal(source, "engine"))
+        self.logprobs_read += int(
+            pc.sum(pc.list_value_length(from_api.column("token_logprobs"))).as_py() or 0
+        )
+        self.missing += column_total(batch, "missing_logprobs")
         self.requests += column_total(batch, "requests")
         self.cached += pc.sum(pc.equal(source, "cache")).as_py() or 0
         self.prompt_tokens += column_total(billed, "prompt_tokens")
@@ -418,6 +437,9 @@ class Judge(Stage):
             billed_prompt_tokens=api.prompt_tokens,
             billed_completion_tokens=api.completion_tokens,
             money=api.money(self.judge.api.price_input, self.judge.api.price_output),
+            logprobs_read=api.logprobs_read,
+            missing_logprobs=api.missing,
+            api_paths=tuple(sorted(p.removeprefix("api/") for p in api.paths)),
         )
         ctx.metrics.update(stats.metrics())
         return {"judgments": judgments, "ratings": ratings, "judge_stats": stats}

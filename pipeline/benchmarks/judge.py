@@ -257,15 +257,13 @@ def main(argv: list[str] | None = None) -> None:
     ]
     api_rate = float(np.median([total / t.seconds for t in api_runs])) if api_runs else float("nan")
     if api_runs:
-        rows.append(
-            (f"pipeline, API judge (local server, {cfg.judge.api.concurrency} in flight)", total, api_rate)
-        )
+        rows.append(("pipeline, API (local vLLM server)", total, api_rate))
     cpu = read_cpu()
     lines = [
         f"# judge benchmark  {datetime.datetime.now().isoformat(timespec='seconds')}",
         f"# cpu: {cpu.describe()}",
         f"# {platform.node()}; python {platform.python_version()}",
-        f"# dtype {dtype} for all three ({spec.dtype_reason})",
+        f"# dtype {dtype} for all ({spec.dtype_reason})",
         f"# command: python -m pipeline.benchmarks.judge {' '.join(argv if argv is not None else __import__('sys').argv[1:])}",
         "",
         f"{'method':<36} {'prompts':>7} {'cmp/s':>7} {'x direct':>9} {'x HF':>7}",
@@ -293,7 +291,8 @@ def main(argv: list[str] | None = None) -> None:
     ]
     if api_runs:
         lines += [
-            f"API judge: rounds {', '.join(f'{total / t.seconds:.2f}' for t in api_runs)} cmp/s; "
+            f"API judge ({cfg.judge.api.concurrency} requests in flight, token-id path, no reply cache): rounds "
+            f"{', '.join(f'{total / t.seconds:.2f}' for t in api_runs)} cmp/s; "
             f"{api_rate / pipe_rate:.2f}x the in-process pipeline (median rates); server start "
             f"{api_runs[-1].start_seconds:.1f} s (excluded); max |label logprob| vs direct {api_diff:.2e}",
         ]

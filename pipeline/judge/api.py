@@ -176,18 +176,19 @@ class ApiClient:
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
-    def post(self, path: str, bodies: Sequence[dict[str, Any]]) -> list[Reply]:
+    def post(self, path: str, bodies: Sequence[dict[str, Any]], use_cache: bool = True) -> list[Reply]:
         """POST every body to ``base_url + path`` (at most ``concurrency`` at once); replies in order."""
-        return asyncio.run(self._post_all(path, list(bodies)))
+        return asyncio.run(self._post_all(path, list(bodies), use_cache))
 
-    async def _post_all(self, path: str, bodies: list[dict[str, Any]]) -> list[Reply]:
+    async def _post_all(self, path: str, bodies: list[dict[str, Any]], use_cache: bool) -> list[Reply]:
         import httpx
 
+        cache = self.cache if use_cache else None
         replies: list[Reply | None] = [None] * len(bodies)
         keys = [cache_key(self.settings.base_url, path, b) for b in bodies]
         todo = []
         for k, key in enumerate(keys):
-            hit = self.cache.get(key) if self.cache else None
+            hit = cache.get(key) if cache else None
             if hit is not None:
                 replies[k] = Reply(hit, cached=True)
                 self.stats.cached += 1
@@ -205,8 +206,8 @@ class ApiClient:
                 async def one(k: int) -> None:
                     async with gate:
                         replies[k] = await self._send(http, url, bodies[k])
-                    if replies[k].body is not None and self.cache:
-                        self.cache.put(keys[k], replies[k].body)
+                    if replies[k].body is not None and cache:
+                        cache.put(keys[k], replies[k].body)
 
                 await asyncio.gather(*(one(k) for k in todo))
         return [r for r in replies if r is not None]
@@ -305,6 +306,74 @@ def parse_completion(
     return logprobs, texts, reasons, missing
 
 
+def split_prompt(prompt: str, frame: Any) -> tuple[str, str]:
+    """(the user message, the answer prefix) of a whole prompt ``frame.head + message + frame.tail + prefix``."""
+    if not prompt.startswith(frame.head):
+        raise ValueError("a prompt does not start with the prompt frame's head")
+    rest = prompt[len(frame.head) :]
+    at = rest.rfind(frame.tail) if frame.tail else len(rest)
+    if at < 0:
+        raise ValueError("a prompt does not hold the prompt frame's tail")
+    return rest[:at], rest[at + len(frame.tail) :]
+
+
+def chat_body(
+    model: str,
+    message: str,
+    prefix: str,
+    read: Any,
+    system_prompt: str | None,
+    top_logprobs: int,
+    prefill: bool,
+) -> dict[str, Any]:
+    """A ``/chat/completions`` body: the system prompt and the message, the answer prefix as a final assistant
+    message the model continues (``prefill``), and the first token's ``top_logprobs`` alternatives."""
+    messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    messages.append({"role": "user", "content": message})
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "max_tokens": read.max_tokens,
+        "n": read.n,
+        "temperature": read.temperature,
+        "seed": read.seed,
+        "top_p": read.top_p,
+    }
+    if prefix and prefill:
+        messages.append({"role": "assistant", "content": prefix})
+        body |= {"continue_final_message": True, "add_generation_prompt": False}
+    if read.stop:
+        body["stop"] = list(read.stop)
+    if read.token_ids:
+        body |= {"logprobs": True, "top_logprobs": top_logprobs}
+    return body
+
+
+def parse_chat(body: dict[str, Any], words: Sequence[str]) -> tuple[list[float], list[str], list[str], int]:
+    """(log-probabilities of ``words`` among the first token's alternatives, texts, finish reasons, words
+    missing from the alternatives: given the smallest returned log-probability, a floor)."""
+    choices = sorted(body["choices"], key=lambda c: c.get("index", 0))
+    logprobs: list[float] = []
+    missing = 0
+    if words:
+        content = (choices[0].get("logprobs") or {}).get("content") or [{}]
+        first = content[0]
+        top: dict[str, float] = {}
+        for alt in [*(first.get("top_logprobs") or []), first]:
+            if "token" in alt and "logprob" in alt:
+                top.setdefault(str(alt["token"]), float(alt["logprob"]))
+        floor = min(top.values()) if top else float("-inf")
+        for word in words:
+            if word in top:
+                logprobs.append(top[word])
+            else:
+                logprobs.append(floor)
+                missing += 1
+    texts = [str((c.get("message") or {}).get("content") or "") for c in choices]
+    reasons = [str(c.get("finish_reason") or "stop") for c in choices]
+    return logprobs, texts, reasons, missing
+
+
 class ApiEngine:
     """``run`` answers a batch of prompts through the endpoint (``judge.api``), as the in-process engines do.
 
@@ -320,58 +389,119 @@ class ApiEngine:
         self.spec = spec
         api = dict(spec.api)
         self.model = api.pop("model")
+        self.top_logprobs = int(api.pop("top_logprobs", 20))
+        self.prefill = bool(api.pop("prefill", True))
+        self.system_prompt = api.pop("system_prompt", None)
+        path = str(api.pop("path", "token_ids"))
         settings = {k: v for k, v in api.items() if k in ApiSettings.__dataclass_fields__}
         self.client = ApiClient(ApiSettings(**settings, api_key=spec.secret))
         self.tokenizer = AutoTokenizer.from_pretrained(spec.model_path)
-        self.missing_logprobs = 0
-        self.logprobs_read = 0
+        self.path = self.probe() if path == "auto" else path
+        log.info("API judge %s at %s: %s path", self.model, self.client.settings.base_url, self.path)
         self.start_seconds = time.perf_counter() - started
+
+    def probe(self) -> str:
+        """``token_ids`` if the server answers a token-id prompt with the exact log-probability of a requested
+        token (vLLM's extension), else ``chat``."""
+        from pipeline.absolute import Read
+
+        ids = list(self.tokenizer("Hello")["input_ids"]) or [0]
+        token = ids[-1]
+        body = completion_body(self.model, ids, Read(token_ids=(token,), seed=0))
+        [reply] = self.client.post("/completions", [body], use_cache=False)
+        if reply.body is not None:
+            try:
+                _, _, _, missing = parse_completion(reply.body, [token])
+                if not missing:
+                    return "token_ids"
+            except (KeyError, TypeError, ValueError, IndexError):
+                pass
+        log.info(
+            "the server does not take token-id prompts (%s): the chat path",
+            reply.error or "no token logprobs",
+        )
+        return "chat"
+
+    def run_text(self, prompts: list[str], frame: Any, read: Any) -> list[Any]:
+        """Answer whole prompt texts by this engine's path: token ids (exact) or chat messages."""
+        if self.path == "token_ids":
+            from pipeline.prompts import encode_prompts
+
+            return self.run(encode_prompts(self.tokenizer, prompts, frame), read)
+
+        bodies = []
+        for prompt in prompts:
+            message, prefix = split_prompt(prompt, frame)
+            bodies.append(
+                chat_body(
+                    self.model, message, prefix, read, self.system_prompt, self.top_logprobs, self.prefill
+                )
+            )
+        replies = self.client.post("/chat/completions", bodies)
+        words = [self.tokenizer.decode([t]) for t in read.token_ids]
+        self._warn_failed(replies)
+        results = []
+        for reply in replies:
+            if reply.error:
+                results.append(self._failed(reply))
+                continue
+            logprobs, texts, reasons, missing = parse_chat(reply.body, words)
+            results.append(self._result(reply, logprobs, texts, reasons, missing, 0))
+        return results
+
+    def _warn_failed(self, replies: list[Reply]) -> None:
+        failed = [r for r in replies if r.error]
+        if failed:
+            log.warning(
+                "%d of %d request(s) to %s failed after retries (first: %s)",
+                len(failed),
+                len(replies),
+                self.client.settings.base_url,
+                failed[0].error,
+            )
+
+    @staticmethod
+    def _failed(reply: Reply) -> Any:
+        from pipeline.judge.engines import EngineResult
+
+        return EngineResult(
+            [], [], 0, 0, 0, [], error=reply.error, source="api/failed", requests=reply.attempts
+        )
+
+    def _result(self, reply: Reply, logprobs, texts, reasons, missing: int, n_prompt: int) -> Any:
+        from pipeline.judge.engines import EngineResult
+
+        usage = reply.body.get("usage") or {}
+        details = usage.get("prompt_tokens_details") or {}
+        return EngineResult(
+            token_logprobs=logprobs,
+            texts=texts,
+            prompt_tokens=int(usage.get("prompt_tokens", n_prompt)),
+            cached_tokens=int(details.get("cached_tokens") or 0),
+            generated_tokens=int(usage.get("completion_tokens", 0)),
+            finish_reasons=reasons,
+            source="cache" if reply.cached else f"api/{self.path}",
+            requests=reply.attempts,
+            missing=missing,
+        )
 
     @property
     def dtype(self) -> str:
         return "api"
 
     def run(self, token_ids: list[list[int]], read: Any) -> list[Any]:
-        from pipeline.judge.engines import EngineResult
-
+        """Answer prompts given as token ids (the token-id path)."""
         replies = self.client.post(
             "/completions", [completion_body(self.model, ids, read) for ids in token_ids]
         )
-        failed = [r for r in replies if r.error]
-        if failed:
-            log.warning(
-                "%d of %d request(s) to %s failed after retries (first: %s); recorded as failed prompts",
-                len(failed),
-                len(replies),
-                self.client.settings.base_url,
-                failed[0].error,
-            )
+        self._warn_failed(replies)
         results = []
         for ids, reply in zip(token_ids, replies, strict=True):
             if reply.error:
-                results.append(
-                    EngineResult(
-                        [], [], 0, 0, 0, [], error=reply.error, source="api", requests=reply.attempts
-                    )
-                )
+                results.append(self._failed(reply))
                 continue
             logprobs, texts, reasons, missing = parse_completion(reply.body, read.token_ids)
-            self.missing_logprobs += missing
-            self.logprobs_read += len(read.token_ids)
-            usage = reply.body.get("usage") or {}
-            details = usage.get("prompt_tokens_details") or {}
-            results.append(
-                EngineResult(
-                    token_logprobs=logprobs,
-                    texts=texts,
-                    prompt_tokens=int(usage.get("prompt_tokens", len(ids))),
-                    cached_tokens=int(details.get("cached_tokens") or 0),
-                    generated_tokens=int(usage.get("completion_tokens", 0)),
-                    finish_reasons=reasons,
-                    source="cache" if reply.cached else "api",
-                    requests=reply.attempts,
-                )
-            )
+            results.append(self._result(reply, logprobs, texts, reasons, missing, len(ids)))
         return results
 
     def close(self) -> None:

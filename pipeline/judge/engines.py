@@ -37,10 +37,12 @@ class EngineResult:
     finish_reasons: list[str]
     # Why there is no answer (an API request that kept failing; the other fields are empty).
     error: str | None = None
-    # Who answered: "engine" (in-process), "api" (a request to the endpoint), "cache" (the API reply cache);
-    # and the HTTP requests it took (retries included; 0 from the cache).
+    # Who answered: "engine" (in-process), "api/token_ids" or "api/chat" (a request to the endpoint by that
+    # path), "cache" (the API reply cache); and the HTTP requests it took (retries included; 0 from the cache).
     source: str = "engine"
     requests: int = 0
+    # Requested tokens not among an API's returned alternatives (given a floor; see pipeline.judge.api).
+    missing: int = 0
 
 
 def resolve_env(env: Mapping[str, str]) -> dict[str, str]:

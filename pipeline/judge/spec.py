@@ -63,7 +63,7 @@ class JudgeSpec:
             "name": self.name,
             "max_model_len": self.max_model_len,
             "engine": {k: v for k, v in sorted(self.engine.items()) if k not in RESOURCE_ONLY_ENGINE_KEYS},
-            **({"api_model": self.api.get("model")} if self.api else {}),
+            **({"api_model": self.api.get("model"), "api_path": self.api.get("path")} if self.api else {}),
         }
 
     def describe(self) -> dict[str, Any]:

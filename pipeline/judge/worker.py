@@ -49,7 +49,10 @@ class JudgeWorker:
     def answer(self, prompts: list[str], read: Read) -> tuple[list[EngineResult], float]:
         """The engine's answers to prompts of one template, and the seconds the call took."""
         started = time.perf_counter()
-        results = self.engine.run(encode_prompts(self.engine.tokenizer, prompts, self.frame), read)
+        if hasattr(self.engine, "run_text"):  # the API judge: token ids or chat messages, as its path says
+            results = self.engine.run_text(prompts, self.frame, read)
+        else:
+            results = self.engine.run(encode_prompts(self.engine.tokenizer, prompts, self.frame), read)
         return results, time.perf_counter() - started
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -87,6 +90,7 @@ class JudgeWorker:
                 "error": pa.array([r.error for r in done], pa.string()),
                 "source": pa.array([r.source for r in done], pa.string()),
                 "requests": pa.array([r.requests for r in done], pa.int32()),
+                "missing_logprobs": pa.array([r.missing for r in done], pa.int32()),
             }
         )
         return check_schema(out, RESPONSES, "judge stage output")

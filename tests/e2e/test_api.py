@@ -62,8 +62,17 @@ def judgments(result) -> pl.DataFrame:
     return pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
 
 
+KEYS = ["context_id", "attribute", "cand_a", "cand_b"]
+
+
+@pytest.fixture(scope="module")
+def in_process(outputs, ray_cluster) -> pl.DataFrame:
+    """The same demo judged by the in-process engine."""
+    return judgments(run(compose([*COMMON, f"paths.output_root={outputs / 'local'}"])))
+
+
 def test_the_demo_through_the_server_matches_the_in_process_engine_and_reruns_from_the_cache(
-    server, outputs, ray_cluster, monkeypatch
+    server, outputs, ray_cluster, monkeypatch, in_process
 ):
     monkeypatch.setenv(KEY_ENV, KEY)
     cache = outputs / "replies.sqlite"
@@ -81,11 +90,11 @@ def test_the_demo_through_the_server_matches_the_in_process_engine_and_reruns_fr
     stats = first.judge_stats
     assert stats.cached_replies == 0 and stats.requests == N_PROMPTS
     assert stats.billed_prompt_tokens == table["prompt_tokens"].sum() > 0
-    assert f"API: {N_PROMPTS} request(s) sent" in first.summary
+    assert f"{N_PROMPTS} request(s) sent" in first.summary
 
+    assert "API (token_ids path)" in first.summary  # the server took token ids: auto chose them
     # the same prompts in-process: the same label log-probabilities, within float32 batching noise
-    local = judgments(run(compose([*COMMON, f"paths.output_root={outputs / 'local'}"])))
-    joined = table.join(local, on=keys, suffix="_local")
+    joined = table.join(in_process, on=KEYS, suffix="_local")
     assert joined.height == N_PROMPTS
     served = np.array(joined["label_logprobs"].to_list())
     in_process = np.array(joined["label_logprobs_local"].to_list())
@@ -151,3 +160,34 @@ def test_a_server_stopped_mid_run_costs_retries_not_prompts(server, outputs, ray
     stats = done.judge_stats
     assert stats.requests > n_prompts  # the outage cost retries
     assert answered() - before < n_prompts + 16  # and few prompts twice (those cut off with the server)
+
+
+def test_the_chat_path_reads_the_label_words_among_the_top_alternatives(
+    server, outputs, ray_cluster, monkeypatch, in_process
+):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    for top in (20, 2):
+        overrides = api_overrides(
+            server, outputs / f"chat-{top}.sqlite", "judge.api.path=chat", f"judge.api.top_logprobs={top}"
+        )
+        result = run(compose([*overrides, f"paths.output_root={outputs / f'chat-{top}'}"]))
+        assert "API (chat path)" in result.summary
+        table = judgments(result)
+        assert table.height == N_PROMPTS and table.select(KEYS).n_unique() == N_PROMPTS
+        joined = table.join(in_process, on=KEYS, suffix="_local")
+        served = np.array(joined["label_logprobs"].to_list())
+        local = np.array(joined["label_logprobs_local"].to_list())
+        stats = result.judge_stats
+        assert stats.logprobs_read == served.size
+        assert (
+            f"{stats.missing_logprobs} of {served.size} requested token log-probabilities" in result.summary
+        )
+        # the answer prefix is continued on the server, so the prompt is the same text: a word among the
+        # alternatives has the in-process log-probability; one that is not gets a floor above its truth
+        found = np.abs(served - local) < 0.02
+        if top == 20:
+            assert stats.missing_logprobs == 0 and found.all()  # all four label words among the top 20
+        else:
+            assert stats.missing_logprobs == (~found).sum() > 0
+            assert (served[~found] > local[~found]).all()
+            assert found[:, [0, 2]].mean() > 0.9  # " A" and " B" are the likely first tokens

@@ -132,6 +132,7 @@ def responses(rows: list[dict]) -> pa.Table:
         "error": None,
         "source": "engine",
         "requests": 0,
+        "missing_logprobs": 0,
     }
     return pa.Table.from_pylist([{**base, **r} for r in rows], schema=RESPONSES)
 

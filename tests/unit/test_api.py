@@ -21,9 +21,12 @@ from pipeline.judge.api import (
     ApiClient,
     ApiSettings,
     backoff_delay,
+    chat_body,
     completion_body,
+    parse_chat,
     parse_completion,
     retry_after,
+    split_prompt,
 )
 
 KEY = "sk-test-0123456789abcdef-do-not-leak"
@@ -293,6 +296,7 @@ def test_prompts_that_keep_failing_stop_the_run_and_a_rerun_judges_only_those(tm
     overrides = [
         "judge=api",
         f"judge.api.base_url={fake.url}",
+        "judge.api.path=token_ids",
         f"judge.api.cache_path={tmp_path / 'replies.sqlite'}",
         "judge.api.max_retries=1",
         "judge.api.backoff=0.01",
@@ -357,3 +361,70 @@ def judge_model_cache(judge_model: str):
     from pathlib import Path
 
     return Path(judge_model).parent.parent
+
+
+def test_prompts_split_into_message_and_prefix_and_chat_bodies_prefill_the_answer():
+    from pipeline.prompts import PromptFrame
+
+    frame = PromptFrame(head="<s>user\n", tail="</s>\n<s>assistant\n")
+    message, prefix = split_prompt("<s>user\nWhich summary? A or B</s>\n<s>assistant\nSummary", frame)
+    assert (message, prefix) == ("Which summary? A or B", "Summary")
+    read = Read(token_ids=(330, 389), max_tokens=1, n=1, temperature=0.0, seed=0)
+    body = chat_body("m", message, prefix, read, "Be fair.", 20, prefill=True)
+    assert body["messages"] == [
+        {"role": "system", "content": "Be fair."},
+        {"role": "user", "content": "Which summary? A or B"},
+        {"role": "assistant", "content": "Summary"},
+    ]
+    assert body["continue_final_message"] and not body["add_generation_prompt"]
+    assert body["logprobs"] and body["top_logprobs"] == 20 and body["max_tokens"] == 1
+    plain = chat_body("m", message, prefix, read, None, 5, prefill=False)
+    assert plain["messages"] == [{"role": "user", "content": "Which summary? A or B"}]
+    assert "continue_final_message" not in plain and plain["top_logprobs"] == 5
+
+
+def test_chat_replies_give_the_words_among_the_alternatives_and_floor_the_rest():
+    reply = {
+        "choices": [
+            {
+                "index": 0,
+                "message": {"content": " A"},
+                "finish_reason": "length",
+                "logprobs": {
+                    "content": [
+                        {
+                            "token": " A",
+                            "logprob": -0.3,
+                            "top_logprobs": [
+                                {"token": " A", "logprob": -0.3},
+                                {"token": " B", "logprob": -1.6},
+                                {"token": "\n", "logprob": -4.0},
+                            ],
+                        }
+                    ]
+                },
+            }
+        ]
+    }
+    logprobs, texts, reasons, missing = parse_chat(reply, [" A", "A", " B", "B"])
+    assert logprobs == [-0.3, -4.0, -1.6, -4.0] and missing == 2 and texts == [" A"] and reasons == ["length"]
+
+
+def test_the_path_is_probed_once_token_ids_where_the_server_takes_them(tmp_path, judge_model):
+    from pipeline.judge.api import ApiEngine
+    from pipeline.models import resolve_judge
+    from tests.conftest import compose
+
+    fake = FakeJudge()
+    refusing = StandIn([(400, {})])  # refuses the token-id probe (as a hosted chat API would)
+    try:
+        for server, path in ((fake, "token_ids"), (refusing, "chat")):
+            cfg = compose(["judge=api", f"judge.api.base_url={server.url}", "judge.api.cache=false"]).judge
+            spec = resolve_judge(cfg, judge_model_cache(judge_model))
+            engine = ApiEngine(spec)
+            assert engine.path == path
+            assert server.requests[-1][1]["logprob_token_ids"]  # the probe asked for an exact token
+            engine.close()
+    finally:
+        fake.close()
+        refusing.close()
