@@ -1,4 +1,5 @@
-"""A judge behind an OpenAI-compatible API: bounded concurrency, retries, a persistent cache, token counts.
+"""A judge behind an OpenAI-compatible API: bounded concurrency, retries, a persistent cache, token counts,
+and the engine that answers the judge worker's prompts through it (:class:`ApiEngine`, two paths).
 
 :class:`ApiClient` sends a batch of request bodies to one endpoint with at most ``concurrency`` in flight
 (asyncio + httpx), and returns one :class:`Reply` per body, in order:
@@ -375,11 +376,18 @@ def parse_chat(body: dict[str, Any], words: Sequence[str]) -> tuple[list[float],
 
 
 class ApiEngine:
-    """``run`` answers a batch of prompts through the endpoint (``judge.api``), as the in-process engines do.
+    """The judge worker's engine for ``judge.backend=api``: ``run_text`` answers a batch of whole prompts
+    through the endpoint (``judge.api``), as the in-process engines answer token ids.
 
-    The prompts are the exact token ids the pipeline builds in-process (the tokenizer loads from ``judge.model``,
-    which names the served checkpoint), so an OpenAI-compatible vLLM server reads what the in-process engine
-    reads.
+    - token-id path: the exact token ids the pipeline builds in-process (the tokenizer loads from
+      ``judge.model``, which names the served checkpoint) go to ``/completions``, and the exact
+      log-probability of every requested token comes back (vLLM's server reads what the in-process engine
+      reads);
+    - chat path: the message and the answer prefix (continued as an assistant message) go to
+      ``/chat/completions``, and the requested tokens are read, as text, among the first token's
+      ``top_logprobs`` alternatives; a token not among them gets a floor and is counted (``missing``).
+
+    ``auto`` probes the server once, at start, with one token-id request.
     """
 
     def __init__(self, spec: Any):
