@@ -13,7 +13,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pipeline.config import Backend, JudgeConfig
@@ -130,19 +130,11 @@ def resolve_judge(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -
     model = resolve_model(cfg.model, cache_dir, key)
     if cfg.backend == Backend.api:
         name = cfg.name or model.name
-        api = {
-            "base_url": cfg.api.base_url,
+        # the endpoint's settings as the client takes them (prices stay on the driver, for the report)
+        api = {k: v for k, v in asdict(cfg.api).items() if k not in ("price_input", "price_output", "cache")}
+        api |= {
             "model": cfg.api.model or name,
-            "api_key_env": cfg.api.api_key_env,
             "path": str(cfg.api.path),
-            "top_logprobs": cfg.api.top_logprobs,
-            "prefill": cfg.api.prefill,
-            "concurrency": cfg.api.concurrency,
-            "timeout": cfg.api.timeout,
-            "max_retries": cfg.api.max_retries,
-            "retry_for": cfg.api.retry_for,
-            "backoff": cfg.api.backoff,
-            "backoff_max": cfg.api.backoff_max,
             "cache_path": str(Path(cfg.api.cache_path or cache_dir / "api" / "replies.sqlite").resolve())
             if cfg.api.cache
             else None,
