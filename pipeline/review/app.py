@@ -47,6 +47,15 @@ class ReviewState:
     reviewer: str | None = None  # the reviewer named on the command line, if any
     # one publication at a time (two reviewers finishing together must not create two MLflow child runs)
     publishing: threading.Lock = field(default_factory=threading.Lock)
+    # the last agreement computed and the answers it was computed from (the bootstrap is not free)
+    _agreement: tuple[int, report.Agreement] | None = None
+
+    def agreement(self) -> report.Agreement:
+        """The agreement of every answer on disk, computed again only when there are new answers."""
+        answers = self.answers.read()
+        if self._agreement is None or self._agreement[0] != len(answers.rows):
+            self._agreement = (len(answers.rows), report.agreement(self.sample, answers))
+        return self._agreement[1]
 
     @classmethod
     def open(cls, sample: ReviewSample, reviewer: str | None = None) -> ReviewState:
@@ -207,7 +216,7 @@ def create_app(state: ReviewState) -> Flask:
             abort(404)
 
     def report_body(done_message: str = "") -> str:
-        result = report.agreement(state.sample, state.answers.read())
+        result = state.agreement()
         table = []
         if result.labels.height:
             for scope, group in result.judge_rows():
@@ -326,7 +335,7 @@ def create_app(state: ReviewState) -> Flask:
 def publish(state: ReviewState) -> report.Agreement:
     """Write the agreement tables into the review folder and log them to the run's MLflow record."""
     with state.publishing:
-        result = report.agreement(state.sample, state.answers.read())
+        result = state.agreement()
         files = report.write(result)
         try:
             report.log_to_mlflow(result, files)
