@@ -449,6 +449,9 @@ class GeneratorConfig:
     # vllm.LLM settings and the engine's environment, over the judge's (judge.engine, judge.env).
     engine: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
+    # Generate behind an OpenAI-compatible API (base_url, model, api_key_env, concurrency, cache, prices: as
+    # judge.api); None: in-process (with the judge's backend, vllm when the judge itself is behind an API).
+    api: ApiConfig | None = None
 
 
 @dataclass
@@ -736,6 +739,10 @@ def generate_problems(cfg: RunConfig) -> list[str]:
     if len(gen.models) == 1:
         problems.append("config generate.models has one model: comparing outputs needs at least two")
     for m in gen.models:
+        if m.api is not None:
+            problems += endpoint_problems(m.api, f"generate.models[{m.name}].api")
+            if m.engine:
+                problems.append(f"config generate.models[{m.name}].engine has no effect with an api")
         if m.max_tokens < 1 or m.temperature < 0 or not 0 < m.top_p <= 1:
             problems.append(
                 f"config generate.models {m.name!r}: max_tokens >= 1, temperature >= 0 and top_p in (0, 1] are "
@@ -944,24 +951,30 @@ def to_flat_dict(cfg: RunConfig) -> dict[str, Any]:
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+def endpoint_problems(api: ApiConfig, key: str) -> list[str]:
+    """What is wrong with an endpoint's settings at config ``key`` (never echoing a value that may be a key)."""
+    problems = []
+    if not api.base_url or not str(api.base_url).startswith(("http://", "https://")):
+        problems.append(f"config {key}.base_url must be the endpoint's URL, e.g. http://127.0.0.1:8000/v1")
+    if api.api_key_env is not None and not ENV_NAME.match(str(api.api_key_env)):
+        problems.append(
+            f"config {key}.api_key_env must be the NAME of an environment variable holding the key (e.g. "
+            "OPENAI_API_KEY), not the key itself"
+        )
+    if not 1 <= api.top_logprobs <= 20:
+        problems.append(f"config {key}.top_logprobs={api.top_logprobs} must be between 1 and 20")
+    if api.concurrency < 1 or api.max_retries < 0 or api.timeout <= 0 or api.retry_for < 0:
+        problems.append(
+            f"config {key}: concurrency >= 1, max_retries >= 0, timeout > 0 and retry_for >= 0 are required"
+        )
+    return problems
+
+
 def api_problems(judge: JudgeConfig) -> list[str]:
     """What is wrong with ``judge.api`` for ``judge.backend=api`` (never echoing a value that may be a key)."""
     if judge.backend != Backend.api:
         return []
-    api, problems = judge.api, []
-    if not api.base_url or not str(api.base_url).startswith(("http://", "https://")):
-        problems.append("config judge.api.base_url must be the endpoint's URL, e.g. http://127.0.0.1:8000/v1")
-    if api.api_key_env is not None and not ENV_NAME.match(str(api.api_key_env)):
-        problems.append(
-            "config judge.api.api_key_env must be the NAME of an environment variable holding the key (e.g. "
-            "OPENAI_API_KEY), not the key itself"
-        )
-    if not 1 <= api.top_logprobs <= 20:
-        problems.append(f"config judge.api.top_logprobs={api.top_logprobs} must be between 1 and 20")
-    if api.concurrency < 1 or api.max_retries < 0 or api.timeout <= 0 or api.retry_for < 0:
-        problems.append(
-            "config judge.api: concurrency >= 1, max_retries >= 0, timeout > 0 and retry_for >= 0 are required"
-        )
+    problems = endpoint_problems(judge.api, "judge.api")
     if judge.engine:
         problems.append(f"config judge.engine {sorted(judge.engine)} has no effect with judge.backend=api")
     return problems

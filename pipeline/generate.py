@@ -21,7 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.absolute import Read
-from pipeline.config import GenerateConfig, GeneratorConfig, JudgeConfig, OutputHandling
+from pipeline.config import Backend, GenerateConfig, GeneratorConfig, JudgeConfig, OutputHandling
 from pipeline.data.errors import InputError, Problem
 from pipeline.data.load import read_records
 from pipeline.errors import ConfigError
@@ -140,9 +140,24 @@ def generator_read(cfg: GeneratorConfig) -> Read:
 
 
 def generator_judge_config(cfg: GeneratorConfig, judge: JudgeConfig) -> JudgeConfig:
-    """The engine of a generator as a judge config (its model with the judge's engine settings under its own)."""
+    """The engine of a generator as a judge config: its model with the judge's engine settings under its own,
+    or its endpoint (``api``). A generator without one runs in-process, with the judge's backend (vllm when the
+    judge itself is behind an API: the judge's endpoint serves the judge's model, not the generator's)."""
+    if cfg.api is not None:
+        return JudgeConfig(
+            backend=Backend.api,
+            model=cfg.model,
+            name=cfg.model,
+            max_model_len=judge.max_model_len,
+            env={**judge.env, **cfg.env},
+            batch_size=judge.batch_size,
+            num_actors=judge.num_actors,
+            num_cpus_per_actor=judge.num_cpus_per_actor,
+            num_gpus_per_actor=0.0,
+            api=cfg.api,
+        )
     return JudgeConfig(
-        backend=judge.backend,
+        backend=Backend.vllm if judge.backend == Backend.api else judge.backend,
         model=cfg.model,
         name=cfg.model,
         max_model_len=judge.max_model_len,
@@ -160,7 +175,9 @@ def engine_groups(generators: Sequence[Generator]) -> list[list[Generator]]:
     groups: dict[str, list[Generator]] = {}
     for g in generators:
         key = json.dumps(
-            {"path": g.spec.model_path, **g.spec.identity(), "name": ""}, sort_keys=True, default=str
+            {"path": g.spec.model_path, **g.spec.identity(), "name": "", "api": dict(g.spec.api)},
+            sort_keys=True,
+            default=str,
         )
         groups.setdefault(key, []).append(g)
     return list(groups.values())
@@ -276,25 +293,33 @@ def describe_generators(generators: Sequence[Generator]) -> list[dict[str, Any]]
     ]
 
 
+def generator_frame(tokenizer: Any, g: Generator) -> Any:
+    """The text around a generator's task prompts: its model's chat template with its system prompt, or plain
+    text (the system prompt as the first paragraph, the task, a blank line)."""
+    from pipeline.prompts import PromptFrame, chat_frame, plain_frame, uses_chat_template
+
+    if uses_chat_template(tokenizer, "auto", g.spec.name):
+        return chat_frame(tokenizer, g.system_prompt, g.spec.name)
+    return PromptFrame(plain_frame(g.system_prompt).head, "\n\n", system=g.system_prompt or None)
+
+
 def generation_prompts(
     group: Sequence[Generator], tasks: pa.Table, tokenizer: Any, done: Mapping[str, set[str]] | None = None
 ) -> pa.Table:
     """PROMPTS for the generators of one engine: each task prompt in the model's chat template with the
     generator's system prompt (plain text without one), skipping the inputs in ``done[generator]``."""
-    from pipeline.prompts import chat_frame, plain_frame, uses_chat_template
     from pipeline.schemas import PROMPTS
 
     rows: dict[str, list] = {name: [] for name in PROMPTS.names}
     inputs = tasks.column("input_id").to_pylist()
     texts = tasks.column("task").to_pylist()
     for g in group:
-        chat = uses_chat_template(tokenizer, "auto", g.spec.name)
-        frame = chat_frame(tokenizer, g.system_prompt, g.spec.name) if chat else plain_frame(g.system_prompt)
+        frame = generator_frame(tokenizer, g)
         skip = (done or {}).get(g.name, set())
         for input_id, text in zip(inputs, texts, strict=True):
             if input_id in skip:
                 continue
-            prompt = frame.wrap(text) if chat else frame.head + text + "\n\n"
+            prompt = frame.wrap(text)
             for name, value in zip(
                 PROMPTS.names, (input_id, GENERATE, "", g.name, input_id, "", prompt), strict=True
             ):
@@ -310,21 +335,21 @@ def generation_step(
     worker: type | None = None,
 ) -> Any:
     """The streamed step of one engine: an actor pool of the judge worker answering every generator's prompts
-    with its own sampling (the judge's actor resources)."""
+    with its own sampling and frame (the judge's actor resources)."""
     from pipeline.judge.worker import JudgeWorker
-    from pipeline.prompts import chat_frame, plain_frame, uses_chat_template
     from pipeline.runtime import MapStep
 
     spec = group[0].spec
-    frame = (
-        chat_frame(tokenizer, None, spec.name)
-        if uses_chat_template(tokenizer, "auto", spec.name)
-        else plain_frame(None)
-    )
+    frames = {g.name: generator_frame(tokenizer, g) for g in group}
     return MapStep(
         "generate",
         worker or JudgeWorker,
-        {"spec": spec, "reads": {g.name: g.read for g in group}, "frame": frame},
+        {
+            "spec": spec,
+            "reads": {g.name: g.read for g in group},
+            "frame": frames[group[0].name],
+            "frames": frames,
+        },
         batch_size=batch_size,
         exact_batches=True,
         workers=judge.num_actors,

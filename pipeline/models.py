@@ -127,40 +127,9 @@ def resolve_judge(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -
     """The judge as its engines will run it: model location, name, and the engine settings with the dtype
     chosen for this machine's CPU unless ``judge.engine.dtype`` is set (:func:`pipeline.hardware.engine_dtype`).
     ``key``: the config key that names the model (for messages; a generator's is ``generate.models...``)."""
-    model = resolve_model(cfg.model, cache_dir, key)
     if cfg.backend == Backend.api:
-        name = cfg.name or model.name
-        # the endpoint's settings as the client takes them (prices stay on the driver, for the report)
-        api = {k: v for k, v in asdict(cfg.api).items() if k not in ("price_input", "price_output", "cache")}
-        api |= {
-            "model": cfg.api.model or name,
-            "path": str(cfg.api.path),
-            "cache_path": str(Path(cfg.api.cache_path or cache_dir / "api" / "replies.sqlite").resolve())
-            if cfg.api.cache
-            else None,
-        }
-        secret = None
-        if cfg.api.api_key_env:
-            from pipeline.judge.api import Secret
-
-            value = os.environ.get(cfg.api.api_key_env)
-            if not value:
-                raise ConfigError(
-                    f"config judge.api.api_key_env names {cfg.api.api_key_env!r}, but that environment variable "
-                    "is empty here; set it before the run"
-                )
-            secret = Secret(value)
-        return JudgeSpec(
-            backend=cfg.backend,
-            model=cfg.model,
-            model_path=model.path,
-            name=name,
-            max_model_len=cfg.max_model_len,
-            env={str(k): str(v) for k, v in cfg.env.items()},
-            dtype_reason=f"served by {cfg.api.base_url}",
-            api=api,
-            secret=secret,
-        )
+        return resolve_api_judge(cfg, cache_dir, key)
+    model = resolve_model(cfg.model, cache_dir, key)
     engine = dict(cfg.engine)
     choice = engine_dtype(engine.get("dtype"), on_gpu=cfg.num_gpus_per_actor > 0)
     if choice.dtype is not None:
@@ -176,4 +145,49 @@ def resolve_judge(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -
         engine=engine,
         env={str(k): str(v) for k, v in cfg.env.items()},
         dtype_reason=choice.reason,
+    )
+
+
+def resolve_api_judge(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -> JudgeSpec:
+    """A judge (or generator) behind an OpenAI-compatible API: the endpoint's settings as the client takes them,
+    the key read from its environment variable here (never written), and the local checkpoint of the served
+    model where there is one (its tokenizer settles the prompts; a hosted model has none: ``model_path=""``)."""
+    api_key = key.rsplit(".model", 1)[0] + ".api"
+    try:
+        model = resolve_model(cfg.model, cache_dir, key)
+    except ModelError:
+        if cfg.model.startswith((".", "/", "~")):  # a folder that is not there: a mistake, not a hosted model
+            raise
+        model = ResolvedModel("", cfg.model)  # a hosted model's name (gpt-4o-mini): no local checkpoint
+    name = cfg.name or model.name
+    # the endpoint's settings as the client takes them (prices stay on the driver, for the report)
+    api = {k: v for k, v in asdict(cfg.api).items() if k not in ("price_input", "price_output", "cache")}
+    api |= {
+        "model": cfg.api.model or name,
+        "path": str(cfg.api.path),
+        "cache_path": str(Path(cfg.api.cache_path or cache_dir / "api" / "replies.sqlite").resolve())
+        if cfg.api.cache
+        else None,
+    }
+    secret = None
+    if cfg.api.api_key_env:
+        from pipeline.judge.api import Secret
+
+        value = os.environ.get(cfg.api.api_key_env)
+        if not value:
+            raise ConfigError(
+                f"config {api_key}.api_key_env names {cfg.api.api_key_env!r}, but that environment variable "
+                "is empty here; set it before the run"
+            )
+        secret = Secret(value)
+    return JudgeSpec(
+        backend=cfg.backend,
+        model=cfg.model,
+        model_path=model.path,
+        name=name,
+        max_model_len=cfg.max_model_len,
+        env={str(k): str(v) for k, v in cfg.env.items()},
+        dtype_reason=f"served by {cfg.api.base_url}",
+        api=api,
+        secret=secret,
     )

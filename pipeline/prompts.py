@@ -9,6 +9,7 @@ The resulting :class:`PromptPlan` is a small picklable object: the pair stage re
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -40,6 +41,9 @@ FIELDS = frozenset(
 )
 # Plain-text prompts (no chat template): the message, then the answer cue.
 PLAIN_TAIL = "\n\nAnswer: "
+# Marks a prompt given as a whole conversation (JSON messages after it): an API judge sends it to the chat endpoint
+# as it is, and the server applies its own chat template (the judge's reasons, a follow-up question).
+CONVERSATION = "\ue001conversation\ue001"
 # Stands for the message when the chat template is rendered once (a private-use character, never in templates).
 _PLACEHOLDER = "\ue000MESSAGE\ue000"
 # A message with surrounding whitespace and characters templates might escape: shows how the template treats it.
@@ -125,6 +129,8 @@ class PromptFrame:
     strip: bool = False
     # Tokenize with the tokenizer's own special tokens (BOS): plain text. Chat text holds its own.
     add_special_tokens: bool = True
+    # The system prompt inside ``head`` (an API judge's chat path sends it as its own message).
+    system: str | None = None
 
     def wrap(self, message: str) -> str:
         return self.head + (message.strip() if self.strip else message) + self.tail
@@ -150,7 +156,9 @@ def uses_chat_template(tokenizer: ChatTokenizer, mode: ChatTemplate | str | bool
 
 def plain_frame(system_prompt: str | None) -> PromptFrame:
     """Plain text: the system prompt (if any) as the first paragraph, the message, then ``Answer:``."""
-    return PromptFrame(head=f"{system_prompt}\n\n" if system_prompt else "", tail=PLAIN_TAIL)
+    return PromptFrame(
+        head=f"{system_prompt}\n\n" if system_prompt else "", tail=PLAIN_TAIL, system=system_prompt or None
+    )
 
 
 def chat_frame(tokenizer: ChatTokenizer, system_prompt: str | None, model: str) -> PromptFrame:
@@ -178,7 +186,7 @@ def chat_frame(tokenizer: ChatTokenizer, system_prompt: str | None, model: str) 
     head, tail = text.split(_PLACEHOLDER)
     probe = render(_PROBE)
     for strip in (False, True):
-        frame = PromptFrame(head, tail, strip=strip, add_special_tokens=False)
+        frame = PromptFrame(head, tail, strip=strip, add_special_tokens=False, system=system_prompt or None)
         if frame.wrap(_PROBE) == probe:
             return frame
     raise ConfigError(
@@ -280,6 +288,18 @@ def plan_prompts(
     return PromptPlan(
         templates, tuple(attributes), words, frame, chat, labels, prefixes, tuple(absolute), cfg.system_prompt
     )
+
+
+def conversation_prompt(messages: list[dict[str, str]]) -> str:
+    """A prompt that is a whole conversation (for an API judge's chat endpoint)."""
+    return CONVERSATION + json.dumps(messages, ensure_ascii=False)
+
+
+def parse_conversation(prompt: str) -> list[dict[str, str]] | None:
+    """The messages of a :func:`conversation_prompt`; None for a prompt text."""
+    if not prompt.startswith(CONVERSATION):
+        return None
+    return json.loads(prompt[len(CONVERSATION) :])
 
 
 def encode_prompts(tokenizer: Any, texts: list[str], frame: PromptFrame) -> list[list[int]]:

@@ -65,14 +65,16 @@ def reason_prompt(
     a: str,
     b: str,
     a_wins: bool,
+    as_messages: bool = False,
 ) -> str:
-    """The comparison prompt, the judge's answer (the first label word of the side it chose), and the question."""
+    """The comparison prompt, the judge's answer (the first label word of the side it chose), and the question;
+    ``as_messages``: as a conversation for an API judge's chat endpoint (the server applies its chat template)."""
     template = plan.template(template_id)
     label = plan.labels.words[0] if a_wins else plan.labels.words[plan.labels.n_a]
     answer = plan.answer_prefixes[(template_id, attribute)] + label
-    if not plan.chat:
+    if not plan.chat and not as_messages:
         return plan.prompt(template, attribute, context, a, b) + label + f"\n\n{ASK}\n\n"
-    from pipeline.prompts import render_message
+    from pipeline.prompts import conversation_prompt, render_message
 
     message = render_message(template, plan.words, attribute, context, a, b)
     conversation = [{"role": "system", "content": plan.system_prompt}] if plan.system_prompt else []
@@ -81,4 +83,6 @@ def reason_prompt(
         {"role": "assistant", "content": answer},
         {"role": "user", "content": ASK},
     ]
+    if as_messages:
+        return conversation_prompt(conversation)
     return tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)

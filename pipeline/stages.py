@@ -104,8 +104,66 @@ class ResolveJudge(Stage):
     def run(self, ctx: StageContext) -> dict[str, Any]:
         spec = resolve_judge(self.judge, self.cache_dir)
         log.info("judge %s on %s, %s: %s", spec.name, spec.backend, spec.dtype, spec.dtype_reason)
-        log.info("judge model %s, engine %s", spec.model_path, dict(spec.engine), extra=FILE_ONLY)
+        log.info(
+            "judge model %s, engine %s",
+            spec.model_path or "(no checkpoint here)",
+            dict(spec.engine),
+            extra=FILE_ONLY,
+        )
         return {"judge": spec}
+
+
+def check_words_by_request(judge: JudgeSpec, plan: PromptPlan, candidates: pa.Table) -> None:
+    """Without the judge's tokenizer, check the words answers are read from by test requests: the first
+    comparison in both orderings (and the first prompt of each absolute template that reads words), sent to
+    the endpoint's chat path; a word among the first token's alternatives is a single token the judge uses.
+    Words not seen are warned about (they will be floored and counted); a side with none seen is refused."""
+    from pipeline.judge.api import check_words
+    from pipeline.judge.labels import LabelError
+
+    frame = pl.from_arrow(candidates.select(["context_id", "context", "text"]))
+    first = frame.filter(pl.col("context_id") == frame["context_id"][0]).head(2)
+    context, texts = first["context"][0], first["text"].to_list()
+    attribute = plan.attributes[0]
+    checks = []
+    if plan.templates and len(texts) == 2:
+        template = plan.templates[0]
+        prompts = [plan.prompt(template, attribute, context, a, b) for a, b in (texts, texts[::-1])]
+        read = plan.reads()[template.id]
+        checks.append(
+            check_words(judge, plan.frame, prompts, plan.labels.words, read, "comparative label words")
+        )
+    for t in plan.absolute:
+        if t.read.token_ids:
+            asked = next(a for a in plan.attributes if t.asks(a))
+            prompt = plan.rate_prompt(t, asked, context, texts[0])
+            checks.append(
+                check_words(judge, plan.frame, [prompt], t.words, t.read, f"absolute template {t.id!r} words")
+            )
+    for check in checks:
+        seen = ", ".join(
+            f"{w!r} " + (f"{lp:.2f}" if lp is not None else "absent")
+            for w, lp in zip(check.words, check.seen, strict=True)
+        )
+        log.info("test request, %s among the first token's alternatives: %s", check.what, seen)
+        if check.missing:
+            log.warning(
+                "%s %s: not among the judge's first-token alternatives in the test request (alternatives: %s); "
+                "where they stay absent they get a floor, counted in the summary",
+                check.what,
+                check.missing,
+                list(check.alternatives),
+            )
+    if checks and plan.templates and checks[0].what.startswith("comparative"):
+        labels, seen = plan.labels, checks[0].seen
+        sides = {"A": seen[: labels.n_a], "B": seen[labels.n_a : len(seen) - labels.n_tie]}
+        blind = [side for side, values in sides.items() if all(v is None for v in values)]
+        if blind:
+            raise LabelError(
+                f"judge {judge.name}: no {' or '.join(blind)} label word ({list(labels.words)}) is among the first "
+                f"token's alternatives of a test comparison (they were {list(checks[0].alternatives)}): the judge "
+                "does not answer with them; change prompt.label_words_a / label_words_b"
+            )
 
 
 @dataclass(frozen=True)
@@ -133,11 +191,15 @@ class PreparePrompts(Stage):
         dataset: DatasetInfo,
         judge: JudgeSpec,
     ) -> dict[str, Any]:
-        from transformers import AutoTokenizer
-
         from pipeline.absolute import resolve_absolute
+        from pipeline.judge.tokenizers import is_exact, load_tokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(judge.model_path)
+        tokenizer = load_tokenizer(judge)
+        if not is_exact(tokenizer) and judge.api.get("path") == "token_ids":
+            raise ConfigError(
+                f"config judge.api.path=token_ids needs the tokenizer of {judge.model}, and there is none here "
+                "(no local checkpoint, no /tokenize on the server): use judge.api.path=chat or auto"
+            )
         labels = resolve_labels(
             tokenizer,
             self.prompt.label_words_a,
@@ -172,6 +234,9 @@ class PreparePrompts(Stage):
             ),
             lengths.longest_prompt_tokens,
         )
+        if not is_exact(tokenizer):
+            log.info("prompt lengths are estimated (%s)", tokenizer.source)
+            check_words_by_request(judge, plan, lengths.candidates)
         report = dataclasses.replace(input_report, truncated_contexts=list(lengths.truncated))
         return {"candidates": lengths.candidates, "input_report": report, "prompt_plan": plan}
 
@@ -251,13 +316,6 @@ def column_total(table: pa.Table, column: str) -> int:
     return int(pc.sum(table.column(column)).as_py() or 0)
 
 
-def with_system_prompt(spec: JudgeSpec, plan: PromptPlan) -> JudgeSpec:
-    """An API judge's spec with the run's system prompt (the chat path sends it as its own message)."""
-    if not spec.api:
-        return spec
-    return dataclasses.replace(spec, api={**spec.api, "system_prompt": plan.system_prompt})
-
-
 def judge_steps(
     pairs: PairsConfig,
     judge: JudgeConfig,
@@ -278,7 +336,7 @@ def judge_steps(
         MapStep(
             "judge",
             worker,
-            {"spec": with_system_prompt(spec, plan), "reads": plan.reads(), "frame": plan.frame},
+            {"spec": spec, "reads": plan.reads(), "frame": plan.frame},
             batch_size=judge.batch_size,
             exact_batches=True,
             workers=judge.num_actors,
@@ -338,15 +396,16 @@ class JudgeFailed(UserError):
     """Prompts the judge could not answer (an endpoint that kept failing); the rest is stored."""
 
 
-def raise_failed(failed: pa.Table, run_dir: Path) -> None:
-    """Stop the run after the judge stage when prompts could not be judged (API requests that kept failing):
-    everything answered is stored; the error names the failures, and a rerun in the folder judges only them."""
+def raise_failed(failed: pa.Table, run_dir: Path, what: str = "judged") -> None:
+    """Stop the run after the judge (or generate) stage when prompts could not be answered (API requests that
+    kept failing): everything answered is stored; the error names the failures, and a rerun in the folder
+    answers only them. For a generation, ``cand_a`` is the input and ``template_id`` the generator."""
     rows = failed.select(
         ["context_id", "mode", "attribute", "template_id", "cand_a", "cand_b", "error"]
     ).to_pylist()
     for row in rows:
         log.error(
-            "not judged: context %r, %s %r vs %r (%s, %s): %s",
+            f"not {what}: " + "context %r, %s %r vs %r (%s, %s): %s",
             row["context_id"],
             row["mode"],
             row["cand_a"],
@@ -357,11 +416,53 @@ def raise_failed(failed: pa.Table, run_dir: Path) -> None:
             extra=FILE_ONLY,
         )
     first = rows[0]
+    where = (
+        f"input {first['cand_a']!r}, generator {first['template_id']!r}"
+        if what == "generated"
+        else f"context {first['context_id']!r}, candidate {first['cand_a']!r} ({first['attribute']}, "
+        f"{first['template_id']})"
+    )
+    verb = "generate" if what == "generated" else "judge"
     raise JudgeFailed(
-        f"{len(rows)} prompt(s) could not be judged after retries, e.g. context {first['context_id']!r}, "
-        f"candidate {first['cand_a']!r} ({first['attribute']}, {first['template_id']}): {first['error']}. "
+        f"{len(rows)} prompt(s) could not be {what} after retries, e.g. {where}: {first['error']}. "
         f"Every prompt answered is stored in {run_dir} (all of them listed in run.log); rerun the same command "
-        f"with paths.run_dir={run_dir} to judge only the missing ones"
+        f"with paths.run_dir={run_dir} to {verb} only the missing ones"
+    )
+
+
+def report_generator_usage(
+    usage: dict[str, ApiUsage], cfg: GenerateConfig, metrics: dict[str, float]
+) -> None:
+    """Log and record what the generators behind APIs cost: requests (retries included), replies from the
+    cache, billed tokens and, with prices, money (``generate/api_*``)."""
+    if not usage:
+        return
+    prices = {m.name: m.api for m in cfg.models if m.api is not None}
+    total = ApiUsage()
+    money: float | None = None
+    for name, u in usage.items():
+        total.requests += u.requests
+        total.cached += u.cached
+        total.prompt_tokens += u.prompt_tokens
+        total.completion_tokens += u.completion_tokens
+        api = prices.get(name)
+        cost = u.money(api.price_input, api.price_output) if api else None
+        if cost is not None:
+            money = (money or 0.0) + cost
+    metrics["generate/api_requests"] = float(total.requests)
+    metrics["generate/api_cached_replies"] = float(total.cached)
+    metrics["generate/api_prompt_tokens"] = float(total.prompt_tokens)
+    metrics["generate/api_completion_tokens"] = float(total.completion_tokens)
+    if money is not None:
+        metrics["generate/api_cost"] = money
+    log.info(
+        "generators behind APIs: %d request(s) sent (retries included), %d output(s) from the reply cache, "
+        "%d prompt + %d completion tokens billed%s",
+        total.requests,
+        total.cached,
+        total.prompt_tokens,
+        total.completion_tokens,
+        f", cost {money:.4f}" if money is not None else "",
     )
 
 
@@ -850,8 +951,6 @@ class Generate(Stage):
     writes = (ports.GENERATIONS, ports.GENERATORS)
 
     def run(self, ctx: StageContext, *, tasks: pa.Table) -> dict[str, Any]:
-        from transformers import AutoTokenizer
-
         from pipeline.generate import (
             Generator,
             engine_groups,
@@ -862,6 +961,7 @@ class Generate(Stage):
             generator_judge_config,
             generator_read,
         )
+        from pipeline.judge.tokenizers import load_tokenizer
         from pipeline.schemas import GENERATIONS
         from pipeline.store import PartStore
 
@@ -880,9 +980,12 @@ class Generate(Stage):
         wanted = pa.array(inputs, pa.string())
         parts = []
         generated_now = 0
+        failed: list[pa.Table] = []
+        # generators behind an API, by their engine group's first member: requests, cache, billed tokens
+        api_usage: dict[str, ApiUsage] = {}
         for group in engine_groups(generators):
             spec = group[0].spec
-            tokenizer = AutoTokenizer.from_pretrained(spec.model_path)
+            tokenizer = load_tokenizer(spec)
             stores = {
                 g.name: PartStore(ctx.run_dir / "generations" / g.name, identities[g.name], GENERATIONS)
                 for g in group
@@ -903,6 +1006,13 @@ class Generate(Stage):
                 step = generation_step(group, tokenizer, size, self.judge)
                 progress = Progress(prompts.num_rows, verb="generated", noun="outputs")
                 for batch in ctx.executor.stream(blocks, [step]):
+                    if spec.api:
+                        usage = api_usage.setdefault(group[0].name, ApiUsage())
+                        usage.add(batch)
+                    is_failed = pc.is_valid(batch.column("error"))
+                    if pc.any(is_failed).as_py():  # requests that kept failing: not outputs, reported below
+                        failed.append(batch.filter(is_failed))
+                        batch = batch.filter(pc.invert(is_failed))
                     out = generation_rows(batch)
                     for (model,), part in pl.from_arrow(out).group_by(["model"], maintain_order=True):
                         stores[model].add(part.to_arrow())
@@ -917,6 +1027,9 @@ class Generate(Stage):
                     store.read()
                 )  # outputs of inputs no longer in the task set (e.g. a lower max_inputs) stay out
                 parts.append(held.filter(pc.is_in(held.column("input_id"), value_set=wanted)))
+        report_generator_usage(api_usage, self.generate, ctx.metrics)
+        if failed:
+            raise_failed(pa.concat_tables(failed), ctx.run_dir, what="generated")
         generations = pa.concat_tables(parts) if parts else GENERATIONS.empty_table()
         missing = len(inputs) * len(generators) - generations.num_rows
         if missing:
@@ -1013,9 +1126,9 @@ class Reasons(Stage):
         chosen = choose(pl.from_arrow(comparisons), self.n, [ReasonSample(s) for s in self.sample], self.seed)
         if not chosen.height:
             return {"reasons": REASONS.empty_table()}
-        from transformers import AutoTokenizer
+        from pipeline.judge.tokenizers import load_tokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(judge.model_path)
+        tokenizer = load_tokenizer(judge)
         text = {
             (c, k): t
             for c, k, t in zip(
@@ -1042,6 +1155,7 @@ class Reasons(Stage):
                 text[(cid, r["cand_i"])],
                 text[(cid, r["cand_j"])],
                 r["p"] >= 0.5,
+                as_messages=bool(judge.api),  # an API judge: the server applies its own chat template
             )
             # the comparison's template rides in ``mode`` (the read is keyed by template_id "reason")
             values = (

@@ -331,6 +331,15 @@ def chat_body(
     message the model continues (``prefill``), and the first token's ``top_logprobs`` alternatives."""
     messages = [{"role": "system", "content": system_prompt}] if system_prompt else []
     messages.append({"role": "user", "content": message})
+    if prefix and prefill:
+        messages.append({"role": "assistant", "content": prefix})
+    return messages_body(model, messages, read, top_logprobs, continued=bool(prefix and prefill))
+
+
+def messages_body(
+    model: str, messages: list[dict[str, str]], read: Any, top_logprobs: int, continued: bool = False
+) -> dict[str, Any]:
+    """A ``/chat/completions`` body for a conversation (``continued``: the model continues its last message)."""
     body: dict[str, Any] = {
         "model": model,
         "messages": messages,
@@ -340,8 +349,7 @@ def chat_body(
         "seed": read.seed,
         "top_p": read.top_p,
     }
-    if prefix and prefill:
-        messages.append({"role": "assistant", "content": prefix})
+    if continued:
         body |= {"continue_final_message": True, "add_generation_prompt": False}
     if read.stop:
         body["stop"] = list(read.stop)
@@ -375,6 +383,76 @@ def parse_chat(body: dict[str, Any], words: Sequence[str]) -> tuple[list[float],
     return logprobs, texts, reasons, missing
 
 
+def api_client(spec: Any) -> ApiClient:
+    """The client of an API judge's spec (its endpoint settings and key)."""
+    settings = {k: v for k, v in spec.api.items() if k in ApiSettings.__dataclass_fields__}
+    return ApiClient(ApiSettings(**settings, api_key=spec.secret))
+
+
+@dataclass(frozen=True)
+class WordCheck:
+    """What a test request showed of the words a prompt's answer is read from."""
+
+    what: str
+    words: tuple[str, ...]
+    # Each word's best log-probability among the first token's alternatives over the test prompts (None: absent).
+    seen: tuple[float | None, ...]
+    # The alternatives of the first test prompt, most likely first.
+    alternatives: tuple[str, ...]
+
+    @property
+    def missing(self) -> list[str]:
+        return [w for w, lp in zip(self.words, self.seen, strict=True) if lp is None]
+
+
+def check_words(
+    spec: Any, frame: Any, prompts: Sequence[str], words: Sequence[str], read: Any, what: str
+) -> WordCheck:
+    """Send ``prompts`` (whole prompt texts, answered as ``read`` says) to the chat endpoint and look for
+    ``words`` among the first token's alternatives: a word that is there is one token the judge answers with.
+    The replies go to the reply cache, so the run's own identical requests cost nothing more."""
+    api = dict(spec.api)
+    client = api_client(spec)
+    bodies = []
+    for prompt in prompts:
+        message, prefix = split_prompt(prompt, frame)
+        bodies.append(
+            chat_body(
+                api["model"],
+                message,
+                prefix,
+                read,
+                frame.system,
+                int(api.get("top_logprobs", 20)),
+                bool(api.get("prefill", True)),
+            )
+        )
+    try:
+        replies = client.post("/chat/completions", bodies)
+    finally:
+        client.close()
+    failed = [r.error for r in replies if r.error]
+    if len(failed) == len(replies):
+        from pipeline.errors import UserError
+
+        raise UserError(f"judge {spec.name}: the test request to {api['base_url']} failed: {failed[0]}")
+    best: list[float | None] = [None] * len(words)
+    alternatives: tuple[str, ...] = ()
+    for reply in replies:
+        if reply.error:
+            continue
+        content = ((reply.body["choices"][0].get("logprobs") or {}).get("content") or [{}])[0]
+        top = {
+            str(a["token"]): float(a["logprob"]) for a in content.get("top_logprobs") or [] if "token" in a
+        }
+        if not alternatives:
+            alternatives = tuple(sorted(top, key=top.get, reverse=True))
+        for k, word in enumerate(words):
+            if word in top and (best[k] is None or top[word] > best[k]):
+                best[k] = top[word]
+    return WordCheck(what, tuple(words), tuple(best), alternatives)
+
+
 class ApiEngine:
     """The judge worker's engine for ``judge.backend=api``: ``run_text`` answers a batch of whole prompts
     through the endpoint (``judge.api``), as the in-process engines answer token ids.
@@ -391,7 +469,7 @@ class ApiEngine:
     """
 
     def __init__(self, spec: Any):
-        from transformers import AutoTokenizer
+        from pipeline.judge.tokenizers import is_local, load_tokenizer
 
         started = time.perf_counter()
         self.spec = spec
@@ -399,12 +477,13 @@ class ApiEngine:
         self.model = api.pop("model")
         self.top_logprobs = int(api.pop("top_logprobs", 20))
         self.prefill = bool(api.pop("prefill", True))
-        self.system_prompt = api.pop("system_prompt", None)
         path = str(api.pop("path", "token_ids"))
-        settings = {k: v for k, v in api.items() if k in ApiSettings.__dataclass_fields__}
-        self.client = ApiClient(ApiSettings(**settings, api_key=spec.secret))
-        self.tokenizer = AutoTokenizer.from_pretrained(spec.model_path)
-        self.path = self.probe() if path == "auto" else path
+        self.client = api_client(spec)
+        self.tokenizer = load_tokenizer(spec)
+        if path == "auto":
+            # token ids only with the checkpoint's own tokenizer and chat template on this machine
+            path = self.probe() if is_local(self.tokenizer) else "chat"
+        self.path = path
         log.info("API judge %s at %s: %s path", self.model, self.client.settings.base_url, self.path)
         self.start_seconds = time.perf_counter() - started
 
@@ -431,19 +510,25 @@ class ApiEngine:
         return "chat"
 
     def run_text(self, prompts: list[str], frame: Any, read: Any) -> list[Any]:
-        """Answer whole prompt texts by this engine's path: token ids (exact) or chat messages."""
-        if self.path == "token_ids":
+        """Answer whole prompt texts by this engine's path: token ids (exact) or chat messages. Conversations
+        (:func:`pipeline.prompts.conversation_prompt`, e.g. the judge's reasons) go to the chat endpoint as they
+        are, whatever the path."""
+        from pipeline.prompts import parse_conversation
+
+        conversations = [parse_conversation(p) for p in prompts]
+        if self.path == "token_ids" and not any(conversations):
             from pipeline.prompts import encode_prompts
 
             return self.run(encode_prompts(self.tokenizer, prompts, frame), read)
 
         bodies = []
-        for prompt in prompts:
+        for prompt, conversation in zip(prompts, conversations, strict=True):
+            if conversation is not None:
+                bodies.append(messages_body(self.model, conversation, read, self.top_logprobs))
+                continue
             message, prefix = split_prompt(prompt, frame)
             bodies.append(
-                chat_body(
-                    self.model, message, prefix, read, self.system_prompt, self.top_logprobs, self.prefill
-                )
+                chat_body(self.model, message, prefix, read, frame.system, self.top_logprobs, self.prefill)
             )
         replies = self.client.post("/chat/completions", bodies)
         words = [self.tokenizer.decode([t]) for t in read.token_ids]
@@ -454,7 +539,7 @@ class ApiEngine:
                 results.append(self._failed(reply))
                 continue
             logprobs, texts, reasons, missing = parse_chat(reply.body, words)
-            results.append(self._result(reply, logprobs, texts, reasons, missing, 0))
+            results.append(self._result(reply, logprobs, texts, reasons, missing, 0, "chat"))
         return results
 
     def _warn_failed(self, replies: list[Reply]) -> None:
@@ -476,7 +561,7 @@ class ApiEngine:
             [], [], 0, 0, 0, [], error=reply.error, source="api/failed", requests=reply.attempts
         )
 
-    def _result(self, reply: Reply, logprobs, texts, reasons, missing: int, n_prompt: int) -> Any:
+    def _result(self, reply: Reply, logprobs, texts, reasons, missing: int, n_prompt: int, path: str) -> Any:
         from pipeline.judge.engines import EngineResult
 
         usage = reply.body.get("usage") or {}
@@ -488,7 +573,7 @@ class ApiEngine:
             cached_tokens=int(details.get("cached_tokens") or 0),
             generated_tokens=int(usage.get("completion_tokens", 0)),
             finish_reasons=reasons,
-            source="cache" if reply.cached else f"api/{self.path}",
+            source="cache" if reply.cached else f"api/{path}",
             requests=reply.attempts,
             missing=missing,
         )
@@ -509,7 +594,7 @@ class ApiEngine:
                 results.append(self._failed(reply))
                 continue
             logprobs, texts, reasons, missing = parse_completion(reply.body, read.token_ids)
-            results.append(self._result(reply, logprobs, texts, reasons, missing, len(ids)))
+            results.append(self._result(reply, logprobs, texts, reasons, missing, len(ids), "token_ids"))
         return results
 
     def close(self) -> None:

@@ -26,10 +26,18 @@ from pipeline.schemas import PROMPTS, RESPONSES, check_schema
 class JudgeWorker:
     """Callable class for ``Dataset.map_batches`` (one instance per actor) and for in-process runs."""
 
-    def __init__(self, spec: JudgeSpec, reads: Mapping[str, Read], frame: PromptFrame):
+    def __init__(
+        self,
+        spec: JudgeSpec,
+        reads: Mapping[str, Read],
+        frame: PromptFrame,
+        frames: Mapping[str, PromptFrame] | None = None,
+    ):
         self.spec = spec
         self.reads = dict(reads)
         self.frame = frame
+        # A template's own frame where it differs (each generator's system prompt), else ``frame``.
+        self.frames = dict(frames or {})
         self.engine = make_engine(spec)
         self.start_seconds = self.engine.start_seconds
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
@@ -46,13 +54,16 @@ class JudgeWorker:
         except Exception:  # interpreter shutdown: nothing left to release cleanly
             pass
 
-    def answer(self, prompts: list[str], read: Read) -> tuple[list[EngineResult], float]:
+    def answer(
+        self, prompts: list[str], read: Read, frame: PromptFrame | None = None
+    ) -> tuple[list[EngineResult], float]:
         """The engine's answers to prompts of one template, and the seconds the call took."""
         started = time.perf_counter()
+        frame = frame or self.frame
         if hasattr(self.engine, "run_text"):  # the API judge: token ids or chat messages, as its path says
-            results = self.engine.run_text(prompts, self.frame, read)
+            results = self.engine.run_text(prompts, frame, read)
         else:
-            results = self.engine.run(encode_prompts(self.engine.tokenizer, prompts, self.frame), read)
+            results = self.engine.run(encode_prompts(self.engine.tokenizer, prompts, frame), read)
         return results, time.perf_counter() - started
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -66,7 +77,9 @@ class JudgeWorker:
         seconds = [0.0] * batch.num_rows
         for template_id in dict.fromkeys(template_ids):
             rows = [k for k, t in enumerate(template_ids) if t == template_id]
-            answered, took = self.answer([prompts[k] for k in rows], self.reads[template_id])
+            answered, took = self.answer(
+                [prompts[k] for k in rows], self.reads[template_id], self.frames.get(template_id)
+            )
             for k, result in zip(rows, answered, strict=True):
                 results[k] = result
                 seconds[k] = took / len(rows)

@@ -191,3 +191,67 @@ def test_the_chat_path_reads_the_label_words_among_the_top_alternatives(
             assert stats.missing_logprobs == (~found).sum() > 0
             assert (served[~found] > local[~found]).all()
             assert found[:, [0, 2]].mean() > 0.9  # " A" and " B" are the likely first tokens
+
+
+def test_a_served_model_without_a_local_checkpoint_uses_the_servers_tokenizer(
+    server, outputs, ray_cluster, monkeypatch, in_process, caplog
+):
+    """``judge.model`` names only the served model (no checkpoint of that name here): the label words and prompt
+    lengths come from the server's /tokenize, and the chat path reads the same log-probabilities."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    overrides = api_overrides(server, outputs / "served.sqlite", f"judge.model={SERVED}")
+    with caplog.at_level("INFO"):
+        result = run(compose([*overrides, f"paths.output_root={outputs / 'served'}"]))
+    assert "tokens from the server's /tokenize" in caplog.text
+    assert "API (chat path)" in result.summary and result.judge_stats.missing_logprobs == 0
+    table = judgments(result)
+    assert table.height == N_PROMPTS
+    joined = table.join(in_process, on=KEYS, suffix="_local")
+    served = np.array(joined["label_logprobs"].to_list())
+    local = np.array(joined["label_logprobs_local"].to_list())
+    assert joined.height == N_PROMPTS and np.abs(served - local).max() < 0.02
+
+
+def test_generators_behind_the_server_then_the_judge(server, outputs, ray_cluster, monkeypatch, caplog):
+    """Generate, then evaluate with both generators and the judge behind the server: one generator by token
+    ids (its checkpoint is here), one by the chat path with its own system prompt (only the served name); the
+    outputs are judged, rated and explained, all through the API."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    api = (
+        f"{{base_url: '{server.url}', model: {SERVED}, api_key_env: {KEY_ENV}, "
+        f"cache_path: '{outputs / 'gen.sqlite'}'}}"
+    )
+    models = (
+        f"[{{name: greedy, model: smollm2-135m-instruct, max_tokens: 48, api: {api}}},"
+        f"{{name: terse, model: {SERVED}, system_prompt: 'You answer in at most twelve words.', "
+        f"max_tokens: 48, api: {api}}}]"
+    )
+    overrides = api_overrides(
+        server,
+        outputs / "gen-judge.sqlite",
+        "experiment=generate_demo",
+        f"generate.models={models}",
+        "generate.max_inputs=3",
+        "reasons.n=2",
+        f"paths.output_root={outputs / 'generate'}",
+    )
+    with caplog.at_level("INFO"):
+        result = run(compose(overrides))
+    outputs_table = pl.read_parquet(result.run_dir / "generations")
+    assert outputs_table.height == 6 and set(outputs_table["model"]) == {"greedy", "terse"}
+    assert (outputs_table["output_tokens"] > 0).all() and (outputs_table["output"].str.len_chars() > 0).all()
+    assert "tokens from the server's /tokenize" in caplog.text  # the terse generator's
+    log_text = server.log.read_text(errors="replace")
+    assert (
+        'POST /v1/chat/completions HTTP/1.1" 200' in log_text
+        and 'POST /v1/completions HTTP/1.1" 200' in log_text
+    )
+    judged = judgments(result)
+    assert judged.height == 3 * 2  # one pair per input, both orderings, one criterion
+    reasons = pl.read_parquet(result.run_dir / "tables" / "reasons.parquet")
+    assert reasons.height > 0 and (reasons["reason"].str.len_chars() > 0).all()
+    board = pl.read_parquet(result.run_dir / "tables" / "leaderboard.parquet")
+    assert set(board["model"]) == {"greedy", "terse"}
+    for path in (outputs / "generate").rglob("*"):
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
