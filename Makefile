@@ -71,7 +71,7 @@ review: $(STAMP) ## blind review of a finished run in the browser on 127.0.0.1:8
 review-report: $(STAMP) ## agreement of the review's answers with the judge and between reviewers: printed, written to RUN/review/, logged to MLflow
 	$(BIN)/python -m pipeline.review report $(RUN) $(ARGS)
 
-bench-judge: $(STAMP) ## judge the same SummEval prompts three ways (pipeline on Ray, direct vLLM, HF one at a time; ARGS=--api adds the pipeline through a local vLLM server) and print rates and ratios
+bench-judge: $(STAMP) ## judge the same SummEval prompts three ways (pipeline on Ray, direct vLLM, HF one at a time; ARGS=--api adds a local vLLM server, ARGS="--actors 2" two pinned actors) and print rates and ratios
 	$(BIN)/python -m pipeline.benchmarks.judge $(ARGS)
 
 bench-methods: $(STAMP) ## time the scoring and selection maths at scale (PoE-Gaussian 100k/1M, greedy N=658, BT vs choix, efficiency curves)

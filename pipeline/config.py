@@ -406,6 +406,11 @@ class JudgeConfig:
     num_gpus_per_actor: float = 0.0
     # backend=api: the endpoint, its model name, the key's environment variable, concurrency, retries, cache.
     api: ApiConfig = field(default_factory=ApiConfig)
+    # Keep every answer of an in-process judge by content (judge identity, read, exact prompt) in one SQLite
+    # file that every run consults before judging (pipeline.judge.memo): store_path, default
+    # paths.cache_dir/judgements.sqlite. (A judge behind an API has its reply cache instead.)
+    store: bool = True
+    store_path: str | None = None
 
 
 @dataclass
@@ -525,6 +530,9 @@ class RuntimeConfig:
     # Resume: judge only what paths.run_dir does not hold yet (refused if its judgments were made with a
     # different judging configuration). false with a run_dir that holds judgments is refused.
     resume: bool = True
+    # A judge worker whose engine dies is replaced this many times per worker (its unfinished batch judged
+    # again by the new one); one more death stops the run with the error.
+    max_engine_restarts: int = 3
 
 
 @dataclass
@@ -542,7 +550,8 @@ class TrackingConfig:
 class PathsConfig:
     # Root of everything a run writes; relative paths are resolved against the project root.
     output_root: str = "outputs"
-    # This run's folder; None makes outputs/runs/<date>/<time>-<dataset>.
+    # This run's folder; None makes outputs/runs/<date>/<time>-<dataset>; "latest" continues the latest run
+    # folder of the same configuration (after a killed driver: rerun the same command with it), else a new one.
     run_dir: str | None = None
     # Converted model checkpoints and the demo data.
     cache_dir: str = ".cache"

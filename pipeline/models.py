@@ -136,6 +136,9 @@ def resolve_judge(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -
         engine["dtype"] = choice.dtype
     if cfg.backend == Backend.vllm:
         check_vllm_engine_keys(engine)
+    env = {str(k): str(v) for k, v in cfg.env.items()}
+    if env.get("VLLM_CPU_OMP_THREADS_BIND") == "auto":  # each actor claims this many cores of its machine
+        env["CA_CORES_PER_WORKER"] = str(max(1, int(cfg.num_cpus_per_actor)))
     return JudgeSpec(
         backend=cfg.backend,
         model=cfg.model,
@@ -143,7 +146,7 @@ def resolve_judge(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -
         name=cfg.name or model.name,
         max_model_len=cfg.max_model_len,
         engine=engine,
-        env={str(k): str(v) for k, v in cfg.env.items()},
+        env=env,
         dtype_reason=choice.reason,
     )
 

@@ -32,6 +32,8 @@ class JudgeStats:
     missing_logprobs: int = 0
     # the paths the API requests took: token_ids (exact label log-probabilities) and/or chat (top alternatives)
     api_paths: tuple[str, ...] = ()
+    # prompts of this run answered from the judgement store (judged by an earlier run; pipeline.judge.memo)
+    reused: int = 0
 
     @property
     def missing_share(self) -> float:
@@ -45,6 +47,7 @@ class JudgeStats:
         return {
             "judge/comparisons": float(self.prompts),
             "judge/judged_this_run": float(self.judged_now),
+            "judge/reused_judgements": float(self.reused),
             "judge/comparisons_per_s": self.rate,
             "judge/comparisons_per_s_with_startup": self.rate_with_startup,
             "judge/seconds": self.seconds,

@@ -107,7 +107,9 @@ def summary_text(correlations: pl.DataFrame, bias: pl.DataFrame, judge_stats: Ju
         steady = judge_stats.rate
         lines.append("")
         lines.append(
-            f"judged {judge_stats.prompts} prompts ({judge_stats.judged_now} this run) in "
+            f"judged {judge_stats.prompts} prompts ({judge_stats.judged_now} this run"
+            + (f", {judge_stats.reused} of them from the judgement store" if judge_stats.reused else "")
+            + ") in "
             f"{judge_stats.seconds:.0f} s with engine start-up ({judge_stats.rate_with_startup:.2f}/s); "
             + (f"{steady:.2f}/s after the first batch; " if _finite(steady) else "")
             + f"prefix cache served {judge_stats.cache_share:.1%} of prompt tokens"

@@ -44,6 +44,7 @@ from pipeline.data.validate import InputReport
 from pipeline.errors import ConfigError, UserError
 from pipeline.judge.labels import judgments_from_responses, resolve_labels
 from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.watchdog import read_events
 from pipeline.judge.worker import JudgeWorker
 from pipeline.logs import FILE_ONLY
 from pipeline.models import resolve_judge
@@ -323,9 +324,13 @@ def judge_steps(
     plan: PromptPlan,
     spec: JudgeSpec,
     worker: type[JudgeWorker] = JudgeWorker,
+    events: Path | None = None,
+    max_restarts: int | None = None,
+    store: Path | None = None,
 ) -> list[MapStep]:
     """The streamed chain: prompt generation per shard (tasks), then the judge (one engine per actor), one
-    engine batch per call so results reach the driver and the store batch by batch."""
+    engine batch per call so results reach the driver and the store batch by batch. A worker whose engine dies
+    records it in ``events`` and is replaced at most ``max_restarts`` times (its batch judged again)."""
     return [
         MapStep(
             "prompts",
@@ -336,12 +341,19 @@ def judge_steps(
         MapStep(
             "judge",
             worker,
-            {"spec": spec, "reads": plan.reads(), "frame": plan.frame},
+            {
+                "spec": spec,
+                "reads": plan.reads(),
+                "frame": plan.frame,
+                "events": str(events) if events else None,
+                "store": str(store) if store else None,
+            },
             batch_size=judge.batch_size,
             exact_batches=True,
             workers=judge.num_actors,
             num_cpus=judge.num_cpus_per_actor,
             num_gpus=judge.num_gpus_per_actor,
+            max_restarts=max_restarts,
         ),
     ]
 
@@ -466,6 +478,10 @@ def report_generator_usage(
     )
 
 
+# The run folder's record of judge engines that died (pipeline.judge.watchdog), under logs/.
+ENGINE_EVENTS = "engine_events.jsonl"
+
+
 @dataclass(frozen=True)
 class Judge(Stage):
     """Make the prompts of each shard (every pair in both orderings, then one prompt per candidate for each
@@ -475,6 +491,9 @@ class Judge(Stage):
     pairs: PairsConfig
     judge: JudgeConfig
     chunk_rows: int
+    max_restarts: int = 3
+    # The judgement store (pipeline.judge.memo); None: off.
+    store_path: Path | None = None
 
     name = "judge"
     reads = (ports.CONTEXTS, ports.PROMPT_PLAN, ports.JUDGE, ports.STORE, ports.RATING_STORE)
@@ -496,10 +515,23 @@ class Judge(Stage):
         progress = Progress(remaining)
         failed: list[pa.Table] = []
         api = ApiUsage()
+        reused = 0
+        events = ctx.run_dir / "logs" / ENGINE_EVENTS
+        seen_events = len(read_events(events))
         if remaining:
-            steps = judge_steps(self.pairs, self.judge, self.chunk_rows, prompt_plan, judge)
+            steps = judge_steps(
+                self.pairs,
+                self.judge,
+                self.chunk_rows,
+                prompt_plan,
+                judge,
+                events=events,
+                max_restarts=self.max_restarts,
+                store=self.store_path,
+            )
             for batch in ctx.executor.stream(shards, steps):
                 api.add(batch)
+                reused += pc.sum(pc.equal(batch.column("source"), "store")).as_py() or 0
                 unanswered = pc.is_valid(batch.column("error"))
                 if pc.any(unanswered).as_py():  # left out of the stores: a rerun judges them
                     failed.append(batch.filter(unanswered))
@@ -519,6 +551,27 @@ class Judge(Stage):
             raise RuntimeError(f"the judge stage returned {progress.done} prompts, expected {remaining}")
         if remaining:
             log.info("judge stage finished: %d prompts in %s", progress.done, format_seconds(seconds))
+        if reused:
+            log.info(
+                "%d of the %d prompt(s) were answered from the judgement store %s (judged by an earlier run); "
+                "%d judged now",
+                reused,
+                progress.done,
+                self.store_path,
+                progress.done - reused,
+            )
+        deaths = [e for e in read_events(events)[seen_events:] if e.get("event") == "engine_died"]
+        redone = sum(int(e.get("in_flight", 0)) for e in deaths)
+        if deaths:
+            log.warning(
+                "%d judge engine(s) died during the run (%s); new workers judged their %d unfinished prompt(s) "
+                "again, and nothing already stored was judged twice",
+                len(deaths),
+                ", ".join(f"{e['worker']} with {e['in_flight']} in flight" for e in deaths),
+                redone,
+            )
+        ctx.metrics["judge/engine_deaths"] = float(len(deaths))
+        ctx.metrics["judge/redone_prompts"] = float(redone)
         if failed:
             raise_failed(pa.concat_tables(failed), store.folder.parent)
         judgments, ratings = store.read(), rating_store.read()
@@ -541,6 +594,7 @@ class Judge(Stage):
             logprobs_read=api.logprobs_read,
             missing_logprobs=api.missing,
             api_paths=tuple(sorted(p.removeprefix("api/") for p in api.paths)),
+            reused=reused,
         )
         ctx.metrics.update(stats.metrics())
         return {"judgments": judgments, "ratings": ratings, "judge_stats": stats}

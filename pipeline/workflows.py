@@ -70,6 +70,18 @@ def rating_identity(cfg: RunConfig) -> dict:
     }
 
 
+def judgement_store(cfg: RunConfig, root: Path, cache_dir: Path) -> Path | None:
+    """Where the in-process judge keeps its answers across runs (``judge.store``); None: off, or a judge behind
+    an API (its reply cache does this)."""
+    from pipeline.config import Backend
+
+    if not cfg.judge.store or cfg.judge.backend == Backend.api:
+        return None
+    return (
+        resolve_path(cfg.judge.store_path, root) if cfg.judge.store_path else cache_dir / "judgements.sqlite"
+    )
+
+
 def assessment(cfg: RunConfig, root: Path) -> Workflow:
     """Comparative assessment (every pair judged in both orderings, debiased, scored) and, with
     ``absolute.modes``, absolute assessment of every candidate beside it, combined with it, correlated and costed.
@@ -89,7 +101,13 @@ def assessment(cfg: RunConfig, root: Path) -> Workflow:
             PreparePrompts(cfg.prompt, cfg.absolute, comparative, dict(cfg.criteria_options)),
             OpenStore(judging_identity(cfg), rating_identity(cfg)),
             ShardContexts(cfg.pairs, cfg.runtime.max_shards),
-            Judge(cfg.pairs, cfg.judge, cfg.runtime.pair_chunk_rows),
+            Judge(
+                cfg.pairs,
+                cfg.judge,
+                cfg.runtime.pair_chunk_rows,
+                cfg.runtime.max_engine_restarts,
+                judgement_store(cfg, root, cache_dir),
+            ),
             Reduce(cfg.scoring.debias, cfg.pairs.orderings),
             Reasons(
                 reasons_per_group(cfg),

@@ -21,6 +21,7 @@ import argparse
 import datetime
 import gc
 import logging
+import os
 import platform
 import tempfile
 import time
@@ -47,8 +48,8 @@ log = logging.getLogger("pipeline.benchmarks.judge")
 class TimedJudgeWorker(JudgeWorker):
     """The judge worker plus the wall-clock moment its engine was ready (same machine as the driver)."""
 
-    def __init__(self, spec, reads, frame):
-        super().__init__(spec, reads, frame)
+    def __init__(self, spec, reads, frame, **kwargs):
+        super().__init__(spec, reads, frame, **kwargs)
         self.ready_at = time.time()
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -156,6 +157,30 @@ def run_api(cfg, shards, plan, spec, dtype: str, rounds: int, work: Path) -> tup
     return runs, table
 
 
+def run_actors(cfg, shards, plan, spec, actors: int, rounds: int, work: Path) -> list[Timing]:
+    """The pipeline with ``actors`` judge actors on this machine, each claiming its own cores
+    (``VLLM_CPU_OMP_THREADS_BIND=auto``); a quarter core per actor left for the prompt tasks."""
+    cores = len(os.sched_getaffinity(0))
+    per_actor = max(0.5, (cores - 0.25 * actors) / actors)
+    many = replace(cfg, judge=replace(cfg.judge, num_actors=actors, num_cpus_per_actor=per_actor))
+    pinned = replace(
+        spec,
+        env={
+            **spec.env,
+            "VLLM_CPU_OMP_THREADS_BIND": "auto",
+            "CA_CORES_PER_WORKER": str(max(1, cores // actors)),
+        },
+    )
+    runs = []
+    for round_ in range(rounds):
+        timing, table = run_pipeline(many, shards, plan, pinned, work / "logs")
+        runs.append(timing)
+        log.info(
+            "%d actors, round %d/%d: %.2f/s", actors, round_ + 1, rounds, table.num_rows / timing.seconds
+        )
+    return runs
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -170,6 +195,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument(
         "--api", action="store_true", help="also judge through a local vLLM server (judge.backend=api)"
+    )
+    parser.add_argument(
+        "--actors",
+        type=int,
+        default=1,
+        help="also run the pipeline with this many judge actors, each pinned to its own cores "
+        "(VLLM_CPU_OMP_THREADS_BIND=auto), against one actor on every core",
     )
     parser.add_argument("--verbose", action="store_true", help="the engines' and Ray's output on the console")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. judge.batch_size=128")
@@ -241,6 +273,10 @@ def main(argv: list[str] | None = None) -> None:
         api_by_key = dict(zip(keys(api_lp), api_lp.column("token_logprobs").to_pylist(), strict=True))
         api_diff = float(np.abs(np.array([api_by_key[k] for k in keys(pairs)]) - direct_lp).max())
 
+    actor_runs: list[Timing] = []
+    if args.actors > 1:
+        actor_runs = run_actors(cfg, shards, plan, spec, args.actors, args.rounds, work)
+
     n_hf = min(args.hf_prompts, len(ids))
     hf_timing, hf_lp = run_hf(spec, plan, ids[:n_hf], dtype)
     hf_diff = float(np.abs(hf_lp - direct_lp[:n_hf]).max())
@@ -258,6 +294,9 @@ def main(argv: list[str] | None = None) -> None:
     api_rate = float(np.median([total / t.seconds for t in api_runs])) if api_runs else float("nan")
     if api_runs:
         rows.append(("pipeline, API (local vLLM server)", total, api_rate))
+    actors_rate = float(np.median([total / t.seconds for t in actor_runs])) if actor_runs else float("nan")
+    if actor_runs:
+        rows.append((f"pipeline, {args.actors} actors (pinned)", total, actors_rate))
     cpu = read_cpu()
     lines = [
         f"# judge benchmark  {datetime.datetime.now().isoformat(timespec='seconds')}",
@@ -295,6 +334,12 @@ def main(argv: list[str] | None = None) -> None:
             f"{', '.join(f'{total / t.seconds:.2f}' for t in api_runs)} cmp/s; "
             f"{api_rate / pipe_rate:.2f}x the in-process pipeline (median rates); server start "
             f"{api_runs[-1].start_seconds:.1f} s (excluded); max |label logprob| vs direct {api_diff:.2e}",
+        ]
+    if actor_runs:
+        lines += [
+            f"{args.actors} judge actors, each pinned to its own core(s): rounds "
+            f"{', '.join(f'{total / t.seconds:.2f}' for t in actor_runs)} cmp/s; {actors_rate / pipe_rate:.2f}x "
+            f"one actor on all {len(os.sched_getaffinity(0))} cores (median rates; from the first actor ready)",
         ]
     if captured_output_path() is not None:
         lines.append(f"(engine and Ray output: {captured_output_path()} and {work / 'logs'})")

@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pipeline.absolute import Read
@@ -45,12 +46,54 @@ class EngineResult:
     missing: int = 0
 
 
+# Cores claimed by engines on this machine (``VLLM_CPU_OMP_THREADS_BIND=auto``): one lock file per core, held
+# by the process that uses it for as long as it lives.
+CORE_LOCKS = Path(os.environ.get("CA_CORE_LOCKS", f"/tmp/ca-cores-{os.getuid()}"))
+# This process's claims (kept open: closing a file releases its lock).
+_claimed: list[Any] = []
+
+
+def claim_cores(n: int, folder: Path = CORE_LOCKS) -> list[int]:
+    """``n`` cores of this process's affinity that no other engine on this machine has claimed, held until
+    the process ends; where fewer are free, the free ones and then the first ones (logged)."""
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    available = sorted(os.sched_getaffinity(0))
+    n = max(1, min(n, len(available)))
+    got: list[int] = []
+    for core in available:
+        if len(got) == n:
+            break
+        handle = open(folder / f"core-{core}.lock", "w")  # noqa: SIM115 (held for the process's life)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            continue
+        _claimed.append(handle)
+        got.append(core)
+    if len(got) < n:
+        extra = [c for c in available if c not in got][: n - len(got)]
+        log.warning("only %d free core(s) of %d wanted: sharing %s with another engine", len(got), n, extra)
+        got += extra
+    return sorted(got)
+
+
 def resolve_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The engine's environment; ``VLLM_CPU_OMP_THREADS_BIND=all`` becomes every core this process may use."""
+    """The engine's environment. ``VLLM_CPU_OMP_THREADS_BIND``: ``all`` becomes every core this process may
+    use; ``auto`` claims ``CA_CORES_PER_WORKER`` cores no other engine on this machine holds (several judge
+    actors on one machine, each on its own cores) and restricts this process to them."""
     out = {str(k): str(v) for k, v in env.items()}
+    per_worker = int(out.pop("CA_CORES_PER_WORKER", "0") or 0)
     if out.get("VLLM_CPU_OMP_THREADS_BIND") == "all":
         cores = sorted(os.sched_getaffinity(0))
         out["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in cores)
+    elif out.get("VLLM_CPU_OMP_THREADS_BIND") == "auto":
+        cores = claim_cores(per_worker or len(os.sched_getaffinity(0)))
+        os.sched_setaffinity(0, cores)
+        out["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in cores)
+        log.info("engine threads pinned to core(s) %s", out["VLLM_CPU_OMP_THREADS_BIND"])
     return out
 
 

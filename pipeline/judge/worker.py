@@ -18,7 +18,9 @@ import pyarrow as pa
 
 from pipeline.absolute import Read
 from pipeline.judge.engines import EngineResult, make_engine
+from pipeline.judge.memo import JudgementStore
 from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.watchdog import EngineWatch, Reaper, engine_processes
 from pipeline.prompts import PromptFrame, encode_prompts
 from pipeline.schemas import PROMPTS, RESPONSES, check_schema
 
@@ -32,18 +34,40 @@ class JudgeWorker:
         reads: Mapping[str, Read],
         frame: PromptFrame,
         frames: Mapping[str, PromptFrame] | None = None,
+        events: str | None = None,
+        store: str | None = None,
     ):
         self.spec = spec
         self.reads = dict(reads)
         self.frame = frame
         # A template's own frame where it differs (each generator's system prompt), else ``frame``.
         self.frames = dict(frames or {})
+        self.in_flight = 0
         self.engine = make_engine(spec)
         self.start_seconds = self.engine.start_seconds
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
+        # the engine's own processes watched: a dead engine ends this worker instead of hanging it
+        # (pipeline.judge.watchdog); ``events``: the run's file of such deaths
+        self.watch = (
+            EngineWatch(engine_processes(), lambda: self.in_flight, events)
+            if spec.backend == "vllm"
+            else None
+        )
+        self.reaper = Reaper(self.watch.pids) if self.watch is not None else None
+        # answers of earlier runs by content (pipeline.judge.memo); None: off
+        self.store = JudgementStore(store, spec.identity()) if store else None
 
     def close(self) -> None:
         """Shut the engine down (Ray Data calls ``__del__`` when it releases the actor)."""
+        store = self.__dict__.pop("store", None)
+        if store is not None:
+            store.close()
+        watch = self.__dict__.pop("watch", None)
+        if watch is not None:
+            watch.stop()
+        reaper = self.__dict__.pop("reaper", None)
+        if reaper is not None:
+            reaper.stop()
         engine = self.__dict__.pop("engine", None)
         if engine is not None:
             engine.close()
@@ -57,13 +81,40 @@ class JudgeWorker:
     def answer(
         self, prompts: list[str], read: Read, frame: PromptFrame | None = None
     ) -> tuple[list[EngineResult], float]:
+        """The answers to prompts of one template (from the judgement store where an earlier run judged them,
+        else from the engine), and the seconds the engine took."""
+        if self.store is None:
+            return self.judge(prompts, read, frame)
+        found = self.store.get(prompts, read)
+        todo = [k for k, f in enumerate(found) if f is None]
+        if not todo:
+            return [f for f in found if f is not None], 0.0
+        new, took = self.judge([prompts[k] for k in todo], read, frame)
+        self.store.put([prompts[k] for k in todo], read, new)
+        for k, result in zip(todo, new, strict=True):
+            found[k] = result
+        return [f for f in found if f is not None], took
+
+    def judge(
+        self, prompts: list[str], read: Read, frame: PromptFrame | None = None
+    ) -> tuple[list[EngineResult], float]:
         """The engine's answers to prompts of one template, and the seconds the call took."""
         started = time.perf_counter()
         frame = frame or self.frame
-        if hasattr(self.engine, "run_text"):  # the API judge: token ids or chat messages, as its path says
-            results = self.engine.run_text(prompts, frame, read)
-        else:
-            results = self.engine.run(encode_prompts(self.engine.tokenizer, prompts, frame), read)
+        self.in_flight = len(prompts)
+        try:
+            if hasattr(
+                self.engine, "run_text"
+            ):  # the API judge: token ids or chat messages, as its path says
+                results = self.engine.run_text(prompts, frame, read)
+            else:
+                results = self.engine.run(encode_prompts(self.engine.tokenizer, prompts, frame), read)
+        except Exception:
+            if self.watch is not None:
+                self.watch.check()  # a dead engine's error ends this worker (a new one takes the batch)
+            raise
+        finally:
+            self.in_flight = 0
         return results, time.perf_counter() - started
 
     def __call__(self, batch: pa.Table) -> pa.Table:

@@ -39,6 +39,9 @@ class MapStep:
     workers: int = 1
     num_cpus: float = 1.0
     num_gpus: float = 0.0
+    # A class on Ray: how many times a worker that died (its engine gone) is replaced, its unfinished batches
+    # given to the new one; after that the run stops with the error. None: Ray Data's default (no limit).
+    max_restarts: int | None = None
 
     @property
     def stateful(self) -> bool:

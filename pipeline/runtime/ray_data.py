@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -80,15 +81,11 @@ class RayDataExecutor:
                 ds = ds.repartition(target_num_rows_per_block=step.batch_size, strict=True)
             if step.stateful:
                 fn = with_output_to(step.fn, self.log_dir, step.name) if self.log_dir else step.fn
-                ds = ds.map_batches(
-                    fn,
-                    fn_constructor_kwargs=dict(step.kwargs),
-                    batch_size=step.batch_size,
-                    batch_format="pyarrow",
-                    compute=ray.data.ActorPoolStrategy(size=step.workers),
-                    num_cpus=step.num_cpus,
-                    num_gpus=step.num_gpus or None,
-                )
+                with warnings.catch_warnings():
+                    # max_restarts / max_task_retries have no named parameter in Ray 2.60 (pinned); the
+                    # deprecated ray_remote_args still carry them. Revisit when Ray is upgraded past 2.63.
+                    warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated")
+                    ds = self._map_actors(ds, step, fn)
             else:
                 ds = ds.map_batches(
                     step.fn,
@@ -98,3 +95,22 @@ class RayDataExecutor:
                     num_cpus=step.num_cpus,
                 )
         yield from ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0)
+
+    @staticmethod
+    def _map_actors(ds, step: MapStep, fn: type):
+        import ray.data
+
+        return ds.map_batches(
+            fn,
+            fn_constructor_kwargs=dict(step.kwargs),
+            batch_size=step.batch_size,
+            batch_format="pyarrow",
+            compute=ray.data.ActorPoolStrategy(size=step.workers),
+            num_cpus=step.num_cpus,
+            num_gpus=step.num_gpus or None,
+            **(
+                {"max_restarts": step.max_restarts, "max_task_retries": step.max_restarts}
+                if step.max_restarts is not None
+                else {}
+            ),
+        )

@@ -1,0 +1,229 @@
+"""A dead engine must not hang the run.
+
+vLLM runs its engine core in a child process of the judge actor. When that process dies (out of memory, a CUDA
+fault, a kill), the engine's client logs "engine core exited unexpectedly" and the call waiting for it may never
+return, so the actor hangs and the run with it. :class:`EngineWatch` watches the engine's processes from a
+thread; when one is gone it records the death (the worker, how many prompts were in flight) in the run's
+events file and ends the actor's process. Ray then starts a new actor (a new engine) and gives it the batches
+the dead one held (``max_restarts`` / ``max_task_retries`` of the actor pool, :mod:`pipeline.runtime.ray_data`):
+what was being judged is judged again; what reached the store is not. Outside an actor (the local executor) the
+main thread is interrupted instead, with everything stored so far on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# The exit status of an actor that ends itself because its engine died.
+ENGINE_DIED_EXIT = 70
+
+
+def engine_processes() -> list[int]:
+    """The engine's own processes among this process's children: vLLM's (``VLLM::EngineCore``), else all."""
+    import psutil
+
+    children = psutil.Process().children(recursive=True)
+    named = []
+    for child in children:
+        try:
+            if child.name().upper().startswith("VLLM") or "EngineCore" in " ".join(child.cmdline()):
+                named.append(child.pid)
+        except psutil.Error:
+            continue
+    return named
+
+
+def in_ray_actor() -> bool:
+    try:
+        import ray
+
+        return ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
+    except Exception:  # no Ray here, or not connected
+        return False
+
+
+def record_event(path: str | os.PathLike | None, event: dict) -> None:
+    """Append one event (a JSON line, fsync'd) to the run's engine events file."""
+    if not path:
+        return
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    line = (json.dumps(event) + "\n").encode()
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_events(path: str | os.PathLike) -> list[dict]:
+    """The events recorded so far (a torn last line skipped)."""
+    target = Path(path)
+    if not target.exists():
+        return []
+    events = []
+    for line in target.read_text(encoding="utf-8").splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return events
+
+
+class EngineWatch:
+    """Polls the engine's processes every ``interval`` seconds; on a death, records it and calls ``on_death``
+    (default: end this actor, or interrupt the main thread outside Ray). ``in_flight()`` gives the number of
+    prompts the engine was answering."""
+
+    def __init__(
+        self,
+        pids: list[int],
+        in_flight: Callable[[], int],
+        events: str | os.PathLike | None,
+        interval: float = 1.0,
+        on_death: Callable[[], None] | None = None,
+    ):
+        self.pids = list(pids)
+        self.in_flight = in_flight
+        self.events = events
+        self.interval = interval
+        self.on_death = on_death or self._end
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._fired = False
+        self.worker = f"{socket.gethostname()}:{os.getpid()}"
+        self._thread = threading.Thread(target=self._watch, name="engine-watch", daemon=True)
+        if self.pids:
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop watching (before the engine is shut down on purpose)."""
+        self._stop.set()
+
+    def _dead(self) -> list[int]:
+        import psutil
+
+        dead = []
+        for pid in self.pids:
+            try:
+                if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                    dead.append(pid)
+            except psutil.NoSuchProcess:
+                dead.append(pid)
+        return dead
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.interval):
+            if self.check():
+                return
+
+    def check(self) -> bool:
+        """Whether the engine is dead; if so (the first time), record it and call ``on_death``. Also called by
+        the worker when an engine call fails, so that an error raised by a dead engine ends the worker as a
+        hang would."""
+        with self._lock:
+            if self._fired or self._stop.is_set():
+                return self._fired
+            dead = self._dead()
+            if not dead:
+                return False
+            self._fired = True
+            n = self.in_flight()
+            log.error(
+                "the engine process(es) %s of %s died with %d prompt(s) in flight; ending this worker so that "
+                "a new one (with a new engine) judges them again",
+                dead,
+                self.worker,
+                n,
+            )
+            record_event(
+                self.events,
+                {
+                    "event": "engine_died",
+                    "worker": self.worker,
+                    "pids": dead,
+                    "in_flight": n,
+                    "time": time.time(),
+                },
+            )
+        self.on_death()
+        return True
+
+    @staticmethod
+    def _end() -> None:
+        if in_ray_actor():
+            os._exit(ENGINE_DIED_EXIT)
+        import _thread
+
+        _thread.interrupt_main()
+
+
+# A small process that outlives its parent (the judge worker) only long enough to end the engine's processes:
+# it polls its parent id, and when the worker is gone (killed, or its node's Ray stopped) it kills the engine
+# processes it was given, each checked by its start time so that a reused process id is never hit.
+_REAPER = """
+import os, signal, sys, time
+parent = int(sys.argv[1])
+targets = [(int(p), s) for p, s in (a.split(":", 1) for a in sys.argv[2:])]
+def start(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except OSError:
+        return None
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+while os.getppid() == parent:
+    time.sleep(1.0)
+for pid, started in targets:
+    if start(pid) == started:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+"""
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except OSError:
+        return None
+
+
+class Reaper:
+    """Ends the engine's processes if the worker that owns them dies without shutting them down (a killed
+    driver takes its Ray workers with it, but an engine core spawned by a worker would stay, holding memory and
+    cores). Linux only (``/proc``); elsewhere it does nothing."""
+
+    def __init__(self, pids: list[int]):
+        import subprocess
+        import sys
+
+        targets = [f"{pid}:{s}" for pid in pids if (s := _start_time(pid)) is not None]
+        self.process = None
+        if targets:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _REAPER, str(os.getpid()), *targets],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # not in the worker's process group: it must outlive a group kill
+            )
+
+    def stop(self) -> None:
+        """The worker shuts its engine down itself: the reaper is not needed."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+        self.process = None

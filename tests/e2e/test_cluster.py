@@ -1,0 +1,167 @@
+"""A real Ray cluster on this machine (a head and a second node, started with `ray start`, token authentication
+on) and jobs/submit.sh run against it as the README says: a small run succeeds as a job, its outputs and MLflow
+run land in the configured shared folder; a job pointed at the default relative output folder is refused with a
+clear message; a client without the token is turned away."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow, pytest.mark.cluster]
+
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """(dashboard address, the token, the shared folder): a head (1 CPU) and a worker node (1 CPU)."""
+    token = secrets.token_hex(16)
+    gcs, dashboard = free_port(), free_port()
+    env = {
+        **os.environ,
+        "PATH": f"{BIN}:{os.environ['PATH']}",
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": token,
+    }
+    env.pop("RAY_ADDRESS", None)
+    logs = tmp_path_factory.mktemp("ray-logs")
+    common = ["--block", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--object-store-memory=300000000"]
+    head = subprocess.Popen(
+        [
+            str(BIN / "ray"),
+            "start",
+            "--head",
+            f"--port={gcs}",
+            f"--dashboard-port={dashboard}",
+            "--dashboard-host=127.0.0.1",
+            "--include-dashboard=true",
+            *common,
+        ],
+        env=env,
+        stdout=open(logs / "head.log", "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    nodes = [head]
+    try:
+        address = f"http://127.0.0.1:{dashboard}"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", dashboard), timeout=1):
+                    break
+            except OSError:
+                assert head.poll() is None, (logs / "head.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, "the head's dashboard did not come up"
+                time.sleep(1)
+        worker = subprocess.Popen(
+            [str(BIN / "ray"), "start", f"--address=127.0.0.1:{gcs}", *common],
+            env=env,
+            stdout=open(logs / "worker.log", "w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        nodes.append(worker)
+        status = ""
+        while "2 node" not in status and status.count("node_") < 2:
+            assert time.monotonic() < deadline + 60, f"the second node did not join: {status}"
+            status = subprocess.run(
+                [str(BIN / "ray"), "status", f"--address=127.0.0.1:{gcs}"],
+                env=env,
+                capture_output=True,
+                text=True,
+            ).stdout
+            time.sleep(2)
+        yield address, token, tmp_path_factory.mktemp("shared")
+    finally:
+        for node in reversed(nodes):  # `ray start --block` takes its node's processes down on SIGTERM
+            node.terminate()
+        for node in nodes:
+            try:
+                node.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(node.pid, 9)
+
+
+def submit(cluster, *overrides: str, token: bool = True, submission_id: str | None = None):
+    address, secret, shared = cluster
+    runtime_env = shared / "runtime_env.yaml"  # the cluster is this venv: nothing to install
+    runtime_env.write_text(
+        "excludes: [.venv, .cache, outputs, .git, '**/__pycache__', '*.egg-info']\n"
+        "env_vars: {PYTHONUNBUFFERED: '1'}\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env |= {"PATH": f"{BIN}:{os.environ['PATH']}", "RAY_ADDRESS": address, "RUNTIME_ENV": str(runtime_env)}
+    env["HOME"] = str(shared)  # no ~/.ray/auth_token of the machine's user
+    if token:
+        env["RAY_AUTH_TOKEN"] = secret
+    if submission_id:
+        env["SUBMISSION_ID"] = submission_id
+    return subprocess.run(
+        ["bash", "jobs/submit.sh", *overrides],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+
+
+def test_a_client_without_the_token_is_turned_away(cluster):
+    refused = submit(cluster, "debug=quick", token=False)
+    assert refused.returncode != 0
+    assert "uthentication" in refused.stdout + refused.stderr
+
+
+def test_a_job_writing_into_rays_temporary_copy_is_refused(cluster):
+    refused = submit(cluster, "debug=quick", "tracking.enabled=false")
+    assert refused.returncode != 0
+    out = refused.stdout + refused.stderr
+    assert "Ray's temporary copy of the project" in out and "paths.output_root=outputs" in out
+
+
+def test_a_job_runs_on_the_cluster_and_writes_to_the_shared_folder(cluster):
+    _, _, shared = cluster
+    outputs = shared / "ca-outputs"
+    done = submit(
+        cluster,
+        "debug=quick",
+        f"paths.output_root={outputs}",
+        f"paths.cache_dir={ROOT / '.cache'}",
+        submission_id="ca-test-quick",
+    )
+    assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
+    [run_dir] = list((outputs / "runs").glob("*/*"))
+    table = pl.read_parquet(run_dir / "tables" / "judgments.parquet")
+    assert table.height == 24  # debug=quick: 2 contexts x 4 candidates, one attribute, both orderings
+    tracking = json.loads((run_dir / "tracking.json").read_text())
+    import mlflow
+
+    client = mlflow.MlflowClient(tracking["tracking_uri"])
+    run = client.get_run(tracking["run_id"])
+    assert run.info.status == "FINISHED" and run.data.tags["run_dir"] == str(run_dir)
+    assert str(outputs) in tracking["tracking_uri"]
+    address, secret, _ = cluster
+    env = {**os.environ, "RAY_ADDRESS": address, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secret}
+    status = subprocess.run(
+        [str(BIN / "ray"), "job", "status", "ca-test-quick"], env=env, capture_output=True, text=True
+    )
+    assert "ca-test-quick' succeeded" in status.stdout + status.stderr

@@ -1,0 +1,167 @@
+"""Faults on a real local Ray with the real vLLM engine: the engine process of the judge actor is killed
+mid-run, and the run carries on (a new actor, a new engine) with every prompt judged exactly once in the final
+table and the redone prompts reported."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+
+import polars as pl
+import psutil
+import pytest
+
+from pipeline.run import run
+from tests.conftest import compose
+
+pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
+
+KEYS = ["context_id", "attribute", "template_id", "cand_a", "cand_b"]
+
+
+def judge_engines() -> list[psutil.Process]:
+    """vLLM engine-core processes whose parent is a Ray worker (a judge actor's engine)."""
+    found = []
+    for p in psutil.process_iter(["name"]):
+        try:
+            if (p.info["name"] or "").startswith("VLLM") and "ray::" in (p.parent().name() or ""):
+                found.append(p)
+        except (psutil.Error, AttributeError):
+            continue
+    return found
+
+
+def wait_for(condition, what: str, seconds: float = 300.0, alive: threading.Thread | None = None) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        assert alive is None or alive.is_alive(), f"the run ended before {what}"
+        time.sleep(0.2)
+
+
+def test_a_judge_engine_killed_mid_run_is_replaced_and_nothing_is_judged_twice(tmp_path, ray_cluster):
+    folder = tmp_path / "run"
+    n_contexts, n_candidates = 3, 5
+    n_prompts = n_contexts * n_candidates * (n_candidates - 1) * 2  # both orderings, two attributes
+    cfg = compose(
+        [
+            f"dataset.demo.n_contexts={n_contexts}",
+            f"dataset.demo.n_candidates={n_candidates}",
+            "judge.batch_size=8",
+            "judge.max_model_len=2048",
+            f"paths.output_root={tmp_path}",
+            f"paths.run_dir={folder}",
+        ]
+    )
+    result: dict = {}
+
+    def target():
+        try:
+            result["value"] = run(cfg)
+        except BaseException as exc:  # the test reports it
+            result["error"] = exc
+
+    worker = threading.Thread(target=target)
+    worker.start()
+    log = folder / "run.log"
+    wait_for(
+        lambda: log.exists() and "judged " in log.read_text(errors="replace"), "a first batch", alive=worker
+    )
+    [engine] = judge_engines()
+    os.kill(engine.pid, signal.SIGKILL)
+    worker.join(timeout=900)
+    assert not worker.is_alive(), "the run hangs after its engine died"
+    assert "error" not in result, result.get("error")
+    done = result["value"]
+    table = pl.read_parquet(folder / "tables" / "judgments.parquet")
+    assert table.height == n_prompts and table.select(KEYS).n_unique() == n_prompts
+    assert done.metrics["judge/engine_deaths"] == 1
+    redone = done.metrics["judge/redone_prompts"]
+    assert 0 < redone <= 8  # the batch in the engine when it died
+    text = log.read_text(errors="replace")
+    assert (
+        "1 judge engine(s) died during the run" in text
+        and f"their {int(redone)} unfinished prompt(s)" in text
+    )
+    events = Path(folder / "logs" / "engine_events.jsonl").read_text()
+    assert f'"pids": [{engine.pid}]' in events
+    assert not judge_engines()  # the new engine is shut down with the run
+
+
+def engine_processes_anywhere() -> list[psutil.Process]:
+    found = []
+    for p in psutil.process_iter(["name"]):
+        if (p.info["name"] or "").startswith("VLLM"):
+            found.append(p)
+    return found
+
+
+def test_a_killed_driver_leaves_no_engine_behind_and_the_same_command_continues_its_run(tmp_path, root):
+    """The run as a user starts it (the CLI, its own local Ray), killed with SIGKILL after its first batches;
+    its engine does not outlive it; the same command with paths.run_dir=latest finds the folder, and nothing
+    judged before the kill is judged again (it comes from the judgement store)."""
+    import sqlite3
+    import subprocess
+    import sys
+
+    n_contexts, n_candidates = 3, 5
+    n_prompts = n_contexts * n_candidates * (n_candidates - 1) * 2
+    store = tmp_path / "judgements.sqlite"
+    command = [
+        sys.executable,
+        "-m",
+        "pipeline.cli",
+        f"dataset.demo.n_contexts={n_contexts}",
+        f"dataset.demo.n_candidates={n_candidates}",
+        "judge.batch_size=8",
+        "judge.max_model_len=2048",
+        f"judge.store_path={store}",
+        f"paths.output_root={tmp_path}",
+        "paths.run_dir=latest",
+        "tracking.enabled=false",
+    ]
+    before = {p.pid for p in engine_processes_anywhere()}
+    driver = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def judged() -> int:
+        if not store.exists():
+            return 0
+        try:
+            with sqlite3.connect(store, timeout=5) as db:
+                return db.execute("SELECT COUNT(*) FROM replies").fetchone()[0]
+        except sqlite3.Error:
+            return 0
+
+    deadline = time.monotonic() + 400
+    while judged() < 16:  # two batches judged
+        assert driver.poll() is None, "the run ended before it was killed"
+        assert time.monotonic() < deadline, "the run judged nothing"
+        time.sleep(0.5)
+    ours = [p for p in engine_processes_anywhere() if p.pid not in before]
+    assert ours, "no engine process of the run"
+    driver.kill()
+    driver.wait()
+    gone_by = time.monotonic() + 60
+    while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in ours):
+        assert time.monotonic() < gone_by, f"engine processes outlived the killed driver: {ours}"
+        time.sleep(0.5)
+    [folder] = list((tmp_path / "runs").glob("*/*"))
+    stored = judged()
+    assert 16 <= stored < n_prompts
+
+    again = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [folder] == list((tmp_path / "runs").glob("*/*"))  # the same folder, continued
+    log = (folder / "run.log").read_text()
+    assert f"paths.run_dir=latest: continuing {folder}" in again.stderr + again.stdout + log
+    table = pl.read_parquet(folder / "tables" / "judgments.parquet")
+    assert table.height == n_prompts and table.select(KEYS).n_unique() == n_prompts
+    assert judged() == n_prompts  # every prompt judged once by an engine, across the two runs
+    # what the killed run judged: flushed to its folder (skipped) or only in the store (answered from it)
+    skipped = re.search(r"(\d+) prompts already judged in", log)
+    reused = re.search(r"(\d+) of the \d+ prompt\(s\) were answered from the judgement store", log)
+    assert (int(skipped[1]) if skipped else 0) + (int(reused[1]) if reused else 0) == stored
