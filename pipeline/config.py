@@ -520,7 +520,8 @@ class LeaderboardConfig:
 class RuntimeConfig:
     # ray: stages on Ray Data (local ray.init() or an existing cluster). local: in-process, no Ray.
     executor: Executor = Executor.ray
-    # Ray address: None starts a local Ray; "auto" joins the cluster this job runs on.
+    # Ray address: None starts a local Ray of the run's own (even where a `ray start` cluster runs on this
+    # machine); "auto" joins the cluster this job runs on (or the one `ray start` made here).
     address: str | None = None
     num_cpus: int | None = None
     # Contexts per pair-generation shard is balanced by pair count; this caps the number of shards.

@@ -52,15 +52,20 @@ def ray_cluster():
     """One local Ray (2 CPUs) shared by every end-to-end test of the session: started once, stopped at the end."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
 
 def compose(overrides: list[str] | None = None):
-    """The real Hydra config (conf/), composed as the CLI does, converted to a RunConfig."""
+    """The real Hydra config (conf/), composed as the CLI does, converted to a RunConfig. The judgement store
+    (pipeline.judge.memo) is off unless a test sets ``judge.store`` or ``judge.store_path``: a test of the engine
+    or of resuming must see the engine judge, not answers an earlier test left in the project's cache."""
     from pipeline.cli import compose as compose_config
 
+    overrides = list(overrides or [])
+    if not any(o.startswith(("judge.store", "+judge.store")) for o in overrides):
+        overrides.append("judge.store=false")
     return compose_config(overrides)
 
 

@@ -6,7 +6,6 @@ refuses them before anything runs and asks for shared storage and a tracking ser
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 from pipeline.config import RunConfig
@@ -35,7 +34,7 @@ def _inside(path: Path, root: Path) -> bool:
 
 def check_job_storage(cfg: RunConfig, root: Path) -> None:
     """Refuse, in a Ray job's temporary working dir, outputs that would be deleted with it (naming each key)."""
-    if not ray_working_dir(root) and not os.environ.get("CA_CHECK_JOB_STORAGE"):
+    if not ray_working_dir(root):
         return
     problems = []
     output_root = resolve_path(cfg.paths.output_root, root)

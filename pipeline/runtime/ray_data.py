@@ -30,7 +30,9 @@ def init_ray(runtime: RuntimeConfig, quiet: bool = True) -> None:
     if ray.is_initialized():
         return
     ray.init(
-        address=runtime.address,
+        # None: a Ray of this run's own ("local"), even where a `ray start` cluster runs on this machine, which
+        # ray.init() would join; runtime.address=auto joins that one
+        address=runtime.address or "local",
         num_cpus=runtime.num_cpus if runtime.address is None else None,
         include_dashboard=False,
         ignore_reinit_error=True,

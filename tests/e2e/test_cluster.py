@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,7 +45,16 @@ def cluster(tmp_path_factory):
     }
     env.pop("RAY_ADDRESS", None)
     logs = tmp_path_factory.mktemp("ray-logs")
-    common = ["--block", "--node-ip-address=127.0.0.1", "--num-cpus=1", "--object-store-memory=300000000"]
+    # its own temp dir (short: Ray's socket paths must stay under 107 characters), so that this cluster's
+    # address file does not send later ray.init() calls of the machine to it
+    temp = Path(tempfile.mkdtemp(prefix="ca-ray-", dir="/tmp"))
+    common = [
+        "--block",
+        "--node-ip-address=127.0.0.1",
+        "--num-cpus=1",
+        "--object-store-memory=300000000",
+        f"--temp-dir={temp}",
+    ]
     head = subprocess.Popen(
         [
             str(BIN / "ray"),
@@ -99,6 +110,7 @@ def cluster(tmp_path_factory):
                 node.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 os.killpg(node.pid, 9)
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def submit(cluster, *overrides: str, token: bool = True, submission_id: str | None = None):
