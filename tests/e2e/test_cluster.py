@@ -101,6 +101,21 @@ def cluster(tmp_path_factory):
                 text=True,
             ).stdout
             time.sleep(2)
+        # the dashboard answers before the head's job agent is ready ("No available agent to submit job"):
+        # wait until a trivial job is accepted
+        while True:
+            probe = subprocess.run(
+                [str(BIN / "ray"), "job", "submit", f"--address={address}", "--no-wait", "--", "true"],
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            if probe.returncode == 0:
+                break
+            assert time.monotonic() < deadline + 240, (
+                f"the job server never took a job: {probe.stderr[-2000:]}"
+            )
+            time.sleep(3)
         yield address, token, tmp_path_factory.mktemp("shared")
     finally:
         for node in reversed(nodes):  # `ray start --block` takes its node's processes down on SIGTERM
