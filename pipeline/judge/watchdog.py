@@ -12,6 +12,7 @@ main thread is interrupted instead, with everything stored so far on disk.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -104,6 +105,9 @@ class EngineWatch:
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         self._thread = threading.Thread(target=self._watch, name="engine-watch", daemon=True)
         if self.pids:
+            # a process that is exiting shuts its engine down on purpose (vLLM's own exit handlers, registered
+            # before this one, run after it): not a death
+            atexit.register(self.stop)
             self._thread.start()
 
     def stop(self) -> None:
