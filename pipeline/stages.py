@@ -127,13 +127,15 @@ def check_words_by_request(judge: JudgeSpec, plan: PromptPlan, candidates: pa.Ta
     context, texts = first["context"][0], first["text"].to_list()
     attribute = plan.attributes[0]
     checks = []
+    comparative = None
     if plan.templates and len(texts) == 2:
         template = plan.templates[0]
         prompts = [plan.prompt(template, attribute, context, a, b) for a, b in (texts, texts[::-1])]
         read = plan.reads()[template.id]
-        checks.append(
-            check_words(judge, plan.frame, prompts, plan.labels.words, read, "comparative label words")
+        comparative = check_words(
+            judge, plan.frame, prompts, plan.labels.words, read, "comparative label words"
         )
+        checks.append(comparative)
     for t in plan.absolute:
         if t.read.token_ids:
             asked = next(a for a in plan.attributes if t.asks(a))
@@ -155,14 +157,14 @@ def check_words_by_request(judge: JudgeSpec, plan: PromptPlan, candidates: pa.Ta
                 check.missing,
                 list(check.alternatives),
             )
-    if checks and plan.templates and checks[0].what.startswith("comparative"):
-        labels, seen = plan.labels, checks[0].seen
+    if comparative is not None:
+        labels, seen = plan.labels, comparative.seen
         sides = {"A": seen[: labels.n_a], "B": seen[labels.n_a : len(seen) - labels.n_tie]}
         blind = [side for side, values in sides.items() if all(v is None for v in values)]
         if blind:
             raise LabelError(
                 f"judge {judge.name}: no {' or '.join(blind)} label word ({list(labels.words)}) is among the first "
-                f"token's alternatives of a test comparison (they were {list(checks[0].alternatives)}): the judge "
+                f"token's alternatives of a test comparison (they were {list(comparative.alternatives)}): the judge "
                 "does not answer with them; change prompt.label_words_a / label_words_b"
             )
 

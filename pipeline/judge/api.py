@@ -110,8 +110,28 @@ class ReplyCache:
         return json.loads(row[0]) if row else None
 
     def put(self, key: str, body: dict[str, Any]) -> None:
+        self.put_many([(key, body)])
+
+    def get_many(self, keys: Sequence[str]) -> list[dict[str, Any] | None]:
+        """The replies of ``keys`` (None where there is none), in one query per 500 keys."""
+        found: dict[str, str] = {}
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO replies VALUES (?, ?)", (key, json.dumps(body)))
+            for k in range(0, len(keys), 500):
+                chunk = list(keys[k : k + 500])
+                marks = ",".join("?" * len(chunk))
+                found.update(
+                    self._db.execute(
+                        f"SELECT key, body FROM replies WHERE key IN ({marks})", chunk
+                    ).fetchall()
+                )
+        return [json.loads(found[k]) if k in found else None for k in keys]
+
+    def put_many(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Keep replies in one transaction (one commit for a whole batch)."""
+        with self._lock:
+            self._db.executemany(
+                "INSERT OR REPLACE INTO replies VALUES (?, ?)", [(k, json.dumps(b)) for k, b in items]
+            )
             self._db.commit()
 
     def close(self) -> None:
@@ -358,6 +378,18 @@ def messages_body(
     return body
 
 
+def first_token_alternatives(body: dict[str, Any]) -> dict[str, float]:
+    """The first generated token's alternatives of a chat reply (its ``top_logprobs`` and the token itself),
+    text -> log-probability."""
+    choices = sorted(body["choices"], key=lambda c: c.get("index", 0))
+    first = ((choices[0].get("logprobs") or {}).get("content") or [{}])[0]
+    top: dict[str, float] = {}
+    for alt in [*(first.get("top_logprobs") or []), first]:
+        if "token" in alt and "logprob" in alt:
+            top.setdefault(str(alt["token"]), float(alt["logprob"]))
+    return top
+
+
 def parse_chat(body: dict[str, Any], words: Sequence[str]) -> tuple[list[float], list[str], list[str], int]:
     """(log-probabilities of ``words`` among the first token's alternatives, texts, finish reasons, words
     missing from the alternatives: given the smallest returned log-probability, a floor)."""
@@ -365,12 +397,7 @@ def parse_chat(body: dict[str, Any], words: Sequence[str]) -> tuple[list[float],
     logprobs: list[float] = []
     missing = 0
     if words:
-        content = (choices[0].get("logprobs") or {}).get("content") or [{}]
-        first = content[0]
-        top: dict[str, float] = {}
-        for alt in [*(first.get("top_logprobs") or []), first]:
-            if "token" in alt and "logprob" in alt:
-                top.setdefault(str(alt["token"]), float(alt["logprob"]))
+        top = first_token_alternatives(body)
         floor = min(top.values()) if top else float("-inf")
         for word in words:
             if word in top:
@@ -441,10 +468,7 @@ def check_words(
     for reply in replies:
         if reply.error:
             continue
-        content = ((reply.body["choices"][0].get("logprobs") or {}).get("content") or [{}])[0]
-        top = {
-            str(a["token"]): float(a["logprob"]) for a in content.get("top_logprobs") or [] if "token" in a
-        }
+        top = first_token_alternatives(reply.body)
         if not alternatives:
             alternatives = tuple(sorted(top, key=top.get, reverse=True))
         for k, word in enumerate(words):

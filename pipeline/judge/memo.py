@@ -40,17 +40,18 @@ class JudgementStore:
 
     def get(self, prompts: Sequence[str], read: Read) -> list[EngineResult | None]:
         """Each prompt's stored answer (``source="store"``), None where no run has judged it."""
-        out: list[EngineResult | None] = []
-        for prompt in prompts:
-            found = self.cache.get(self.key(prompt, read))
-            out.append(None if found is None else EngineResult(**found, source="store"))
-        return out
+        found = self.cache.get_many([self.key(prompt, read) for prompt in prompts])
+        return [None if f is None else EngineResult(**f, source="store") for f in found]
 
     def put(self, prompts: Sequence[str], read: Read, results: Sequence[EngineResult]) -> None:
-        """Keep the answers (those without an error)."""
-        for prompt, result in zip(prompts, results, strict=True):
-            if result.error is None:
-                self.cache.put(self.key(prompt, read), {k: getattr(result, k) for k in KEPT})
+        """Keep the answers (those without an error), in one transaction."""
+        self.cache.put_many(
+            [
+                (self.key(prompt, read), {k: getattr(result, k) for k in KEPT})
+                for prompt, result in zip(prompts, results, strict=True)
+                if result.error is None
+            ]
+        )
 
     def close(self) -> None:
         self.cache.close()

@@ -154,7 +154,7 @@ def test_a_hosted_judge_without_a_tokenizer_judges_by_the_chat_path_after_a_test
     # two test requests (the first comparison in both orderings), then the 12 prompts, two of them from the cache
     assert len(chats) == 2 + 12 - 2
     assert all(b["max_tokens"] == 1 and b["logprobs"] and b["top_logprobs"] == 20 for b in chats)
-    assert chats[0]["messages"][-1] == {"role": "assistant", "content": chats[0]["messages"][-1]["content"]}
+    assert chats[0]["messages"][-1] == {"role": "assistant", "content": "Summary"}  # the answer prefix
     assert chats[0]["continue_final_message"] is True  # the answer prefix, continued
     text = caplog.text
     assert "no tokenizer here" in text and "prompt lengths are estimated" in text
