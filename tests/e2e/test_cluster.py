@@ -55,6 +55,18 @@ def cluster(tmp_path_factory):
         "--object-store-memory=300000000",
         f"--temp-dir={temp}",
     ]
+
+    def own_ports() -> list[str]:
+        # each node's agents on ports of their own: the defaults (52365 for the dashboard agent's HTTP server,
+        # which takes the jobs) are already held by the session's local Ray of the other end-to-end tests, and
+        # the head would then have no job agent ("No available agent to submit job")
+        return [
+            f"--dashboard-agent-listen-port={free_port()}",
+            f"--dashboard-agent-grpc-port={free_port()}",
+            f"--runtime-env-agent-port={free_port()}",
+            f"--metrics-export-port={free_port()}",
+        ]
+
     head = subprocess.Popen(
         [
             str(BIN / "ray"),
@@ -65,6 +77,7 @@ def cluster(tmp_path_factory):
             "--dashboard-host=127.0.0.1",
             "--include-dashboard=true",
             *common,
+            *own_ports(),
         ],
         env=env,
         stdout=open(logs / "head.log", "w"),
@@ -84,7 +97,7 @@ def cluster(tmp_path_factory):
                 assert time.monotonic() < deadline, "the head's dashboard did not come up"
                 time.sleep(1)
         worker = subprocess.Popen(
-            [str(BIN / "ray"), "start", f"--address=127.0.0.1:{gcs}", *common],
+            [str(BIN / "ray"), "start", f"--address=127.0.0.1:{gcs}", *common, *own_ports()],
             env=env,
             stdout=open(logs / "worker.log", "w"),
             stderr=subprocess.STDOUT,
