@@ -27,6 +27,9 @@ class Workflow(StrEnum):
     # Generate the candidates first: every generator model answers every task input (``generate``), then the
     # outputs of each input are compared against ``criteria``, and the models ranked on a leaderboard.
     generate = "generate"
+    # Rank each context (a large pool) in adaptive rounds: fit, choose the pairs worth most, judge them (both
+    # orderings), until a budget is spent or the ranking has settled (``adaptive``).
+    adaptive = "adaptive"
 
 
 class EmptyText(StrEnum):
@@ -182,6 +185,9 @@ class DatasetConfig:
     placeholder: str = "(no text)"
     # An empty context is an error unless allowed (a single pool of items may have no shared context).
     allow_empty_context: bool = False
+    # true: the candidates of every selected context become one pool (context "pool", no shared text; candidate
+    # ids "<context>/<candidate>"), e.g. 656 SummEval summaries ranked as one set; human scores follow them.
+    pool: bool = False
     demo: DemoConfig = field(default_factory=DemoConfig)
 
 
@@ -516,6 +522,69 @@ class LeaderboardConfig:
     methods: list[str] | None = None
 
 
+class RoundStrategy(StrEnum):
+    """How adaptive rounds choose their pairs (:mod:`pipeline.methods.rounds`)."""
+
+    # the pairs most likely to be in the wrong order under the PoE-Gaussian posterior (Fathullah & Gales 2025)
+    reorder = "reorder"
+    # neighbours in the current ranking, with exploration (GABRIEL, nanojudge)
+    windowed = "windowed"
+    # uniformly random unjudged pairs (the baseline)
+    random = "random"
+
+
+class StopCriterion(StrEnum):
+    """The posterior criterion that ends the rounds (:mod:`pipeline.methods.stopping`)."""
+
+    expected_tau = "expected_tau"  # expected Kendall tau with the truth at least the threshold
+    max_stderr = "max_stderr"  # largest posterior standard deviation of a score at most the threshold
+    change = "change"  # 1 - Spearman between consecutive rounds' scores at most the threshold
+
+
+@dataclass
+class BudgetConfig:
+    """What adaptive rounds may spend per context; the rounds stop at the first limit reached (None: no limit).
+    A round that would pass a call limit is cut to fit; tokens, money and time are checked between rounds."""
+
+    # judge calls (prompts: two per pair, one per ordering), in total or per item of the context
+    calls: int | None = None
+    calls_per_item: float | None = 8.0
+    prompt_tokens: int | None = None
+    # money of an API judge (needs judge.api prices)
+    money: float | None = None
+    seconds: float | None = None
+
+
+@dataclass
+class StopConfig:
+    # None: stop on the budget only
+    criterion: StopCriterion | None = StopCriterion.expected_tau
+    threshold: float = 0.9
+
+
+@dataclass
+class AdaptiveConfig:
+    """Adaptive rounds (workflow=adaptive): each context is ranked by rounds of fit, select, judge."""
+
+    strategy: RoundStrategy = RoundStrategy.reorder
+    # The first round's pairs per item (0.5: a random matching, every item once; 1: a random cycle through every
+    # item); each later round takes max(that, growth x the pairs judged so far).
+    first_round: float = 1.0
+    growth: float = 0.25
+    # Candidates within this many places in the current ranking (reorder, windowed); exploration share (windowed).
+    window: int = 8
+    explore: float = 0.1
+    # Prior precision of every score relative to one comparison (keeps the first rounds' fit defined).
+    ridge: float = 0.01
+    # Warm start: an absolute mode of the run (absolute.modes) whose scores are the first rounds' prior, and its
+    # weight relative to one comparison; None: no warm start. Its prompts (one per item) count in the budget.
+    warm_start: str | None = None
+    warm_weight: float = 1.0
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    stop: StopConfig = field(default_factory=StopConfig)
+    seed: int = 0
+
+
 @dataclass
 class RuntimeConfig:
     # ray: stages on Ray Data (local ray.init() or an existing cluster). local: in-process, no Ray.
@@ -570,6 +639,7 @@ class RunConfig:
     leaderboard: LeaderboardConfig = field(default_factory=LeaderboardConfig)
     reasons: ReasonsConfig = field(default_factory=ReasonsConfig)
     generate: GenerateConfig = field(default_factory=GenerateConfig)
+    adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
     # Evaluation criteria in plain words (workflow=generate): name -> what the best output does. Each criterion is
     # judged and reported like an attribute; templates use it as {criterion}.
     criteria: dict[str, str] = field(default_factory=dict)
@@ -702,6 +772,7 @@ def validate(cfg: RunConfig) -> None:
         problems.append("config runtime.max_shards and runtime.pair_chunk_rows must be at least 1")
     problems += absolute_problems(cfg)
     problems += generate_problems(cfg)
+    problems += adaptive_problems(cfg)
     if cfg.reasons.n is not None and cfg.reasons.n < 0:
         problems.append(f"config reasons.n={cfg.reasons.n} must be >= 0 (0: no reasons)")
     if cfg.reasons.max_tokens < 1:
@@ -725,6 +796,58 @@ def validate(cfg: RunConfig) -> None:
         raise ConfigError(
             "\n".join(problems) if len(problems) == 1 else "\n  - ".join(["invalid config:", *problems])
         )
+
+
+def adaptive_problems(cfg: RunConfig) -> list[str]:
+    """What in ``adaptive`` could not be applied as written."""
+    problems: list[str] = []
+    a = cfg.adaptive
+    if not 0 < a.first_round <= 64:
+        problems.append(f"config adaptive.first_round={a.first_round} must be in (0, 64] (pairs per item)")
+    if not 0 <= a.growth <= 10:
+        problems.append(f"config adaptive.growth={a.growth} must be in [0, 10]")
+    if not isinstance(a.window, int) or a.window < 1:
+        problems.append(f"config adaptive.window={a.window!r} must be a positive integer")
+    if not 0 <= a.explore <= 1:
+        problems.append(f"config adaptive.explore={a.explore} must be in [0, 1]")
+    _positive(problems, "adaptive.ridge", a.ridge)
+    _positive(problems, "adaptive.warm_weight", a.warm_weight)
+    b = a.budget
+    for key in ("calls", "calls_per_item", "prompt_tokens", "money", "seconds"):
+        _positive(problems, f"adaptive.budget.{key}", getattr(b, key), allow_none=True)
+    if b.money is not None and cfg.judge.backend != Backend.api:
+        problems.append("config adaptive.budget.money needs a judge behind an API with prices (judge.api)")
+    if cfg.workflow != Workflow.adaptive:
+        return problems
+    if all(
+        getattr(b, key) is None for key in ("calls", "calls_per_item", "prompt_tokens", "money", "seconds")
+    ):
+        if a.stop.criterion is None:
+            problems.append(
+                "config workflow=adaptive has no budget (adaptive.budget) and no stopping rule (adaptive.stop): "
+                "the rounds would judge every pair; set one"
+            )
+    if a.stop.criterion == StopCriterion.expected_tau and not -1 < a.stop.threshold < 1:
+        problems.append(
+            f"config adaptive.stop.threshold={a.stop.threshold} must be in (-1, 1) for expected_tau"
+        )
+    elif a.stop.criterion is not None and a.stop.threshold <= 0:
+        problems.append(f"config adaptive.stop.threshold={a.stop.threshold} must be positive")
+    if cfg.pairs.orderings != Orderings.both:
+        problems.append(
+            "config workflow=adaptive judges every pair in both orderings: set pairs.orderings=both"
+        )
+    if len(cfg.prompt.templates) != 1:
+        problems.append(
+            f"config workflow=adaptive ranks with one comparative template; prompt.templates has "
+            f"{len(cfg.prompt.templates)}"
+        )
+    if a.warm_start is not None and a.warm_start not in [str(m) for m in cfg.absolute.modes]:
+        problems.append(
+            f"config adaptive.warm_start={a.warm_start} is not among absolute.modes "
+            f"{[str(m) for m in cfg.absolute.modes]}: add it there (its scores are the prior)"
+        )
+    return problems
 
 
 def generate_problems(cfg: RunConfig) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -200,10 +200,16 @@ def split_shards(contexts: pa.Table) -> list[pa.Table]:
 
 
 def generate_prompts(
-    contexts: pa.Table, pairs: PairsConfig, plan: PromptPlan, chunk_rows: int = 4096
+    contexts: pa.Table,
+    pairs: PairsConfig,
+    plan: PromptPlan,
+    chunk_rows: int = 4096,
+    given: Mapping[str, np.ndarray] | None = None,
 ) -> Iterator[pa.Table]:
     """The prompt step: yield PROMPTS chunks for every context of a CONTEXTS table (its comparisons, then its
-    absolute ratings), skipping the prompts already judged."""
+    absolute ratings), skipping the prompts already judged. ``given``: the (slot A, slot B) candidate index rows of
+    each context (adaptive rounds choose them), instead of the pairs config's selection; a context not in it has no
+    comparisons."""
     contexts = check_schema(contexts, CONTEXTS, "prompt stage input")
     rows: dict[str, list] = {name: [] for name in PROMPTS.names}
 
@@ -219,7 +225,14 @@ def generate_prompts(
     ):
         done_set = {tuple(d[name] for name in DONE_KEY) for d in done}
         if plan.templates:
-            a, attr_index = _context_pairs(pairs, plan, context_id, len(cand_ids))
+            if given is not None:
+                rows_given = np.asarray(given.get(context_id, np.zeros((0, 2))), dtype=np.int64).reshape(
+                    -1, 2
+                )
+                a = np.tile(rows_given, (len(plan.attributes), 1))
+                attr_index = np.repeat(np.arange(len(plan.attributes)), rows_given.shape[0])
+            else:
+                a, attr_index = _context_pairs(pairs, plan, context_id, len(cand_ids))
             order = np.lexsort((attr_index, a[:, 1], a[:, 0]))
             for template in plan.templates:
                 for row in order:

@@ -54,6 +54,18 @@ JUDGMENTS = Port(
     schema=schemas.JUDGMENTS,
     file="judgments",
 )
+ROUNDS = Port(
+    "rounds",
+    "one row per context and adaptive round: pairs and calls so far, the stopping criterion, Spearman",
+    schema=schemas.ROUNDS,
+    file="rounds",
+)
+ROUND_PAIRS = Port(
+    "round_pairs",
+    "every prompt adaptive rounds chose (both orderings of each pair) with its round",
+    schema=schemas.ROUND_PAIRS,
+    file="round_pairs",
+)
 JUDGE_STATS = Port(
     "judge_stats", "prompts judged, rates, engine start-up and prefix-cache share", type=JudgeStats
 )

@@ -157,6 +157,10 @@ class RunContext:
             self._executor = make_executor(self.cfg.runtime, self.run_dir / "logs", self.cfg.verbose)
         return self._executor
 
+    def log_step(self, metrics: dict[str, float], step: int) -> None:
+        self.open()
+        self.tracker.log_metrics({k: v for k, v in metrics.items() if math.isfinite(v)}, step=step)
+
     # --- the runner's side -----------------------------------------------------------------------------
     def open(self) -> None:
         """Create the run folder with run.log and config.json, start the MLflow run, write pending outputs."""
@@ -208,6 +212,11 @@ class RunContext:
     def close(self, error: BaseException | None) -> None:
         """Log metrics and artifacts to MLflow (the run is FAILED if ``error``), close the log."""
         try:
+            if self._executor is not None:  # the workers kept alive across streams (adaptive rounds' engines)
+                try:
+                    self._executor.close()
+                except Exception as exc:
+                    log.warning("closing the executor's workers: %s", exc)
             if self.opened:
                 if error is not None:  # into run.log with its traceback; the caller reports it on the console
                     log.error("run failed: %s", error, exc_info=error, extra=FILE_ONLY)

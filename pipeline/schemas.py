@@ -178,6 +178,42 @@ GROUP_FIELDS = [
     pa.field("template_id", pa.string(), nullable=False),
 ]
 
+# One row per context and adaptive round (workflow=adaptive): what was judged by the end of the round and the
+# stopping criterion of the fit after it.
+ROUNDS = pa.schema(
+    [
+        pa.field("round", pa.int32(), nullable=False),
+        pa.field("context_id", pa.string(), nullable=False),
+        pa.field("items", pa.int32(), nullable=False),
+        # pairs judged (both orderings) and judge calls (prompts, absolute ones of a warm start included) so far
+        pa.field("pairs", pa.int64(), nullable=False),
+        pa.field("calls", pa.int64(), nullable=False),
+        pa.field("prompt_tokens", pa.int64(), nullable=False),
+        # the stopping rule's criterion and its value after this round's fit (null without a rule)
+        pa.field("criterion", pa.string()),
+        pa.field("value", pa.float64()),
+        pa.field("expected_tau", pa.float64(), nullable=False),
+        pa.field("max_stderr", pa.float64(), nullable=False),
+        # Spearman with the human scores where the input has them
+        pa.field("spearman", pa.float64()),
+        pa.field("fit_seconds", pa.float64(), nullable=False),
+        pa.field("select_seconds", pa.float64(), nullable=False),
+        # why the context's rounds ended after this one (null: they went on)
+        pa.field("stopped", pa.string()),
+    ]
+)
+
+# The pairs adaptive rounds chose: one row per prompt to judge (both orderings of every pair), with its round.
+ROUND_PAIRS = pa.schema(
+    [
+        pa.field("round", pa.int32(), nullable=False),
+        pa.field("context_id", pa.string(), nullable=False),
+        pa.field("attribute", pa.string(), nullable=False),
+        pa.field("cand_a", pa.string(), nullable=False),
+        pa.field("cand_b", pa.string(), nullable=False),
+    ]
+)
+
 COMPARISONS = pa.schema(
     [
         *GROUP_FIELDS,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ from pipeline.data.validate import InputReport
 from pipeline.errors import ConfigError, UserError
 from pipeline.judge.labels import judgments_from_responses, resolve_labels
 from pipeline.judge.spec import JudgeSpec
-from pipeline.judge.watchdog import read_events
+from pipeline.judge.watchdog import Interruptions, interruptions, read_events
 from pipeline.judge.worker import JudgeWorker
 from pipeline.logs import FILE_ONLY
 from pipeline.models import resolve_judge
@@ -329,6 +330,8 @@ def judge_steps(
     events: Path | None = None,
     max_restarts: int | None = None,
     store: Path | None = None,
+    given: Mapping[str, np.ndarray] | None = None,
+    keep_alive: bool = False,
 ) -> list[MapStep]:
     """The streamed chain: prompt generation per shard (tasks), then the judge (one engine per actor), one
     engine batch per call so results reach the driver and the store batch by batch. A worker whose engine dies
@@ -337,7 +340,7 @@ def judge_steps(
         MapStep(
             "prompts",
             generate_prompts,
-            {"pairs": pairs, "plan": plan, "chunk_rows": chunk_rows},
+            {"pairs": pairs, "plan": plan, "chunk_rows": chunk_rows, "given": given},
             num_cpus=0.25,
         ),
         MapStep(
@@ -356,6 +359,7 @@ def judge_steps(
             num_cpus=judge.num_cpus_per_actor,
             num_gpus=judge.num_gpus_per_actor,
             max_restarts=max_restarts,
+            keep_alive=keep_alive,
         ),
     ]
 
@@ -481,6 +485,67 @@ def report_generator_usage(
 
 
 # The run folder's record of judge engines that died (pipeline.judge.watchdog), under logs/.
+
+
+class JudgeStageError(RuntimeError):
+    """The judge workers could not go on (an engine that cannot start, a worker lost more often than
+    ``runtime.max_engine_restarts`` allows); what was judged is on disk."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an error's message (Ray's errors carry the remote traceback below it)."""
+    text = str(exc).strip() or type(exc).__name__
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    # Ray's wrappers start with a line naming the task; the cause is the last line of the remote traceback
+    cause = lines[-1] if len(lines) > 1 else lines[0]
+    return f"{type(exc).__name__}: {cause}"[:600]
+
+
+def judge_failure_hint(exc: BaseException, lost: Interruptions, max_restarts: int) -> str:
+    """What a user can do about a judge stage that stopped."""
+    text = str(exc)
+    if lost.engine_deaths or lost.lost_workers:
+        return (
+            f"The judge workers died {len(lost.engine_deaths) + len(lost.lost_workers)} time(s) "
+            f"(runtime.max_engine_restarts={max_restarts} per worker); see logs/engine_events.jsonl and the "
+            "workers' logs in logs/."
+        )
+    if "__init__" in text or "ActorDiedError" in type(exc).__name__ or "creation task" in text:
+        return (
+            "A judge worker could not start its engine (the model does not load or does not fit); it is not "
+            "retried. See the workers' logs in logs/."
+        )
+    return "See the workers' logs in logs/."
+
+
+def report_interruptions(ctx: StageContext, events: Path, seen: int) -> Interruptions:
+    """Log and record (MLflow metrics) the engine deaths, lost workers and redone prompts of this stage's events
+    (those after the first ``seen``)."""
+    lost = interruptions(read_events(events)[seen:])
+    if lost.engine_deaths:
+        log.warning(
+            "%d judge engine(s) died during the run (%s)",
+            len(lost.engine_deaths),
+            ", ".join(f"{e['worker']} with {e['in_flight']} in flight" for e in lost.engine_deaths),
+        )
+    if lost.lost_workers:
+        log.warning(
+            "%d judge worker(s) were lost during the run with a batch unfinished (%s)",
+            len(lost.lost_workers),
+            ", ".join(lost.lost_workers),
+        )
+    if lost.redone:
+        log.warning(
+            "the %d prompt(s) of the unfinished batches went to new workers; nothing already stored was judged "
+            "twice",
+            lost.redone,
+        )
+    ctx.metrics["judge/engine_deaths"] = float(len(lost.engine_deaths))
+    ctx.metrics["judge/lost_workers"] = float(len(lost.lost_workers))
+    ctx.metrics["judge/redone_prompts"] = float(lost.redone)
+    return lost
+
+
 ENGINE_EVENTS = "engine_events.jsonl"
 
 
@@ -496,6 +561,11 @@ class Judge(Stage):
     max_restarts: int = 3
     # The judgement store (pipeline.judge.memo); None: off.
     store_path: Path | None = None
+    # The pairs to judge per context (candidate index rows, slot A then B), chosen by adaptive rounds; None: the
+    # pairs config's selection.
+    given: Mapping[str, np.ndarray] | None = None
+    # The judge workers (their engines) stay up after the stage for the next call (adaptive rounds).
+    keep_workers: bool = False
 
     name = "judge"
     reads = (ports.CONTEXTS, ports.PROMPT_PLAN, ports.JUDGE, ports.STORE, ports.RATING_STORE)
@@ -530,22 +600,39 @@ class Judge(Stage):
                 events=events,
                 max_restarts=self.max_restarts,
                 store=self.store_path,
+                given=self.given,
+                keep_alive=self.keep_workers,
             )
-            for batch in ctx.executor.stream(shards, steps):
-                api.add(batch)
-                reused += pc.sum(pc.equal(batch.column("source"), "store")).as_py() or 0
-                unanswered = pc.is_valid(batch.column("error"))
-                if pc.any(unanswered).as_py():  # left out of the stores: a rerun judges them
-                    failed.append(batch.filter(unanswered))
-                    answered = batch.filter(pc.invert(unanswered))
-                else:
-                    answered = batch
-                judgments, ratings = split_responses(answered, prompt_plan)
-                store.add(judgments)
-                rating_store.add(ratings)
-                progress.update(
-                    batch.num_rows, column_total(batch, "prompt_tokens"), column_total(batch, "cached_tokens")
-                )
+            try:
+                for batch in ctx.executor.stream(shards, steps):
+                    api.add(batch)
+                    reused += pc.sum(pc.equal(batch.column("source"), "store")).as_py() or 0
+                    unanswered = pc.is_valid(batch.column("error"))
+                    if pc.any(unanswered).as_py():  # left out of the stores: a rerun judges them
+                        failed.append(batch.filter(unanswered))
+                        answered = batch.filter(pc.invert(unanswered))
+                    else:
+                        answered = batch
+                    judgments, ratings = split_responses(answered, prompt_plan)
+                    store.add(judgments)
+                    rating_store.add(ratings)
+                    progress.update(
+                        batch.num_rows,
+                        column_total(batch, "prompt_tokens"),
+                        column_total(batch, "cached_tokens"),
+                    )
+            except Exception as exc:
+                store.flush()  # everything judged so far stays on disk
+                rating_store.flush()
+                lost = report_interruptions(ctx, events, seen_events)
+                if isinstance(exc, UserError):  # bad input or config: its own message says what to do
+                    raise
+                raise JudgeStageError(
+                    f"the judge stage stopped: {first_line(exc)}. {progress.done} of {remaining} prompt(s) were "
+                    f"judged and are stored in {store.folder.parent}; the same command with "
+                    f"paths.run_dir={ctx.run_dir} (or paths.run_dir=latest) judges only the rest. "
+                    + judge_failure_hint(exc, lost, self.max_restarts)
+                ) from exc
         store.flush()
         rating_store.flush()
         seconds = time.monotonic() - progress.started
@@ -562,18 +649,7 @@ class Judge(Stage):
                 self.store_path,
                 progress.done - reused,
             )
-        deaths = [e for e in read_events(events)[seen_events:] if e.get("event") == "engine_died"]
-        redone = sum(int(e.get("in_flight", 0)) for e in deaths)
-        if deaths:
-            log.warning(
-                "%d judge engine(s) died during the run (%s); new workers judged their %d unfinished prompt(s) "
-                "again, and nothing already stored was judged twice",
-                len(deaths),
-                ", ".join(f"{e['worker']} with {e['in_flight']} in flight" for e in deaths),
-                redone,
-            )
-        ctx.metrics["judge/engine_deaths"] = float(len(deaths))
-        ctx.metrics["judge/redone_prompts"] = float(redone)
+        report_interruptions(ctx, events, seen_events)
         if failed:
             raise_failed(pa.concat_tables(failed), store.folder.parent)
         judgments, ratings = store.read(), rating_store.read()

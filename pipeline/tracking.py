@@ -32,12 +32,12 @@ class Tracker:
         self.run_id = run_id
         self.tracking_uri = tracking_uri
 
-    def log_metrics(self, metrics: dict[str, float]) -> None:
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
         if self.run_id is None:
             return
         import mlflow
 
-        mlflow.log_metrics({k: float(v) for k, v in metrics.items()})
+        mlflow.log_metrics({k: float(v) for k, v in metrics.items()}, step=step)
 
     def log_artifacts(self, folder: Path, artifact_path: str | None = None) -> None:
         if self.run_id is None:

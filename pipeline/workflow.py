@@ -86,6 +86,10 @@ class StageContext(Protocol):
         """Where streamed steps run (:mod:`pipeline.runtime`), made on first use."""
         ...
 
+    def log_step(self, metrics: dict[str, float], step: int) -> None:
+        """Log metrics at a step now (a series in MLflow: one point per adaptive round)."""
+        ...
+
     # Run metrics (logged to MLflow at the end) and files written into the run folder (logged as artifacts).
     metrics: dict[str, float]
     files: list[Path]

@@ -167,7 +167,23 @@ def generate(cfg: RunConfig, root: Path) -> Workflow:
     )
 
 
+def adaptive(cfg: RunConfig, root: Path) -> Workflow:
+    """Adaptive rounds: each context (a large pool) ranked by rounds of fit, select and judge (both orderings)
+    until its budget is spent or its ranking has settled; then scored, correlated and reported as a comparative
+    run (:mod:`pipeline.adaptive`)."""
+    from pipeline.adaptive import Rounds
+
+    stages = list(assessment(cfg, root).stages)
+    names = [s.name for s in stages]
+    judge = stages[names.index("judge")]
+    rounds = Rounds(cfg.adaptive, judge, cfg.judge.api.price_input, cfg.judge.api.price_output)  # type: ignore[arg-type]
+    at = names.index("shard_contexts")
+    stages[at : names.index("judge") + 1] = [rounds]
+    return Workflow("adaptive", tuple(stages))
+
+
 WORKFLOWS: dict[WorkflowName, Callable[[RunConfig, Path], Workflow]] = {
+    WorkflowName.adaptive: adaptive,
     WorkflowName.comparative: assessment,
     WorkflowName.absolute: assessment,
     WorkflowName.generate: generate,

@@ -115,4 +115,39 @@ def load_input(cfg: DatasetConfig, correlation: Correlation, root: Path, cache_d
     if report.missing_scores:
         log.warning("candidates without a human score (left out of correlations): %s", report.missing_scores)
     info = DatasetInfo(name=cfg.name, path=str(path), attributes=tuple(attributes), words=words)
-    return LoadedInput(data.candidates, data.human_scores, report, info)
+    candidates, human_scores = data.candidates, data.human_scores
+    if cfg.pool:
+        candidates, human_scores = as_pool(candidates, human_scores)
+        log.info("dataset.pool=true: the %d candidates are one pool", candidates.num_rows)
+    return LoadedInput(candidates, human_scores, report, info)
+
+
+POOL = "pool"
+
+
+def as_pool(candidates: pa.Table, human_scores: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """Every candidate in one context ``pool`` with no shared text, its id ``<context>/<candidate>`` (unique across
+    contexts); the human scores follow."""
+    import pyarrow.compute as pc
+
+    def pooled_ids(table: pa.Table) -> pa.Array:
+        return pc.binary_join_element_wise(table.column("context_id"), table.column("candidate_id"), "/")
+
+    n = candidates.num_rows
+    pooled = candidates.set_column(
+        candidates.schema.get_field_index("candidate_id"), "candidate_id", pooled_ids(candidates)
+    )
+    pooled = pooled.set_column(
+        pooled.schema.get_field_index("context_id"), "context_id", pa.array([POOL] * n)
+    )
+    pooled = pooled.set_column(pooled.schema.get_field_index("context"), "context", pa.array([""] * n))
+    pooled = pooled.set_column(
+        pooled.schema.get_field_index("candidate_index"), "candidate_index", pa.array(range(n), pa.int32())
+    )
+    scores = human_scores.set_column(
+        human_scores.schema.get_field_index("candidate_id"), "candidate_id", pooled_ids(human_scores)
+    )
+    scores = scores.set_column(
+        scores.schema.get_field_index("context_id"), "context_id", pa.array([POOL] * scores.num_rows)
+    )
+    return pooled.cast(candidates.schema), scores.cast(human_scores.schema)

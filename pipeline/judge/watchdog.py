@@ -20,6 +20,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -52,8 +53,10 @@ def in_ray_actor() -> bool:
         return False
 
 
-def record_event(path: str | os.PathLike | None, event: dict) -> None:
-    """Append one event (a JSON line, fsync'd) to the run's engine events file."""
+def record_event(path: str | os.PathLike | None, event: dict, sync: bool = True) -> None:
+    """Append one event (a JSON line) to the run's engine events file. ``sync``: fsync'd (a death record);
+    without it the line still survives the writer's process being killed (it is in the kernel's page cache), not
+    a crash of the machine."""
     if not path:
         return
     target = Path(path)
@@ -61,8 +64,9 @@ def record_event(path: str | os.PathLike | None, event: dict) -> None:
     line = (json.dumps(event) + "\n").encode()
     fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, line)
-        os.fsync(fd)
+        os.write(fd, line)  # one write of an O_APPEND file: lines of several workers never interleave
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -79,6 +83,31 @@ def read_events(path: str | os.PathLike) -> list[dict]:
         except json.JSONDecodeError:
             continue
     return events
+
+
+@dataclass(frozen=True)
+class Interruptions:
+    """What the events of a stage say was lost and judged again (:func:`interruptions`)."""
+
+    engine_deaths: list[dict]
+    # workers that started a batch and never finished it, their engine not recorded dead: the whole actor
+    # (its process, its node) was lost
+    lost_workers: list[str]
+    # rows of the batches a worker started and never finished: Ray gave them to another worker
+    redone: int
+
+
+def interruptions(events: list[dict]) -> Interruptions:
+    """Engine deaths, lost workers and redone rows from a stage's events (``batch_started`` / ``batch_done``
+    written by every judge worker around each batch, ``engine_died`` by :class:`EngineWatch`). A batch started by
+    a worker that has no ``batch_done`` for it from that worker was interrupted; its rows were judged again (rows
+    of that batch already in the judgement store come from there)."""
+    deaths = [e for e in events if e.get("event") == "engine_died"]
+    done = {(e["worker"], e["batch"]) for e in events if e.get("event") == "batch_done"}
+    cut = [e for e in events if e.get("event") == "batch_started" and (e["worker"], e["batch"]) not in done]
+    dead = {e["worker"] for e in deaths}
+    lost = sorted({e["worker"] for e in cut} - dead)
+    return Interruptions(deaths, lost, sum(int(e.get("rows", 0)) for e in cut))
 
 
 class EngineWatch:

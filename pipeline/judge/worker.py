@@ -9,6 +9,7 @@ in stream order), so each call holds prompts of one mode and its measured second
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import time
@@ -20,9 +21,19 @@ from pipeline.absolute import Read
 from pipeline.judge.engines import EngineResult, make_engine
 from pipeline.judge.memo import JudgementStore
 from pipeline.judge.spec import JudgeSpec
-from pipeline.judge.watchdog import EngineWatch, Reaper, engine_processes
+from pipeline.judge.watchdog import EngineWatch, Reaper, engine_processes, record_event
 from pipeline.prompts import PromptFrame, encode_prompts
 from pipeline.schemas import PROMPTS, RESPONSES, check_schema
+
+
+def batch_key(batch: pa.Table) -> str:
+    """A batch's identity: a digest of its prompts' keys (the same rows give the same key on any worker)."""
+    digest = hashlib.blake2b(digest_size=12)
+    for column in ("context_id", "attribute", "template_id", "cand_a", "cand_b"):
+        for value in batch.column(column).to_pylist():
+            digest.update(str(value).encode())
+            digest.update(b"\x1f")
+    return digest.hexdigest()
 
 
 class JudgeWorker:
@@ -43,6 +54,7 @@ class JudgeWorker:
         # A template's own frame where it differs (each generator's system prompt), else ``frame``.
         self.frames = dict(frames or {})
         self.in_flight = 0
+        self.events = events
         self.engine = make_engine(spec)
         self.start_seconds = self.engine.start_seconds
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
@@ -119,6 +131,17 @@ class JudgeWorker:
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         batch = check_schema(batch, PROMPTS, "judge stage input")
+        # the batch's start and end in the run's events: a batch started and never finished by this worker was
+        # lost with it (its engine or its whole process) and judged again elsewhere (watchdog.interruptions)
+        key = batch_key(batch)
+        mark = {"worker": self.worker, "batch": key, "rows": batch.num_rows}
+        record_event(self.events, {"event": "batch_started", **mark}, sync=False)
+        out = self.respond(batch)
+        record_event(self.events, {"event": "batch_done", **mark}, sync=False)
+        return out
+
+    def respond(self, batch: pa.Table) -> pa.Table:
+        """RESPONSES rows for a batch of PROMPTS rows."""
         template_ids = batch.column("template_id").to_pylist()
         prompts = batch.column("prompt").to_pylist()
         unknown = sorted(set(template_ids) - set(self.reads))

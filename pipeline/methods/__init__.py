@@ -14,7 +14,10 @@ poe_gaussian; poe_gaussian.fit(...)``); the scoring functions are in :data:`SCOR
 Modules: :mod:`.selection` (which pairs to judge), :mod:`.debias` (positional bias), one module per
 scorer (:mod:`.win_ratio`, :mod:`.average_probability`, :mod:`.bradley_terry`, :mod:`.poe_gaussian`,
 :mod:`.poe_bt`, :mod:`.poe_laplace`, :mod:`.ml_ranking`), :mod:`.metrics`, :mod:`.efficiency` (with the
-batched scorers of :mod:`.batched`), :mod:`.simulate`, :mod:`.validate` and :mod:`.errors`.
+batched scorers of :mod:`.batched`), :mod:`.simulate`, :mod:`.validate` and :mod:`.errors`. Adaptive rounds
+(imported on demand): :mod:`.posterior` (the PoE-Gaussian posterior at any N), the round strategies
+:mod:`.reorder` and :mod:`.windowed`, the sorting baselines :mod:`.sorting`, :mod:`.stopping` and the round
+loop :mod:`.rounds`.
 
 Importing this package imports numpy only; scipy is imported inside the functions that use it.
 """

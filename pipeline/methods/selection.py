@@ -40,6 +40,7 @@ __all__ = [
     "greedy_optimal",
     "log_det_information",
     "no_repeat",
+    "PairSet",
     "pair_index",
     "pairs_from_index",
     "random_ordered",
@@ -108,6 +109,38 @@ def pairs_from_index(index: NDArray[np.int64], n_items: int) -> NDArray[np.int64
         a = np.where((a < n - 2) & (offset(a + 1) <= m), a + 1, a)
     b = m - offset(a) + a + 1
     return np.stack([a, b], axis=1)
+
+
+class PairSet:
+    """The unordered pairs judged so far, as sorted :func:`pair_index` values: O(K) memory at any N (no N x N
+    matrix), membership of many pairs at once by binary search."""
+
+    def __init__(self, n_items: int, pairs: NDArray[np.int64] | None = None):
+        self.n = _check_n(n_items)
+        self.index = np.zeros(0, dtype=np.int64)
+        if pairs is not None:
+            self.add(pairs)
+
+    def __len__(self) -> int:
+        return int(self.index.shape[0])
+
+    def keys(self, pairs: NDArray[np.int64]) -> NDArray[np.int64]:
+        """The pair index of each row (either orientation)."""
+        arr = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        lo, hi = np.minimum(arr[:, 0], arr[:, 1]), np.maximum(arr[:, 0], arr[:, 1])
+        return pair_index(lo, hi, self.n)
+
+    def contains(self, pairs: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """Whether each row's unordered pair is in the set."""
+        keys = self.keys(pairs)
+        if not len(self):
+            return np.zeros(keys.shape[0], dtype=bool)
+        at = np.searchsorted(self.index, keys)
+        at = np.minimum(at, self.index.shape[0] - 1)
+        return self.index[at] == keys
+
+    def add(self, pairs: NDArray[np.int64]) -> None:
+        self.index = np.union1d(self.index, self.keys(pairs))
 
 
 def _ordered_from_index(index: NDArray[np.int64], n: int) -> NDArray[np.int64]:

@@ -20,7 +20,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
+    "TRUTHS",
+    "PoolJudge",
     "bias_for_prior",
+    "pool_truth",
     "simulate_absolute",
     "simulate_assessment",
     "judge_accuracy",
@@ -207,3 +210,96 @@ def simulate_assessment(
             }
         )
     return out
+
+
+def _splitmix64(x: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """The splitmix64 finaliser (Steele, Lea & Flood 2014), vectorised: a counter-based hash to 64 random bits."""
+    with np.errstate(over="ignore"):
+        z = x + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def _uniform(keys: NDArray[np.int64], salt: int) -> NDArray[np.float64]:
+    """Uniform (0, 1) numbers, a fixed function of (key, salt)."""
+    with np.errstate(over="ignore"):
+        mixed = _splitmix64(keys.astype(np.uint64) ^ _splitmix64(np.full(keys.shape, salt, dtype=np.uint64)))
+    return ((mixed >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)
+
+
+TRUTHS: tuple[str, ...] = ("normal", "heavy", "clustered")
+
+
+def pool_truth(kind: str, n: int, rng: np.random.Generator) -> NDArray[np.float64]:
+    """True scores of a pool: ``"normal"`` N(0, 1); ``"heavy"`` Student t with 3 degrees of freedom, scaled to unit
+    variance; ``"clustered"`` five tight clusters (centres N(0, 1), spread 0.1): many near-ties."""
+    if kind == "normal":
+        return rng.standard_normal(n)
+    if kind == "heavy":
+        return rng.standard_t(3, n) / math.sqrt(3.0)
+    if kind == "clustered":
+        centres = rng.standard_normal(5)
+        return centres[rng.integers(0, 5, n)] + 0.1 * rng.standard_normal(n)
+    raise ValueError(f"unknown truth {kind!r}; valid: {TRUTHS}")
+
+
+class PoolJudge:
+    """A simulated judge of one pool, answering as a temperature-0 LLM does: the same prompt, the same answer.
+
+    The judge perceives ``s_i + item_noise * e_i`` (its own view of each item, fixed: what no number of
+    comparisons removes) and says, for ``a`` in slot A and ``b`` in slot B,
+    ``P(A) = sigmoid(scale (s'_a - s'_b) + bias + call_noise * z_ab)``, reversed (``1 - P``) with probability
+    ``flip``; ``z_ab`` and the flip are fixed functions of the ordered pair and ``seed``. :meth:`__call__` judges
+    each pair in both orderings and returns the debiased probability ``(P(a, b) + 1 - P(b, a)) / 2``, as the
+    pipeline does; ``calls`` counts the judge calls (two per pair).
+    """
+
+    def __init__(
+        self,
+        truth: NDArray[np.float64],
+        rng: np.random.Generator,
+        *,
+        scale: float = 2.0,
+        bias: float = 0.5,
+        item_noise: float = 0.3,
+        call_noise: float = 0.5,
+        flip: float = 0.05,
+    ):
+        from scipy.special import ndtri
+
+        self.truth = np.asarray(truth, dtype=np.float64)
+        self.n = int(self.truth.shape[0])
+        self.seen = self.truth + item_noise * rng.standard_normal(self.n)
+        self.scale, self.bias, self.call_noise, self.flip = scale, bias, call_noise, flip
+        self.seed = int(rng.integers(0, 2**62))
+        self._ndtri = ndtri
+        self.calls = 0
+
+    def ordered(self, a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.float64]:
+        """P(slot A wins) for each ordered pair."""
+        from scipy.special import expit
+
+        key = np.asarray(a, dtype=np.int64) * self.n + np.asarray(b, dtype=np.int64)
+        z = self._ndtri(_uniform(key, self.seed))
+        p = expit(self.scale * (self.seen[a] - self.seen[b]) + self.bias + self.call_noise * z)
+        flipped = _uniform(key, self.seed + 1) < self.flip
+        return np.where(flipped, 1.0 - p, p)
+
+    def __call__(self, a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.float64]:
+        a = np.asarray(a, dtype=np.int64)
+        b = np.asarray(b, dtype=np.int64)
+        self.calls += 2 * a.shape[0]
+        return (self.ordered(a, b) + 1.0 - self.ordered(b, a)) / 2.0
+
+    def all_pairs_scores(self) -> NDArray[np.float64]:
+        """The all-pairs solution: PoE-Gaussian on every pair in both orderings, which is the average debiased
+        probability of beating the others (PoE appendix A.3). O(N^2): for pools that fit in memory."""
+        a, b = np.triu_indices(self.n, k=1)
+        p = (self.ordered(a, b) + 1.0 - self.ordered(b, a)) / 2.0
+        wins = np.bincount(a, weights=p, minlength=self.n) + np.bincount(b, weights=1.0 - p, minlength=self.n)
+        return wins / (self.n - 1)
+
+    def absolute(self, rng: np.random.Generator, noise: float = 1.0) -> NDArray[np.float64]:
+        """One absolute score per item (1-10 scale) from the judge's own view (:func:`simulate_absolute`)."""
+        return simulate_absolute(self.seen, rng, noise=noise, slope=1.5, offset=5.5, scale=(1, 10))

@@ -42,6 +42,10 @@ class MapStep:
     # A class on Ray: how many times a worker that died (its engine gone) is replaced, its unfinished batches
     # given to the new one; after that the run stops with the error. None: Ray Data's default (no limit).
     max_restarts: int | None = None
+    # A class, the last step of its chain: its workers outlive the stream, and a later stream with the same step
+    # (the same class and settings) reuses them, until the executor is closed. Adaptive rounds judge every round
+    # with the engines started for the first.
+    keep_alive: bool = False
 
     @property
     def stateful(self) -> bool:
@@ -52,6 +56,20 @@ class Executor(Protocol):
     def stream(self, blocks: Sequence[pa.Table], steps: Sequence[MapStep]) -> Iterator[pa.Table]:
         """Run ``steps`` over ``blocks``; yield the last step's output batches as they finish."""
         ...
+
+    def close(self) -> None:
+        """Release the workers kept alive (``MapStep.keep_alive``)."""
+        ...
+
+
+def step_key(step: MapStep) -> str:
+    """What makes two kept-alive steps the same workers: the step's name, its class and its settings."""
+    import hashlib
+    import pickle
+
+    fn = step.fn
+    digest = hashlib.blake2b(pickle.dumps(dict(step.kwargs)), digest_size=16).hexdigest()
+    return f"{step.name}:{fn.__module__}.{fn.__qualname__}:{digest}:{step.workers}:{step.num_cpus}:{step.num_gpus}"
 
 
 def make_executor(runtime: RuntimeConfig, log_dir: Path | None, verbose: bool) -> Executor:

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
-from pipeline.runtime import MapStep
+from pipeline.runtime import MapStep, step_key
 
 
 def batches(chunks: Iterable[pa.Table], batch_size: int | None) -> Iterator[pa.Table]:
@@ -38,6 +38,14 @@ def _apply(stream: Iterable[pa.Table], call, kwargs: dict, batch_size: int | Non
 
 
 class LocalExecutor:
+    def __init__(self) -> None:
+        self.kept: dict[str, object] = {}
+
+    def close(self) -> None:
+        kept, self.kept = self.kept, {}
+        for instance in kept.values():
+            _close(instance)
+
     def stream(self, blocks: Sequence[pa.Table], steps: Sequence[MapStep]) -> Iterator[pa.Table]:
         if not blocks:
             return
@@ -45,7 +53,12 @@ class LocalExecutor:
         try:
             stream: Iterable[pa.Table] = iter(blocks)
             for step in steps:
-                if step.stateful:
+                if step.stateful and step.keep_alive:
+                    key = step_key(step)
+                    if key not in self.kept:
+                        self.kept[key] = step.fn(**step.kwargs)
+                    call, kwargs = self.kept[key], {}
+                elif step.stateful:
                     instance = step.fn(**step.kwargs)
                     made.append(instance)
                     call, kwargs = instance, {}
@@ -55,6 +68,10 @@ class LocalExecutor:
             yield from stream
         finally:
             for instance in made:
-                close = getattr(instance, "close", None)
-                if callable(close):
-                    close()
+                _close(instance)
+
+
+def _close(instance: object) -> None:
+    close = getattr(instance, "close", None)
+    if callable(close):
+        close()

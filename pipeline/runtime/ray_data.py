@@ -18,7 +18,8 @@ import pyarrow as pa
 
 from pipeline.config import RuntimeConfig
 from pipeline.logs import redirect_output
-from pipeline.runtime import MapStep
+from pipeline.runtime import MapStep, step_key
+from pipeline.runtime.local import batches
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,12 @@ class RayDataExecutor:
     def __init__(self, runtime: RuntimeConfig, log_dir: Path | None):
         self.runtime = runtime
         self.log_dir = log_dir
+        self.kept: dict[str, KeptPool] = {}
+
+    def close(self) -> None:
+        kept, self.kept = self.kept, {}
+        for pool in kept.values():
+            pool.close()
 
     def stream(self, blocks: Sequence[pa.Table], steps: Sequence[MapStep]) -> Iterator[pa.Table]:
         if not blocks:
@@ -69,6 +76,10 @@ class RayDataExecutor:
         import ray.data
 
         init_ray(self.runtime, quiet=self.log_dir is not None)
+        last = steps[-1] if steps else None
+        if last is not None and last.stateful and last.keep_alive:
+            yield from self._stream_kept(blocks, steps)
+            return
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False  # the driver logs its own progress with rate and ETA
         # The work is CPU-bound in the engine; don't spend cycles polling the actors' memory every second.
@@ -98,6 +109,22 @@ class RayDataExecutor:
                 )
         yield from ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0)
 
+    def _stream_kept(self, blocks: Sequence[pa.Table], steps: Sequence[MapStep]) -> Iterator[pa.Table]:
+        """The chain but its last step on Ray Data; the last step's batches to its kept-alive actors."""
+        last = steps[-1]
+        upstream = list(self.stream(blocks, steps[:-1])) if len(steps) > 1 else list(blocks)
+        key = step_key(last)
+        pool = self.kept.get(key)
+        if pool is None:
+            pool = self.kept[key] = KeptPool(last, self.log_dir)
+        try:
+            yield from pool.run(batches(upstream, last.batch_size))
+        except BaseException:
+            # a pool that failed (an actor lost for good) is not reused: the next stream starts a new one
+            self.kept.pop(key, None)
+            pool.close()
+            raise
+
     @staticmethod
     def _map_actors(ds, step: MapStep, fn: type):
         import ray.data
@@ -116,3 +143,79 @@ class RayDataExecutor:
                 else {}
             ),
         )
+
+
+class _Kept:
+    """The actor of a kept-alive step: one instance of the step's class, called batch by batch."""
+
+    def __init__(self, cls: type, kwargs: dict):
+        self.inner = cls(**kwargs)
+
+    def run(self, batch: pa.Table) -> pa.Table:
+        out = self.inner(batch)
+        return out if isinstance(out, pa.Table) else pa.concat_tables(list(out))
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            close()
+
+
+class KeptPool:
+    """Actors of a kept-alive step (``MapStep.keep_alive``), made on first use and reused by later streams: each
+    holds at most two batches (one running, one queued); results are yielded as they finish. A dead actor is
+    restarted by Ray (``max_restarts``, its unfinished batches retried on the new one, as the Ray Data pool does);
+    an actor whose constructor fails is not."""
+
+    IN_FLIGHT = 2
+
+    def __init__(self, step: MapStep, log_dir: Path | None):
+        import ray
+
+        cls = with_output_to(step.fn, log_dir, step.name) if log_dir else step.fn  # type: ignore[arg-type]
+        restarts = -1 if step.max_restarts is None else step.max_restarts
+        remote = ray.remote(
+            num_cpus=step.num_cpus,
+            num_gpus=step.num_gpus,
+            max_restarts=restarts,
+            max_task_retries=restarts,
+        )(_Kept)
+        self.actors = [remote.remote(cls, dict(step.kwargs)) for _ in range(max(1, step.workers))]
+        self.name = step.name
+
+    def run(self, work: Iterator[pa.Table]) -> Iterator[pa.Table]:
+        import ray
+
+        todo = iter(work)
+        load = [0] * len(self.actors)
+        running: dict = {}
+
+        def submit() -> bool:
+            for k, actor in enumerate(self.actors):
+                while load[k] < self.IN_FLIGHT:
+                    batch = next(todo, None)
+                    if batch is None:
+                        return False
+                    running[actor.run.remote(batch)] = k
+                    load[k] += 1
+            return True
+
+        more = submit()
+        while running:
+            [ref], _ = ray.wait(list(running), num_returns=1)
+            k = running.pop(ref)
+            load[k] -= 1
+            yield ray.get(ref)
+            if more:
+                more = submit()
+
+    def close(self) -> None:
+        import ray
+
+        actors, self.actors = self.actors, []
+        try:
+            ray.get([a.close.remote() for a in actors], timeout=120)
+        except Exception as exc:  # a dead actor has nothing to close; its engine's reaper ends the engine
+            log.debug("closing the %s workers: %s", self.name, exc)
+        for actor in actors:
+            ray.kill(actor)

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from pipeline.run import run
-from tests.conftest import compose
+from tests.conftest import ROOT, compose
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
 
@@ -85,17 +85,133 @@ def test_a_judge_engine_killed_mid_run_is_replaced_and_nothing_is_judged_twice(t
     done = result["value"]
     table = pl.read_parquet(folder / "tables" / "judgments.parquet")
     assert table.height == n_prompts and table.select(KEYS).n_unique() == n_prompts
-    assert done.metrics["judge/engine_deaths"] == 1
+    assert done.metrics["judge/engine_deaths"] == 1 and done.metrics["judge/lost_workers"] == 0
     redone = done.metrics["judge/redone_prompts"]
-    assert 0 < redone <= 8  # the batch in the engine when it died
+    assert redone == 8  # the batch in the engine when it died
     text = log.read_text(errors="replace")
-    assert (
-        "1 judge engine(s) died during the run" in text
-        and f"their {int(redone)} unfinished prompt(s)" in text
-    )
+    assert "1 judge engine(s) died during the run" in text
+    assert "the 8 prompt(s) of the unfinished batches went to new workers" in text
     events = Path(folder / "logs" / "engine_events.jsonl").read_text()
     assert f'"pids": [{engine.pid}]' in events
     assert not [p for p in judge_engines() if p.pid not in before]  # the new engine ends with the run
+
+
+def start_run(cfg) -> tuple[threading.Thread, dict]:
+    result: dict = {}
+
+    def target():
+        try:
+            result["value"] = run(cfg)
+        except BaseException as exc:  # the test reports it
+            result["error"] = exc
+
+    worker = threading.Thread(target=target)
+    worker.start()
+    return worker, result
+
+
+def small_run(tmp_path, *extra: str):
+    return compose(
+        [
+            "dataset.demo.n_contexts=3",
+            "dataset.demo.n_candidates=5",
+            "judge.batch_size=8",
+            "judge.max_model_len=2048",
+            f"paths.output_root={tmp_path}",
+            f"paths.run_dir={tmp_path / 'run'}",
+            f"judge.store_path={tmp_path / 'judgements.sqlite'}",
+            *extra,
+        ]
+    )
+
+
+def test_a_judge_actor_killed_whole_is_replaced_and_its_batch_counted_as_redone(tmp_path, ray_cluster):
+    """The whole actor process (not just its engine) is killed with SIGKILL, as a lost node would: Ray starts a new
+    one, its batch is judged again and counted from the batch records, and nothing is judged twice."""
+    folder = tmp_path / "run"
+    n_prompts = 3 * 5 * 4 * 2
+    before = {p.pid for p in judge_engines()}
+    worker, result = start_run(small_run(tmp_path))
+    log = folder / "run.log"
+    wait_for(
+        lambda: log.exists() and "judged " in log.read_text(errors="replace"), "a first batch", alive=worker
+    )
+    [engine] = [p for p in judge_engines() if p.pid not in before]
+    actor = engine.parent()
+    assert "ray::" in actor.name()
+    os.kill(actor.pid, signal.SIGKILL)
+    worker.join(timeout=900)
+    assert not worker.is_alive(), "the run hangs after its actor died"
+    assert "error" not in result, result.get("error")
+    done = result["value"]
+    table = pl.read_parquet(folder / "tables" / "judgments.parquet")
+    assert table.height == n_prompts and table.select(KEYS).n_unique() == n_prompts
+    assert done.metrics["judge/lost_workers"] == 1 and done.metrics["judge/engine_deaths"] == 0
+    assert done.metrics["judge/redone_prompts"] == 8
+    text = log.read_text(errors="replace")
+    assert "1 judge worker(s) were lost during the run with a batch unfinished (" in text
+    assert f":{actor.pid})" in text
+    assert "the 8 prompt(s) of the unfinished batches went to new workers" in text
+
+
+def test_an_engine_killed_more_often_than_allowed_stops_the_run_with_what_was_judged_on_disk(
+    tmp_path, ray_cluster
+):
+    """runtime.max_engine_restarts=0: the first engine death ends the run, within a bounded time, naming the
+    bound; the prompts judged before it are in the run folder and a rerun of the folder judges only the rest."""
+    folder = tmp_path / "run"
+    before = {p.pid for p in judge_engines()}
+    worker, result = start_run(small_run(tmp_path, "runtime.max_engine_restarts=0"))
+    log = folder / "run.log"
+    wait_for(
+        lambda: log.exists() and "judged " in log.read_text(errors="replace"), "a first batch", alive=worker
+    )
+    [engine] = [p for p in judge_engines() if p.pid not in before]
+    os.kill(engine.pid, signal.SIGKILL)
+    worker.join(timeout=600)
+    assert not worker.is_alive(), "the run hangs after its engine died"
+    error = result.get("error")
+    assert error is not None and "value" not in result
+    message = str(error)
+    assert "the judge stage stopped" in message and "runtime.max_engine_restarts=0" in message
+    assert f"paths.run_dir={folder}" in message
+    assert "1 judge engine(s) died during the run" in log.read_text(errors="replace")
+    parts = list((folder / "judgments").glob("*.parquet"))
+    stored = pl.concat([pl.read_parquet(p) for p in parts]).height if parts else 0
+    assert re.search(rf"(\d+) of {3 * 5 * 4 * 2} prompt\(s\) were judged", message)[1] == str(stored)
+    assert stored >= 8
+    wait_for(
+        lambda: not [p for p in judge_engines() if p.pid not in before], "the engines to end", seconds=60
+    )
+
+
+def test_an_engine_that_cannot_start_stops_the_run_at_once(tmp_path, ray_cluster):
+    """A checkpoint whose weights are cut short (the driver reads its config and tokenizer; the engine cannot
+    load it): the run stops after one attempt with the engine's error, and no engine is left behind."""
+    from pipeline.models import resolve_model
+
+    source = Path(
+        resolve_model("smollm2-135m-instruct", ROOT / ".cache").path
+    )  # the project's converted checkpoint
+    broken = tmp_path / "broken-checkpoint"
+    broken.mkdir()
+    for f in source.iterdir():
+        if f.name != "model.safetensors":
+            (broken / f.name).write_bytes(f.read_bytes())
+    weights = (source / "model.safetensors").read_bytes()
+    (broken / "model.safetensors").write_bytes(weights[: len(weights) // 3])
+    before = {p.pid for p in judge_engines()}
+    worker, result = start_run(small_run(tmp_path, f"judge.model={broken}"))
+    worker.join(timeout=600)
+    assert not worker.is_alive(), "the run hangs when its engine cannot start"
+    error = result.get("error")
+    assert error is not None and "value" not in result
+    message = str(error)
+    assert "the judge stage stopped" in message and "0 of 120 prompt(s) were judged" in message
+    assert "could not start its engine" in message
+    wait_for(
+        lambda: not [p for p in judge_engines() if p.pid not in before], "the engines to end", seconds=60
+    )
 
 
 def engine_processes_anywhere() -> list[psutil.Process]:

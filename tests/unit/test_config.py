@@ -117,6 +117,24 @@ def test_type_errors_name_the_field():
         (["+judge.engine.max_model_len=99"], "judge.engine.max_model_len is set by judge.max_model_len"),
         (["judge=hf", "+judge.engine.enforce_eager=true"], "the hf backend does not take"),
         (["dataset.max_candidates=1"], "dataset.max_candidates must be at least 2"),
+        (
+            ["workflow=adaptive", "adaptive.budget.calls_per_item=null", "adaptive.stop.criterion=null"],
+            "has no budget (adaptive.budget) and no stopping rule",
+        ),
+        (
+            ["workflow=adaptive", "adaptive.warm_start=prompt_score"],
+            "adaptive.warm_start=prompt_score is not among",
+        ),
+        (["workflow=adaptive", "adaptive.window=0"], "adaptive.window=0 must be a positive integer"),
+        (["workflow=adaptive", "adaptive.stop.threshold=1.5"], "must be in (-1, 1) for expected_tau"),
+        (
+            ["workflow=adaptive", "adaptive.budget.money=5"],
+            "adaptive.budget.money needs a judge behind an API",
+        ),
+        (
+            ["workflow=adaptive", "pairs.orderings=one", "scoring.debias=alpha"],
+            "judges every pair in both orderings",
+        ),
     ],
 )
 def test_values_that_would_be_ignored_or_misapplied_are_refused(overrides, message):
@@ -155,3 +173,10 @@ def test_the_api_judge_needs_an_endpoint_and_the_name_of_its_key_variable():
     assert "judge.api.base_url must be the endpoint's URL" in refused(
         ["judge=api", "judge.api.base_url=localhost:8000"]
     )
+
+
+def test_the_pool_preset_composes_an_adaptive_run():
+    cfg = compose(["experiment=summeval_pool"])
+    assert cfg.workflow == "adaptive" and cfg.dataset.pool and cfg.dataset.attributes == ["coherence"]
+    assert cfg.adaptive.strategy == "reorder" and cfg.adaptive.budget.calls_per_item == 8
+    assert [t.id for t in cfg.prompt.templates] == ["pool"]

@@ -29,3 +29,41 @@ def test_damage_is_progressive():
         assert scores == sorted(scores, reverse=True) and scores[0] == 5.0 and scores[-1] == 1.0
         texts = [by_level[d]["text"] for d in range(6)]
         assert len(set(texts)) == 6  # every level differs from the others
+
+
+def test_contexts_pooled_into_one_keep_every_candidate_and_its_human_scores():
+    import pyarrow as pa
+
+    from pipeline.data.source import POOL, as_pool
+    from pipeline.schemas import CANDIDATES, HUMAN_SCORES
+
+    candidates = pa.Table.from_pylist(
+        [
+            {
+                "context_id": c,
+                "context": f"text {c}",
+                "candidate_id": k,
+                "candidate_index": i,
+                "system": None,
+                "text": f"{c}{k}",
+            }
+            for c in ("x", "y")
+            for i, k in enumerate(("1", "2"))
+        ],
+        schema=CANDIDATES,
+    )
+    human = pa.Table.from_pylist(
+        [{"context_id": "y", "candidate_id": "2", "attribute": "coherence", "human_score": 3.0}],
+        schema=HUMAN_SCORES,
+    )
+    pooled, scores = as_pool(candidates, human)
+    assert pooled.schema == CANDIDATES and scores.schema == HUMAN_SCORES
+    assert set(pooled.column("context_id").to_pylist()) == {POOL}
+    assert pooled.column("candidate_id").to_pylist() == ["x/1", "x/2", "y/1", "y/2"]
+    assert pooled.column("candidate_index").to_pylist() == [0, 1, 2, 3]
+    assert pooled.column("text").to_pylist() == ["x1", "x2", "y1", "y2"] and set(
+        pooled.column("context").to_pylist()
+    ) == {""}
+    assert scores.to_pylist() == [
+        {"context_id": POOL, "candidate_id": "y/2", "attribute": "coherence", "human_score": 3.0}
+    ]

@@ -1,0 +1,301 @@
+"""Adaptive rounds against fixed designs and sorting, on simulated pools with a known truth.
+
+The protocol of the adaptive-comparison literature (Fathullah & Gales 2025; Maystre & Grossglauser 2017):
+
+- true scores of N items: N(0, 1), heavy-tailed (Student t, 3 degrees of freedom) or clustered (five tight
+  clusters, many near-ties);
+- a judge (:class:`pipeline.methods.simulate.PoolJudge`) that sees each item through its own fixed error
+  (``item_noise``: what the all-pairs solution cannot remove either) and says, for A against B,
+  ``P(A) = sigmoid(scale (s'_A - s'_B) + position bias + call noise)``, reversed at a flip rate, the same answer
+  for the same prompt; every pair judged in both orderings and debiased, as the pipeline does;
+- the budget in judge calls per item (two calls per pair), from 2 to 64; 0.5% of the ordered pairs is
+  ``0.005 (N - 1)`` calls per item (3.3 at N = 658);
+- arms: uniformly random pairs in rounds (the balanced-random baseline), greedy-optimal (PoE section 3.6: its
+  picks do not depend on the answers, so one greedy run per seed serves every budget as a prefix), the adaptive
+  strategies in rounds (reorder probability with the diagonal variance, the same with the exact covariance,
+  windowed neighbours with 10% exploration, reorder warm-started from one absolute score per item, which costs
+  one call per item of the budget), repeated quicksort and merge sort (PairS-greedy), both scored by
+  PoE-Gaussian on their comparisons;
+- Spearman and Kendall against the truth and against the all-pairs solution, mean and 95% interval over seeds.
+
+Rounds start with N/2 pairs and grow by 25% of what is judged, ending at every budget point. The second part
+times one round (fit, then selection) at N = 100,000 with 20 calls per item judged, against uniform random
+selection in the same process.
+
+    make bench-adaptive                          # N = 658, 20 seeds, then N = 100,000
+    make bench-adaptive ARGS="--seeds 5 --skip-large"
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import resource
+import time
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import kendalltau, spearmanr
+
+from pipeline.hardware import read_cpu
+from pipeline.methods.posterior import fit_posterior
+from pipeline.methods.reorder import select_reorder
+from pipeline.methods.rounds import Prior, fit_round, round_schedule, run_rounds
+from pipeline.methods.selection import PairSet, greedy_optimal
+from pipeline.methods.simulate import PoolJudge, pool_truth
+from pipeline.methods.sorting import merge_sort, repeated_quicksort
+from pipeline.methods.windowed import select_windowed
+
+
+@dataclass(frozen=True)
+class JudgeSetting:
+    name: str
+    scale: float
+    item_noise: float
+    call_noise: float
+    flip: float
+    bias: float = 0.5
+
+
+JUDGES = (
+    # a judge that mostly agrees with the truth: comparisons near each other in the ranking are informative
+    JudgeSetting("sharp", scale=3.0, item_noise=0.2, call_noise=0.5, flip=0.02),
+    # a judge far from the truth (all-pairs Spearman about 0.6, as LLM judges on CMCQRD): most of the error is
+    # the judge's own view of each item, which no selection removes
+    JudgeSetting("noisy", scale=1.0, item_noise=1.0, call_noise=1.0, flip=0.1),
+)
+TRUTHS = ("normal", "heavy", "clustered")
+ARMS = ("random", "greedy", "reorder", "reorder_exact", "windowed", "reorder_warm", "quicksort", "mergesort")
+
+
+def budgets(n: int) -> list[float]:
+    """Calls per item: 2 to 64, and 0.5% of the ordered pairs."""
+    return sorted({2.0, round(0.005 * (n - 1), 2), 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0})
+
+
+def pairs_for(calls_per_item: float, n: int) -> int:
+    return int(round(calls_per_item * n / 2))
+
+
+def scores_of(n: int, i, j, p) -> np.ndarray:
+    return fit_posterior(n, i, j, p, variance="diagonal").mean
+
+
+def evaluate(scores, truth, full) -> tuple[float, float, float]:
+    return (
+        float(spearmanr(scores, truth).statistic),
+        float(kendalltau(scores, truth).statistic),
+        float(spearmanr(scores, full).statistic),
+    )
+
+
+def run_seed(task: tuple[int, int, str, JudgeSetting, tuple[str, ...]]) -> dict:
+    """Every arm on one simulated pool: {arm: {budget: (spearman, kendall, spearman vs all-pairs)}}."""
+    seed, n, truth_kind, setting, arms = task
+    rng = np.random.default_rng([seed, n, TRUTHS.index(truth_kind), JUDGES.index(setting)])
+    truth = pool_truth(truth_kind, n, rng)
+    judge = PoolJudge(
+        truth,
+        rng,
+        scale=setting.scale,
+        bias=setting.bias,
+        item_noise=setting.item_noise,
+        call_noise=setting.call_noise,
+        flip=setting.flip,
+    )
+    full = judge.all_pairs_scores()
+    points = budgets(n)
+    marks = tuple(pairs_for(b, n) for b in points)
+    out: dict = {"all_pairs": evaluate(full, truth, full)}
+    for arm in arms:
+        arm_rng = np.random.default_rng([seed, n, ARMS.index(arm)])
+        results = {}
+        if arm in ("random", "reorder", "reorder_exact", "windowed", "reorder_warm"):
+            strategy = {"reorder_exact": "reorder", "reorder_warm": "reorder"}.get(arm, arm)
+            prior = None
+            offset = 0
+            if arm == "reorder_warm":  # one absolute prompt per item, paid from the budget
+                prior = Prior(judge.absolute(arm_rng), weight=1.0)
+                offset = pairs_for(1.0, n)
+            wanted = {m - offset: b for m, b in zip(marks, points, strict=True) if m - offset > 0}
+            records, *_ = run_rounds(
+                n,
+                judge,
+                strategy=strategy,
+                budget_pairs=max(wanted),
+                pairs_per_round=round_schedule(n // 2, 0.25, tuple(wanted)),
+                rng=arm_rng,
+                prior=prior,
+                variance="exact" if arm == "reorder_exact" else "diagonal",
+            )
+            for r in records:
+                if r.pairs in wanted:
+                    results[wanted[r.pairs]] = evaluate(r.post.mean, truth, full)
+        elif arm == "greedy":
+            picks = greedy_optimal(n, max(marks), np.random.default_rng([seed, n]))
+            for m, b in zip(marks, points, strict=True):
+                if m >= n - 1:
+                    sel = picks[:m]
+                    results[b] = evaluate(
+                        scores_of(n, sel[:, 0], sel[:, 1], judge(sel[:, 0], sel[:, 1])), truth, full
+                    )
+        else:
+            sort = repeated_quicksort if arm == "quicksort" else merge_sort
+            asked, _ = sort(n, judge, max(marks), arm_rng)
+            i, j, p = asked.arrays()
+            for m, b in zip(marks, points, strict=True):
+                if m <= asked.spent:
+                    results[b] = evaluate(scores_of(n, i[:m], j[:m], p[:m]), truth, full)
+        out[arm] = results
+    return out
+
+
+def interval(values: list[float]) -> tuple[float, float]:
+    """Mean and the half-width of its 95% t-interval."""
+    from scipy.stats import t
+
+    a = np.asarray(values, dtype=np.float64)
+    if a.shape[0] < 2:
+        return float(a.mean()), float("nan")
+    return float(a.mean()), float(t.ppf(0.975, a.shape[0] - 1) * a.std(ddof=1) / math.sqrt(a.shape[0]))
+
+
+def report(name: str, n: int, runs: list[dict], arms: tuple[str, ...]) -> None:
+    points = budgets(n)
+    full = interval([r["all_pairs"][0] for r in runs])
+    print(
+        f"\n## {name}: N = {n}, {len(runs)} seeds; all-pairs Spearman vs truth {full[0]:.3f} ± {full[1]:.3f}"
+    )
+    for metric, k, label in (
+        (0, 3, "Spearman vs truth"),
+        (1, 3, "Kendall vs truth"),
+        (2, 3, "Spearman vs all-pairs"),
+    ):
+        print(f"\n{label} (mean ± 95% CI) by judge calls per item")
+        print("| arm | " + " | ".join(f"{b:g}" for b in points) + " |")
+        print("|---|" + "---|" * len(points))
+        for arm in arms:
+            cells = []
+            for b in points:
+                vals = [r[arm][b][metric] for r in runs if b in r[arm]]
+                if len(vals) < len(runs):
+                    cells.append("-")
+                else:
+                    m, h = interval(vals)
+                    cells.append(f"{m:.{k}f} ± {h:.{k}f}")
+            print(f"| {arm} | " + " | ".join(cells) + " |")
+    target = full[0] - 0.01
+    print(f"\nCalls per item to reach the all-pairs Spearman within 0.01 (mean >= {target:.3f}):")
+    reach = {}
+    for arm in arms:
+        hit = next(
+            (
+                b
+                for b in points
+                if all(b in r[arm] for r in runs) and np.mean([r[arm][b][0] for r in runs]) >= target
+            ),
+            None,
+        )
+        reach[arm] = hit
+        print(
+            f"  {arm:>14}: {'not within 64' if hit is None else f'{hit:g} ({hit / (n - 1):.2%} of the ordered pairs)'}"
+        )
+    if reach.get("greedy"):
+        for arm in arms:
+            if reach.get(arm) and arm != "greedy":
+                print(f"  {arm} / greedy calls: {reach[arm] / reach['greedy']:.2f}x")
+
+
+def large_round(n: int, calls_per_item: float, seed: int) -> None:
+    """One round at N items with ``calls_per_item`` already judged: fit, then select, timed against uniform
+    random selection; peak memory of the process."""
+    rng = np.random.default_rng(seed)
+    truth = pool_truth("normal", n, rng)
+    judge = PoolJudge(truth, rng)
+    k_round = n // 4
+    started = time.perf_counter()
+    records, i, j, p = run_rounds(
+        n,
+        judge,
+        strategy="reorder",
+        budget_pairs=pairs_for(calls_per_item, n),
+        pairs_per_round=round_schedule(n // 2, 0.25),
+        rng=rng,
+    )
+    total = time.perf_counter() - started
+    print(
+        f"\n## N = {n:,}: {len(records)} rounds of reorder selection to {calls_per_item:g} calls per item "
+        f"({len(i):,} pairs) in {total:.1f} s; Spearman vs truth {spearmanr(records[-1].post.mean, truth).statistic:.3f}"
+    )
+    previous = records[-2].post.mean
+    t0 = time.perf_counter()
+    post = fit_round(n, i, j, p, x0=previous)
+    t1 = time.perf_counter()
+    cold = fit_round(n, i, j, p)
+    t2 = time.perf_counter()
+    judged = PairSet(n, np.stack([i, j], axis=1))
+    t3 = time.perf_counter()
+    chosen = select_reorder(post, k_round, judged)
+    t4 = time.perf_counter()
+    windowed = select_windowed(post.mean, k_round, judged, rng)
+    t5 = time.perf_counter()
+    baseline = select_windowed(post.mean, k_round, judged, rng, window=1, explore=1.0)
+    t6 = time.perf_counter()
+    assert chosen.shape[0] == windowed.shape[0] == baseline.shape[0] == k_round
+    print(f"one round at {calls_per_item:g} calls per item, selecting {k_round:,} pairs:")
+    print(f"  fit (CG, warm start from the last round): {t1 - t0:.2f} s, {post.iterations} iterations")
+    print(f"  fit (CG, cold start):                     {t2 - t1:.2f} s, {cold.iterations} iterations")
+    print(f"  judged-pair set of {len(judged):,} pairs:        {t3 - t2:.2f} s")
+    print(
+        f"  select reorder:                           {t4 - t3:.2f} s ({(t4 - t3) / (t6 - t5):.1f}x uniform random)"
+    )
+    print(
+        f"  select windowed:                          {t5 - t4:.2f} s ({(t5 - t4) / (t6 - t5):.1f}x uniform random)"
+    )
+    print(f"  select uniform random (baseline):         {t6 - t5:.2f} s")
+    print(f"  fit + reorder selection:                  {t1 - t0 + t4 - t3:.2f} s")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        f"  peak memory of the process: {peak:.0f} MB (an N x N float matrix would be {n * n * 8 / 2**30:.0f} GiB)"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--n", type=int, default=658)
+    parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--large", type=int, default=100_000)
+    parser.add_argument("--skip-large", action="store_true")
+    parser.add_argument("--skip-simulation", action="store_true")
+    parser.add_argument("--arms", default=",".join(ARMS))
+    args = parser.parse_args(argv)
+    arms = tuple(a for a in args.arms.split(",") if a)
+    unknown = set(arms) - set(ARMS)
+    if unknown:
+        parser.error(f"unknown arms {sorted(unknown)}; valid: {ARMS}")
+    print(f"# cpu: {read_cpu().describe()}")
+    print(f"# python {os.sys.version.split()[0]}, numpy {np.__version__}; {args.workers} worker process(es)")
+    started = time.perf_counter()
+    for setting in () if args.skip_simulation else JUDGES:
+        for truth in TRUTHS:
+            tasks = [(seed, args.n, truth, setting, arms) for seed in range(args.seeds)]
+            with ProcessPoolExecutor(args.workers) as pool:
+                runs = list(pool.map(run_seed, tasks))
+            judge = (
+                f"judge {setting.name} (scale {setting.scale}, item noise {setting.item_noise}, call noise "
+                f"{setting.call_noise}, flip {setting.flip}, position bias {setting.bias})"
+            )
+            report(f"{judge}, truth {truth}", args.n, runs, arms)
+    if not args.skip_simulation:
+        print(f"\n(simulation: {time.perf_counter() - started:.0f} s)")
+    if not args.skip_large:
+        large_round(args.large, 20.0, seed=0)
+
+
+if __name__ == "__main__":
+    main()

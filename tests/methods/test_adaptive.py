@@ -1,0 +1,316 @@
+"""Adaptive rounds (pipeline.methods.posterior, reorder, windowed, sorting, stopping, rounds) against brute force
+on small cases and against a known truth on simulated pools."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import kendalltau, spearmanr
+
+from pipeline.methods.poe_gaussian import fit_with_prior
+from pipeline.methods.posterior import fit_posterior
+from pipeline.methods.reorder import neighbour_pairs, reorder_probability, select_reorder, take_diverse
+from pipeline.methods.rounds import Prior, first_pairs, run_rounds, warm_start
+from pipeline.methods.selection import PairSet, pair_index
+from pipeline.methods.simulate import PoolJudge, pool_truth
+from pipeline.methods.sorting import merge_sort, repeated_quicksort
+from pipeline.methods.stopping import StopRule, criterion, expected_discordant, expected_tau
+from pipeline.methods.windowed import select_windowed
+
+
+def random_comparisons(n: int, k: int, rng: np.random.Generator):
+    i = rng.integers(0, n, k)
+    j = rng.integers(0, n, k)
+    keep = i != j
+    return i[keep], j[keep], rng.random(int(keep.sum()))
+
+
+# --- the posterior --------------------------------------------------------------------------------------------
+
+
+def test_the_posterior_is_the_poe_with_priors_and_its_sparse_solver_agrees_with_the_dense_one():
+    rng = np.random.default_rng(0)
+    i, j, p = random_comparisons(40, 200, rng)
+    m, w = rng.standard_normal(40), rng.random(40)
+    post = fit_posterior(40, i, j, p, prior_mean=m, prior_weight=w, ridge=0.05, sigma2=0.2)
+    # the ridge is a prior of mean 0: the combined prior has weight w + ridge and mean w m / (w + ridge)
+    ref = fit_with_prior(40, i, j, p, w * m / (w + 0.05), w + 0.05, sigma2=0.2)
+    assert np.allclose(post.mean, ref.scores)
+    from pipeline.methods._common import dense_laplacian
+
+    cov = 0.2 * np.linalg.inv(dense_laplacian(40, i, j) + np.diag(w + 0.05))
+    a, b = np.triu_indices(40, k=1)
+    assert np.allclose(post.pair_sd(a, b), np.sqrt(cov[a, a] + cov[b, b] - 2 * cov[a, b]))
+    centred = np.eye(40) - 1 / 40
+    assert np.allclose(post.var, np.diag(centred @ cov @ centred))  # about the mean of the scores
+    n = 2100  # above DENSE_MAX_ITEMS: conjugate gradients, warm-started or not
+    i, j, p = random_comparisons(n, 20 * n, rng)
+    sparse = fit_posterior(n, i, j, p, variance="diagonal")
+    warm = fit_posterior(n, i, j, p, variance="diagonal", x0=sparse.mean + 0.01 * rng.standard_normal(n))
+    exact = fit_posterior(n, i, j, p, variance="exact")
+    assert np.abs(sparse.mean - exact.mean).max() < 1e-6 and np.abs(warm.mean - exact.mean).max() < 1e-6
+    assert sparse.cov is None and exact.cov is not None
+    # the diagonal variances give a pair's difference variance close to the exact one on a well-mixed graph
+    a, b = i[:500], j[:500]
+    ratio = sparse.pair_sd(a, b) / exact.pair_sd(a, b)
+    assert 0.9 < np.median(ratio) < 1.1 and 0.8 < ratio.min() and ratio.max() < 1.2
+
+
+def test_the_sketched_variance_estimates_the_exact_one():
+    rng = np.random.default_rng(1)
+    i, j, p = random_comparisons(60, 400, rng)
+    exact = fit_posterior(60, i, j, p, sigma2=0.1)
+    sketch = fit_posterior(60, i, j, p, sigma2=0.1, variance="sketch", rng=rng, n_probes=800)
+    assert np.abs(sketch.var / exact.var - 1).max() < 4 * math.sqrt(2 / 800)
+
+
+def test_the_posterior_handles_no_comparisons_and_a_disconnected_graph():
+    post = fit_posterior(5, [], [], [])
+    assert np.all(post.mean == 0) and np.all(np.isfinite(post.var))
+    post = fit_posterior(4, [0, 2], [1, 3], [0.9, 0.2])
+    assert post.mean[0] > post.mean[1] and post.mean[3] > post.mean[2]
+
+
+# --- reorder ----------------------------------------------------------------------------------------------------
+
+
+def test_the_reorder_probability_is_the_posterior_probability_of_the_other_order():
+    rng = np.random.default_rng(2)
+    i, j, p = random_comparisons(8, 20, rng)
+    post = fit_posterior(8, i, j, p, sigma2=0.05)
+    draws = rng.multivariate_normal(post.mean, post.cov, size=200_000)
+    a, b = np.triu_indices(8, k=1)
+    said = np.sign(post.mean[a] - post.mean[b])
+    monte_carlo = (np.sign(draws[:, a] - draws[:, b]) != said).mean(axis=0)
+    assert np.abs(reorder_probability(post, a, b) - monte_carlo).max() < 0.005
+
+
+def test_neighbour_pairs_are_the_pairs_within_the_window_of_the_ranking():
+    rng = np.random.default_rng(3)
+    mean = rng.standard_normal(15)
+    rank = np.empty(15, dtype=int)
+    rank[np.argsort(mean)] = np.arange(15)
+    for window in (1, 3, 14, 20):
+        got = {tuple(r) for r in neighbour_pairs(mean, window).tolist()}
+        want = {(a, b) for a, b in itertools.combinations(range(15), 2) if abs(rank[a] - rank[b]) <= window}
+        assert got == want
+
+
+def brute_force_diverse(pairs, k, cap):
+    """A row is taken if fewer than ``cap`` earlier rows hold either of its items (rows taken or not); the cap is
+    raised until ``k`` rows are taken."""
+    while True:
+        seen: dict[int, int] = {}
+        taken = []
+        for a, b in pairs:
+            if seen.get(a, 0) < cap and seen.get(b, 0) < cap:
+                taken.append((a, b))
+            seen[a] = seen.get(a, 0) + 1
+            seen[b] = seen.get(b, 0) + 1
+        if len(taken) >= k:
+            return taken[:k]
+        cap += 1
+
+
+def test_select_reorder_takes_the_most_probable_unjudged_pairs_under_the_diversity_rule():
+    rng = np.random.default_rng(4)
+    n = 12
+    i, j, p = random_comparisons(n, 30, rng)
+    post = fit_posterior(n, i, j, p)
+    judged = PairSet(n, np.stack([i, j], axis=1))
+    everything = np.array(
+        [pr for pr in itertools.combinations(range(n), 2) if not judged.contains(np.array([pr]))[0]]
+    )
+    prob = reorder_probability(post, everything[:, 0], everything[:, 1])
+    keys = pair_index(everything[:, 0], everything[:, 1], n)
+    ranked = everything[np.lexsort((keys, -prob))]
+    # no diversity rule (a cap above any degree), the whole ranking as the window: the top k by probability
+    top = select_reorder(post, 10, judged, window=n, per_item=n)
+    assert top.tolist() == ranked[:10].tolist()
+    for k, cap in ((6, 1), (9, 2), (30, None)):
+        got = select_reorder(post, k, judged, window=n, per_item=cap)
+        want = brute_force_diverse(ranked.tolist(), k, cap if cap is not None else math.ceil(2 * k / n))
+        assert got.tolist() == [list(r) for r in want]
+        assert not judged.contains(got).any()
+
+
+def test_take_diverse_raises_the_cap_until_k_rows_are_taken():
+    pairs = np.array([[0, 1], [0, 2], [0, 3], [1, 2]])
+    assert take_diverse(pairs, 2, 4, per_item=1).tolist() == [[0, 1], [0, 2]]  # cap 1 gives one; raised to 2
+
+
+def test_select_reorder_widens_its_window_when_the_neighbours_are_judged():
+    n = 6
+    post = fit_posterior(n, [], [], [])
+    judged = PairSet(n, neighbour_pairs(post.mean, 1))
+    got = select_reorder(post, 15 - len(judged), judged, window=1)
+    assert len(got) == 15 - len(judged) and not judged.contains(got).any()
+
+
+# --- windowed -----------------------------------------------------------------------------------------------------
+
+
+def test_windowed_pairs_are_new_distinct_and_near_each_other_without_exploration():
+    rng = np.random.default_rng(5)
+    n = 200
+    mean = rng.standard_normal(n)
+    rank = np.empty(n, dtype=int)
+    rank[np.argsort(mean)] = np.arange(n)
+    judged = PairSet(n, neighbour_pairs(mean, 1)[::2])
+    got = select_windowed(mean, 150, judged, rng, window=4, explore=0.0)
+    assert got.shape == (150, 2) and np.all(got[:, 0] < got[:, 1])
+    assert len({tuple(r) for r in got.tolist()}) == 150 and not judged.contains(got).any()
+    assert np.abs(rank[got[:, 0]] - rank[got[:, 1]]).max() <= 4
+    wild = select_windowed(mean, 150, judged, rng, window=4, explore=1.0)
+    assert np.abs(rank[wild[:, 0]] - rank[wild[:, 1]]).max() > 4
+    # every remaining pair, once the neighbourhoods are exhausted
+    small = PairSet(10, np.array(list(itertools.combinations(range(10), 2))[:40]))
+    rest = select_windowed(np.arange(10.0), 10, small, rng, window=2)
+    assert len(rest) == 5 and not small.contains(rest).any()
+
+
+def test_pair_sets_answer_as_python_sets():
+    rng = np.random.default_rng(6)
+    pairs = rng.integers(0, 30, (100, 2))
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    s = PairSet(30, pairs[:50])
+    ref = {frozenset(r) for r in pairs[:50].tolist()}
+    assert len(s) == len(ref)
+    assert s.contains(pairs).tolist() == [frozenset(r) in ref for r in pairs.tolist()]
+
+
+# --- sorting --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sort", [repeated_quicksort, merge_sort])
+def test_sorts_with_a_perfect_judge_find_the_true_order_and_respect_the_budget(sort):
+    rng = np.random.default_rng(7)
+    truth = rng.standard_normal(50)
+    asked_pairs = []
+
+    def judge(a, b):
+        asked_pairs.extend(zip(a.tolist(), b.tolist(), strict=True))
+        return (truth[a] > truth[b]).astype(float)
+
+    asked, orders = sort(50, judge, 2000, rng)
+    assert orders and np.array_equal(orders[0], np.argsort(-truth))
+    keys = {frozenset(p) for p in asked_pairs}
+    assert len(keys) == len(asked_pairs) == asked.spent <= 2000  # no pair asked twice
+    small, _ = sort(50, judge, 100, rng)
+    assert small.spent == 100
+
+
+# --- stopping -----------------------------------------------------------------------------------------------------
+
+
+def test_the_expected_discordance_is_calibrated_when_the_model_is_true():
+    """Scores drawn from the prior, comparisons from the Gaussian PoE model itself: the posterior is exact, so the
+    expected number of discordant pairs matches the actual number against the truth, on average over pools."""
+    rng = np.random.default_rng(8)
+    n, sigma2, ridge = 40, 0.005, 1.0
+    expected, actual, taus = [], [], []
+    for _ in range(60):
+        truth = rng.standard_normal(n) * math.sqrt(sigma2 / ridge)
+        i, j, _ = random_comparisons(n, 60, rng)
+        p = 0.5 + truth[i] - truth[j] + math.sqrt(sigma2) * rng.standard_normal(i.shape[0])
+        post = fit_posterior(n, i, j, p, ridge=ridge, sigma2=sigma2)
+        expected.append(expected_discordant(post))
+        a, b = np.triu_indices(n, k=1)
+        actual.append(int((np.sign(post.mean[a] - post.mean[b]) != np.sign(truth[a] - truth[b])).sum()))
+        taus.append((expected_tau(post), kendalltau(post.mean, truth).statistic))
+    assert abs(np.mean(actual) / np.mean(expected) - 1) < 0.05
+    tau_expected, tau_actual = np.mean(taus, axis=0)
+    assert abs(tau_expected - tau_actual) < 0.02
+
+
+def test_the_stopping_criteria():
+    rng = np.random.default_rng(9)
+    i, j, p = random_comparisons(20, 100, rng)
+    post = fit_posterior(20, i, j, p)
+    assert criterion("max_stderr", post) == pytest.approx(post.sd.max())
+    assert criterion("change", post, None) == float("inf") and criterion(
+        "change", post, post.mean
+    ) == pytest.approx(0)
+    assert StopRule("expected_tau", 0.5).met(0.6) and not StopRule("max_stderr", 0.1).met(0.2)
+    with pytest.raises(ValueError, match="unknown stopping criterion"):
+        StopRule("entropy", 1.0)  # type: ignore[arg-type]
+
+
+# --- rounds ---------------------------------------------------------------------------------------------------------
+
+
+def test_the_first_round_connects_every_item():
+    rng = np.random.default_rng(10)
+    pairs = first_pairs(9, 9, rng)
+    assert len({tuple(r) for r in pairs.tolist()}) == 9 and set(pairs.ravel()) == set(range(9))
+    half = first_pairs(9, 4, rng)  # a matching first
+    assert len(set(half.ravel())) == 8
+
+
+def test_rounds_spend_the_budget_judge_no_pair_twice_and_beat_random_on_a_sharp_judge():
+    results = {}
+    for strategy in ("reorder", "windowed", "random"):
+        rhos = []
+        for seed in range(4):
+            rng = np.random.default_rng(seed)
+            truth = pool_truth("normal", 300, rng)
+            judge = PoolJudge(truth, rng, scale=4.0, item_noise=0.0, call_noise=0.3, flip=0.0)
+            records, i, j, p = run_rounds(
+                300, judge, strategy=strategy, budget_pairs=900, pairs_per_round=150, rng=rng
+            )
+            assert len(records) == 6 and records[-1].pairs == 900 == i.shape[0] == judge.calls // 2
+            assert len(PairSet(300, np.stack([i, j], axis=1))) == 900
+            rhos.append(spearmanr(records[-1].post.mean, truth).statistic)
+        results[strategy] = np.mean(rhos)
+    assert results["reorder"] > results["random"] + 0.01 and results["windowed"] > results["random"] + 0.01
+
+
+def test_a_stop_rule_ends_the_rounds_early_and_a_warm_start_helps_the_first_rounds():
+    rng = np.random.default_rng(11)
+    truth = pool_truth("normal", 200, rng)
+    judge = PoolJudge(truth, rng, item_noise=0.0)
+    rule = StopRule("expected_tau", 0.6)
+    records, *_ = run_rounds(
+        200, judge, strategy="reorder", budget_pairs=4000, pairs_per_round=100, rng=rng, stop=rule
+    )
+    assert records[-1].criterion >= 0.6 and records[-1].pairs < 4000
+    assert all(r.criterion < 0.6 for r in records[:-1])
+    cold, warm = [], []
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        truth = pool_truth("normal", 200, rng)
+        judge = PoolJudge(truth, rng, item_noise=0.0)
+        absolute = judge.absolute(rng, noise=0.5)
+        for out, prior in ((cold, None), (warm, Prior(absolute, weight=1.0))):
+            records, *_ = run_rounds(
+                200,
+                judge,
+                strategy="reorder",
+                budget_pairs=100,
+                pairs_per_round=100,
+                rng=np.random.default_rng(seed),
+                prior=prior,
+            )
+            out.append(spearmanr(records[-1].post.mean, truth).statistic)
+    assert np.mean(warm) > np.mean(cold) + 0.05
+
+
+def test_the_warm_start_is_put_on_the_comparisons_scale():
+    a = np.array([1.0, 2.0, 3.0, 4.0])
+    i, j = np.array([3, 2, 1]), np.array([0, 1, 0])
+    p = 0.5 + 0.1 * (a[i] - a[j])
+    mean, weight = warm_start(Prior(a, 2.0), i, j, p)
+    assert np.allclose(mean, 0.1 * (a - a.mean())) and np.all(weight == 2.0)
+    mean, weight = warm_start(Prior(a, 2.0), i, j, 1.0 - p)  # the judge disagrees: no prior
+    assert np.all(weight == 0)
+
+
+def test_the_pool_judge_answers_the_same_pair_the_same_way():
+    rng = np.random.default_rng(12)
+    judge = PoolJudge(pool_truth("clustered", 50, rng), rng)
+    a, b = np.array([1, 2, 3]), np.array([4, 5, 6])
+    assert np.array_equal(judge(a, b), judge(a, b)) and np.allclose(judge(a, b), 1 - judge(b, a))
+    assert judge.calls == 4 * 6  # four times three pairs, both orderings

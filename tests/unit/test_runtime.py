@@ -1,0 +1,49 @@
+"""The local executor's kept-alive workers (MapStep.keep_alive): made once, reused by later streams with the same
+step, released when the executor is closed; a step with other settings gets workers of its own."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from pipeline.runtime import MapStep
+from pipeline.runtime.local import LocalExecutor
+
+MADE: list[Doubler] = []
+
+
+class Doubler:
+    def __init__(self, factor: int = 2):
+        self.factor = factor
+        self.closed = False
+        MADE.append(self)
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        return pa.table({"x": [v * self.factor for v in batch.column("x").to_pylist()]})
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_kept_workers_are_made_once_and_closed_with_the_executor():
+    MADE.clear()
+    executor = LocalExecutor()
+    step = MapStep("double", Doubler, {"factor": 2}, batch_size=2, keep_alive=True)
+    blocks = [pa.table({"x": [1, 2, 3]})]
+    first = [b.column("x").to_pylist() for b in executor.stream(blocks, [step])]
+    second = [b.column("x").to_pylist() for b in executor.stream(blocks, [step])]
+    assert first == second == [[2, 4], [6]]
+    assert len(MADE) == 1 and not MADE[0].closed  # the same worker, still open between streams
+    other = MapStep("double", Doubler, {"factor": 3}, batch_size=2, keep_alive=True)
+    assert [b.column("x").to_pylist() for b in executor.stream(blocks, [other])] == [[3, 6], [9]]
+    assert len(MADE) == 2
+    executor.close()
+    assert all(w.closed for w in MADE)
+
+
+def test_workers_not_kept_are_closed_after_their_stream():
+    MADE.clear()
+    executor = LocalExecutor()
+    step = MapStep("double", Doubler, {"factor": 2})
+    list(executor.stream([pa.table({"x": [1]})], [step]))
+    list(executor.stream([pa.table({"x": [1]})], [step]))
+    assert len(MADE) == 2 and all(w.closed for w in MADE)

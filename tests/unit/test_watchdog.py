@@ -1,0 +1,148 @@
+"""The dead-engine watch (pipeline.judge.watchdog) on real processes: a watched child that dies is seen and
+recorded, an engine left behind by a killed worker is ended by the reaper, and the events of a stage say which
+batches were cut short and how many prompts were judged again."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+
+from pipeline.judge.watchdog import EngineWatch, Reaper, interruptions, read_events, record_event
+
+
+def wait_until(condition, seconds: float = 20.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_watched_process_that_dies_is_recorded_with_what_was_in_flight(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    events = tmp_path / "logs" / "events.jsonl"
+    fired = threading.Event()
+    watch = EngineWatch([child.pid], lambda: 7, events, interval=0.05, on_death=fired.set)
+    try:
+        assert not watch.check()  # alive: nothing recorded
+        assert read_events(events) == []
+        child.kill()
+        child.wait()
+        assert fired.wait(10)
+        [event] = read_events(events)
+        assert event["event"] == "engine_died" and event["pids"] == [child.pid] and event["in_flight"] == 7
+        assert watch.check()  # reported once; later checks only say it is dead
+        assert len(read_events(events)) == 1
+    finally:
+        watch.stop()
+        if child.poll() is None:
+            child.kill()
+
+
+def test_a_stopped_watch_reports_no_death(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    events = tmp_path / "events.jsonl"
+    fired = threading.Event()
+    watch = EngineWatch([child.pid], lambda: 0, events, interval=0.05, on_death=fired.set)
+    watch.stop()  # the worker shuts its engine down on purpose
+    child.kill()
+    child.wait()
+    assert not watch.check() and not fired.wait(0.3)
+    assert read_events(events) == []
+
+
+def test_the_reaper_ends_the_engine_when_its_worker_is_killed(tmp_path):
+    """A stand-in worker starts an 'engine' child and a reaper for it, then is killed with SIGKILL: the engine does
+    not outlive it."""
+    pid_file = tmp_path / "engine.pid"
+    worker_code = f"""
+import subprocess, sys, time
+from pipeline.judge.watchdog import Reaper
+engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+Reaper([engine.pid])
+open({str(pid_file)!r}, "w").write(str(engine.pid))
+time.sleep(120)
+"""
+    worker = subprocess.Popen([sys.executable, "-c", worker_code], cwd=os.getcwd())
+    try:
+        assert wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 30)
+        engine = psutil.Process(int(pid_file.read_text()))
+        assert engine.is_running()
+        worker.send_signal(signal.SIGKILL)
+        worker.wait()
+
+        def gone() -> bool:
+            try:
+                return engine.status() == psutil.STATUS_ZOMBIE
+            except psutil.NoSuchProcess:
+                return True
+
+        assert wait_until(gone, 20), "the engine outlived its killed worker"
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+
+
+def test_a_stopped_reaper_leaves_the_engine_alone():
+    engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        reaper = Reaper([engine.pid])
+        assert reaper.process is not None and reaper.process.poll() is None
+        reaper.stop()
+        assert reaper.process is None and engine.poll() is None
+    finally:
+        engine.kill()
+        engine.wait()
+
+
+def test_events_of_several_writers_stay_whole_lines(tmp_path):
+    events = tmp_path / "events.jsonl"
+
+    def write(worker: str) -> None:
+        for b in range(200):
+            record_event(
+                events, {"event": "batch_started", "worker": worker, "batch": f"b{b}", "rows": 8}, sync=False
+            )
+
+    threads = [threading.Thread(target=write, args=(f"w{k}",)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lines = events.read_text().splitlines()
+    assert len(lines) == 800 and len(read_events(events)) == 800
+
+
+def test_interrupted_batches_are_counted_once_per_worker_that_lost_them():
+    def started(worker, batch, rows=8):
+        return {"event": "batch_started", "worker": worker, "batch": batch, "rows": rows}
+
+    def done(worker, batch, rows=8):
+        return {"event": "batch_done", "worker": worker, "batch": batch, "rows": rows}
+
+    events = [
+        started("h:1", "a"),
+        done("h:1", "a"),
+        started("h:1", "b"),  # h:1's engine died with b in flight
+        {"event": "engine_died", "worker": "h:1", "pids": [11], "in_flight": 5},
+        started("h:2", "c", 6),  # h:2 was killed outright with c
+        started("h:3", "b"),
+        done("h:3", "b"),
+        started("h:3", "c", 6),
+        done("h:3", "c", 6),
+        started("h:3", "d"),
+        done("h:3", "d"),
+    ]
+    found = interruptions(events)
+    assert [e["worker"] for e in found.engine_deaths] == ["h:1"]
+    assert found.lost_workers == ["h:2"]  # h:1 is counted as an engine death, not twice
+    assert found.redone == 8 + 6
+    clean = interruptions([started("h:1", "a"), done("h:1", "a")])
+    assert clean.engine_deaths == [] and clean.lost_workers == [] and clean.redone == 0
