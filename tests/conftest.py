@@ -57,6 +57,19 @@ def ray_cluster():
     ray.shutdown()
 
 
+def stored_replies(store: Path) -> int:
+    """Answers in a judgement store (pipeline.judge.memo), read while a run may be writing it; 0 before it exists."""
+    import sqlite3
+
+    if not store.exists():
+        return 0
+    try:
+        with sqlite3.connect(store, timeout=5) as db:
+            return db.execute("SELECT COUNT(*) FROM replies").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
 def compose(overrides: list[str] | None = None):
     """The real Hydra config (conf/), composed as the CLI does, converted to a RunConfig. The judgement store
     (pipeline.judge.memo) is off unless a test sets ``judge.store`` or ``judge.store_path``: a test of the engine

@@ -5,13 +5,14 @@ same command in the same folder, with every prompt judged once; the rounds' curv
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 import time
 
 import polars as pl
 import pytest
+
+from tests.conftest import stored_replies
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
 
@@ -42,13 +43,7 @@ def test_a_pool_ranked_in_rounds_survives_a_kill_mid_round_and_judges_every_prom
     ]
 
     def judged() -> int:
-        if not store.exists():
-            return 0
-        try:
-            with sqlite3.connect(store, timeout=5) as db:
-                return db.execute("SELECT COUNT(*) FROM replies").fetchone()[0]
-        except sqlite3.Error:
-            return 0
+        return stored_replies(store)
 
     driver = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from pipeline.run import run
-from tests.conftest import ROOT, compose
+from tests.conftest import ROOT, compose, stored_replies
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
 
@@ -47,55 +47,6 @@ def wait_for(condition, what: str, seconds: float = 300.0, alive: threading.Thre
         time.sleep(0.2)
 
 
-def test_a_judge_engine_killed_mid_run_is_replaced_and_nothing_is_judged_twice(tmp_path, ray_cluster):
-    folder = tmp_path / "run"
-    n_contexts, n_candidates = 3, 5
-    n_prompts = n_contexts * n_candidates * (n_candidates - 1) * 2  # both orderings, two attributes
-    cfg = compose(
-        [
-            f"dataset.demo.n_contexts={n_contexts}",
-            f"dataset.demo.n_candidates={n_candidates}",
-            "judge.batch_size=8",
-            "judge.max_model_len=2048",
-            f"paths.output_root={tmp_path}",
-            f"paths.run_dir={folder}",
-            f"judge.store_path={tmp_path / 'judgements.sqlite'}",  # empty: every prompt goes to the engine
-        ]
-    )
-    result: dict = {}
-    before = {p.pid for p in judge_engines()}  # (none, unless another run shares the machine)
-
-    def target():
-        try:
-            result["value"] = run(cfg)
-        except BaseException as exc:  # the test reports it
-            result["error"] = exc
-
-    worker = threading.Thread(target=target)
-    worker.start()
-    log = folder / "run.log"
-    wait_for(
-        lambda: log.exists() and "judged " in log.read_text(errors="replace"), "a first batch", alive=worker
-    )
-    [engine] = [p for p in judge_engines() if p.pid not in before]
-    os.kill(engine.pid, signal.SIGKILL)
-    worker.join(timeout=900)
-    assert not worker.is_alive(), "the run hangs after its engine died"
-    assert "error" not in result, result.get("error")
-    done = result["value"]
-    table = pl.read_parquet(folder / "tables" / "judgments.parquet")
-    assert table.height == n_prompts and table.select(KEYS).n_unique() == n_prompts
-    assert done.metrics["judge/engine_deaths"] == 1 and done.metrics["judge/lost_workers"] == 0
-    redone = done.metrics["judge/redone_prompts"]
-    assert redone == 8  # the batch in the engine when it died
-    text = log.read_text(errors="replace")
-    assert "1 judge engine(s) died during the run" in text
-    assert "the 8 prompt(s) of the unfinished batches went to new workers" in text
-    events = Path(folder / "logs" / "engine_events.jsonl").read_text()
-    assert f'"pids": [{engine.pid}]' in events
-    assert not [p for p in judge_engines() if p.pid not in before]  # the new engine ends with the run
-
-
 def start_run(cfg) -> tuple[threading.Thread, dict]:
     result: dict = {}
 
@@ -123,6 +74,37 @@ def small_run(tmp_path, *extra: str):
             *extra,
         ]
     )
+
+
+def test_a_judge_engine_killed_mid_run_is_replaced_and_nothing_is_judged_twice(tmp_path, ray_cluster):
+    folder = tmp_path / "run"
+    n_contexts, n_candidates = 3, 5
+    n_prompts = n_contexts * n_candidates * (n_candidates - 1) * 2  # both orderings, two attributes
+    before = {p.pid for p in judge_engines()}  # (none, unless another run shares the machine)
+    worker, result = start_run(
+        small_run(tmp_path)
+    )  # an empty judgement store: every prompt goes to the engine
+    log = folder / "run.log"
+    wait_for(
+        lambda: log.exists() and "judged " in log.read_text(errors="replace"), "a first batch", alive=worker
+    )
+    [engine] = [p for p in judge_engines() if p.pid not in before]
+    os.kill(engine.pid, signal.SIGKILL)
+    worker.join(timeout=900)
+    assert not worker.is_alive(), "the run hangs after its engine died"
+    assert "error" not in result, result.get("error")
+    done = result["value"]
+    table = pl.read_parquet(folder / "tables" / "judgments.parquet")
+    assert table.height == n_prompts and table.select(KEYS).n_unique() == n_prompts
+    assert done.metrics["judge/engine_deaths"] == 1 and done.metrics["judge/lost_workers"] == 0
+    redone = done.metrics["judge/redone_prompts"]
+    assert redone == 8  # the batch in the engine when it died
+    text = log.read_text(errors="replace")
+    assert "1 judge engine(s) died during the run" in text
+    assert "the 8 prompt(s) of the unfinished batches went to new workers" in text
+    events = Path(folder / "logs" / "engine_events.jsonl").read_text()
+    assert f'"pids": [{engine.pid}]' in events
+    assert not [p for p in judge_engines() if p.pid not in before]  # the new engine ends with the run
 
 
 def test_a_judge_actor_killed_whole_is_replaced_and_its_batch_counted_as_redone(tmp_path, ray_cluster):
@@ -229,7 +211,6 @@ def test_a_killed_driver_leaves_no_engine_behind_and_the_same_command_continues_
     """The run as a user starts it (the CLI, its own local Ray), killed with SIGKILL after its first batches;
     its engine does not outlive it; the same command with paths.run_dir=latest finds the folder, and nothing
     judged before the kill is judged again (it comes from the judgement store)."""
-    import sqlite3
     import subprocess
     import sys
 
@@ -253,13 +234,7 @@ def test_a_killed_driver_leaves_no_engine_behind_and_the_same_command_continues_
     driver = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def judged() -> int:
-        if not store.exists():
-            return 0
-        try:
-            with sqlite3.connect(store, timeout=5) as db:
-                return db.execute("SELECT COUNT(*) FROM replies").fetchone()[0]
-        except sqlite3.Error:
-            return 0
+        return stored_replies(store)
 
     deadline = time.monotonic() + 400
     while judged() < 16:  # two batches judged
