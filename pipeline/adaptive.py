@@ -39,6 +39,7 @@ from pipeline.config import AdaptiveConfig, Debias, Orderings
 from pipeline.data.contexts import Context, group_by_context
 from pipeline.errors import ConfigError
 from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.watchdog import read_events
 from pipeline.methods.posterior import Posterior
 from pipeline.methods.rounds import Prior, first_pairs, fit_round, select_round
 from pipeline.methods.selection import PairSet
@@ -47,7 +48,7 @@ from pipeline.progress import JudgeStats
 from pipeline.prompts import PromptPlan
 from pipeline.reduce import reduce_judgments
 from pipeline.schemas import CONTEXTS, ROUND_PAIRS, ROUNDS, check_schema
-from pipeline.stages import Judge
+from pipeline.stages import ENGINE_EVENTS, Judge, report_interruptions
 from pipeline.store import JudgmentStore, RatingStore
 from pipeline.workflow import Stage, StageContext
 
@@ -127,6 +128,8 @@ class Rounds(Stage):
         records = [row for row in read_rounds(folder).to_pylist() if row["round"] < first_round]
         started = time.monotonic()
         stats: list[JudgeStats] = []
+        events = ctx.run_dir / "logs" / ENGINE_EVENTS
+        seen_events = len(read_events(events))
         if records:
             log.info(
                 "continuing adaptive rounds in %s: %d round(s) on record, %d prompt(s) chosen",
@@ -209,6 +212,7 @@ class Rounds(Stage):
         judgments, ratings = store.read(), rating_store.read()
         total = combine_stats(stats, judgments.num_rows + ratings.num_rows, time.monotonic() - started)
         ctx.metrics.update(total.metrics())
+        report_interruptions(ctx, events, seen_events)  # over every round (each judge call reported its own)
         # run totals under names of their own: the per-round series (step_metrics) keep theirs
         ctx.metrics["adaptive/rounds_run"] = float(r + 1)
         ctx.metrics["adaptive/total_pairs"] = float(sum(p.pairs for p in pools.values()))
