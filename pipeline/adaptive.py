@@ -180,7 +180,7 @@ class Rounds(Stage):
                         row["context_id"],
                         row["pairs"],
                         row["calls"],
-                        f"{row['criterion']} {row['value']:.4f}; " if row["criterion"] else "",
+                        f"{row['criterion']} {row['value']:.4f}; " if row["value"] is not None else "",
                         f"Spearman {row['spearman']:.3f}; " if row["spearman"] is not None else "",
                         f"stopped: {row['stopped']}"
                         if row["stopped"]
