@@ -43,7 +43,7 @@ from pipeline.judge.watchdog import read_events
 from pipeline.methods.posterior import Posterior
 from pipeline.methods.rounds import Prior, first_pairs, fit_round, select_round
 from pipeline.methods.selection import PairSet
-from pipeline.methods.stopping import criterion as stop_value
+from pipeline.methods.stopping import StopRule
 from pipeline.progress import JudgeStats
 from pipeline.prompts import PromptPlan
 from pipeline.reduce import reduce_judgments
@@ -86,8 +86,6 @@ class Rounds(Stage):
 
     adaptive: AdaptiveConfig
     judge_stage: Judge
-    price_input: float | None = None
-    price_output: float | None = None
 
     name = "rounds"
     reads = (
@@ -144,6 +142,11 @@ class Rounds(Stage):
         if a.warm_start is not None or chosen.num_rows:
             stats.append(self._judge(ctx, pools, pending, prompt_plan, judge, store, rating_store))
         prior = self._prior(rating_store, pools)
+        rule = (
+            StopRule(str(a.stop.criterion), a.stop.threshold)  # type: ignore[arg-type]
+            if a.stop.criterion is not None
+            else None
+        )
         r = first_round
         while True:
             self._fit(store, pools, prior)
@@ -153,11 +156,9 @@ class Rounds(Stage):
                 if pool.stopped is not None:
                     continue
                 fit_s = pool.fit_seconds
-                value = None
-                if a.stop.criterion is not None:
-                    value = stop_value(str(a.stop.criterion), pool.post, pool.previous)  # type: ignore[arg-type]
+                value = rule.value(pool.post, pool.previous) if rule is not None else None  # type: ignore[arg-type]
                 k = self._next_size(pool)
-                why = self._why_stop(pool, value, k, time.monotonic() - started, stats)
+                why = self._why_stop(pool, rule, value, k, time.monotonic() - started, stats)
                 t0 = time.perf_counter()
                 pairs = np.zeros((0, 2), dtype=np.int64)
                 if why is None:
@@ -321,18 +322,17 @@ class Rounds(Stage):
         return k
 
     def _why_stop(
-        self, pool: PoolState, value: float | None, k: int, seconds: float, stats: list[JudgeStats]
+        self,
+        pool: PoolState,
+        rule: StopRule | None,
+        value: float | None,
+        k: int,
+        seconds: float,
+        stats: list[JudgeStats],
     ) -> str | None:
-        a = self.adaptive
-        b = a.budget
-        if value is not None and a.stop.criterion is not None:
-            met = (
-                value >= a.stop.threshold
-                if str(a.stop.criterion) == "expected_tau"
-                else value <= a.stop.threshold
-            )
-            if met:
-                return f"{a.stop.criterion} {value:.4f} reached {a.stop.threshold}"
+        b = self.adaptive.budget
+        if rule is not None and value is not None and rule.met(value):
+            return f"{rule.criterion} {value:.4f} reached {rule.threshold}"
         if k < 1:
             return "call budget spent"
         if b.prompt_tokens is not None and pool.prompt_tokens >= b.prompt_tokens:

@@ -484,16 +484,14 @@ def report_generator_usage(
     )
 
 
-# The run folder's record of judge engines that died (pipeline.judge.watchdog), under logs/.
-
-
 class JudgeStageError(RuntimeError):
     """The judge workers could not go on (an engine that cannot start, a worker lost more often than
     ``runtime.max_engine_restarts`` allows); what was judged is on disk."""
 
 
-def first_line(exc: BaseException) -> str:
-    """The first line of an error's message (Ray's errors carry the remote traceback below it)."""
+def error_cause(exc: BaseException) -> str:
+    """An error's type and its cause in one line: the last line of its message (Ray's errors carry the remote
+    traceback, whose last line is the cause, below a line naming the task)."""
     text = str(exc).strip() or type(exc).__name__
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     # Ray's wrappers start with a line naming the task; the cause is the last line of the remote traceback
@@ -546,6 +544,7 @@ def report_interruptions(ctx: StageContext, events: Path, seen: int) -> Interrup
     return lost
 
 
+# The run folder's record of judge engines that died (pipeline.judge.watchdog), under logs/.
 ENGINE_EVENTS = "engine_events.jsonl"
 
 
@@ -628,7 +627,7 @@ class Judge(Stage):
                 if isinstance(exc, UserError):  # bad input or config: its own message says what to do
                     raise
                 raise JudgeStageError(
-                    f"the judge stage stopped: {first_line(exc)}. {progress.done} of {remaining} prompt(s) were "
+                    f"the judge stage stopped: {error_cause(exc)}. {progress.done} of {remaining} prompt(s) were "
                     f"judged and are stored in {store.folder.parent}; the same command with "
                     f"paths.run_dir={ctx.run_dir} (or paths.run_dir=latest) judges only the rest. "
                     + judge_failure_hint(exc, lost, self.max_restarts)

@@ -176,7 +176,7 @@ def adaptive(cfg: RunConfig, root: Path) -> Workflow:
     stages = list(assessment(cfg, root).stages)
     names = [s.name for s in stages]
     judge = stages[names.index("judge")]
-    rounds = Rounds(cfg.adaptive, judge, cfg.judge.api.price_input, cfg.judge.api.price_output)  # type: ignore[arg-type]
+    rounds = Rounds(cfg.adaptive, judge)  # type: ignore[arg-type]
     at = names.index("shard_contexts")
     stages[at : names.index("judge") + 1] = [rounds]
     return Workflow("adaptive", tuple(stages))

@@ -164,6 +164,7 @@ def fit_posterior(
     f = pp - 0.5
     rhs = scatter_difference(n, ii, jj, f) + w * m
     mode = variance if variance != "auto" else ("exact" if n <= DENSE_MAX_ITEMS else "diagonal")
+    deg = degrees(n, ii, jj)
     cov = None
     iterations = 0
     if n <= DENSE_MAX_ITEMS or mode == "exact":
@@ -183,7 +184,6 @@ def fit_posterior(
         adj = None
     else:
         adj = adjacency_csr(n, ii, jj)
-        deg = degrees(n, ii, jj)
         s, iterations = _solve(adj, deg, w, rhs, x0, rtol, maxiter)
     resid = f - (s[ii] - s[jj])
     k = ii.shape[0]
@@ -199,7 +199,6 @@ def fit_posterior(
         if not (sigma2 > 0 and math.isfinite(sigma2)):
             raise ValueError(f"sigma2 must be positive and finite, got {sigma2!r}")
         s2 = float(sigma2)
-    deg = degrees(n, ii, jj)
     if mode == "exact":
         assert cov is not None
         var = np.diag(cov).copy()
