@@ -3,8 +3,9 @@
 Every round, for every context still going:
 
 1. **fit** the PoE-Gaussian posterior (:mod:`pipeline.methods.posterior`) to everything judged so far (both
-   orderings of every pair, debiased; warm-started from an absolute mode's scores when ``adaptive.warm_start``
-   names one), and record the round: pairs and calls so far, the stopping criterion, Spearman with the human
+   orderings of every pair, debiased; read by ``adaptive.link``, robust to contradicting answers by
+   ``adaptive.robust``; warm-started from an absolute mode's scores when ``adaptive.warm_start`` names one), and
+   record the round: pairs and calls so far, the stopping criterion, Spearman with the human
    scores where there are some (``tables/rounds.parquet``, and MLflow metrics with the round as the step);
 2. **stop** the context when the budget (calls, prompt tokens, money, time) cannot pay for another round or the
    stopping rule (:mod:`pipeline.methods.stopping`) is met;
@@ -41,7 +42,7 @@ from pipeline.errors import ConfigError
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.watchdog import read_events
 from pipeline.methods.posterior import Posterior
-from pipeline.methods.rounds import Prior, first_pairs, fit_round, select_round
+from pipeline.methods.rounds import Model, Prior, first_pairs, fit_round, select_round
 from pipeline.methods.selection import PairSet
 from pipeline.methods.stopping import StopRule
 from pipeline.progress import JudgeStats
@@ -176,11 +177,14 @@ class Rounds(Stage):
                 for row in rows:
                     ctx.log_step(step_metrics(row, len(pools)), r)
                     log.info(
-                        "round %d, %s: %d pairs (%d calls) judged; %s%s%s",
+                        "round %d, %s: %d pairs (%d calls) judged; %s%s%s%s",
                         r,
                         row["context_id"],
                         row["pairs"],
                         row["calls"],
+                        f"{row['downweighted']} answer(s) weighted below 1/2 by the robust fit; "
+                        if row["downweighted"]
+                        else "",
                         f"{row['criterion']} {row['value']:.4f}; " if row["value"] is not None else "",
                         f"Spearman {row['spearman']:.3f}; " if row["spearman"] is not None else "",
                         f"stopped: {row['stopped']}"
@@ -296,6 +300,7 @@ class Rounds(Stage):
                 j,
                 p,
                 prior=prior.get(cid),
+                model=Model(str(self.adaptive.link), self.adaptive.logit_clip, self.adaptive.robust),
                 ridge=self.adaptive.ridge,
                 x0=None if pool.post is None else pool.post.mean,
             )
@@ -308,8 +313,10 @@ class Rounds(Stage):
 
     def _next_size(self, pool: PoolState) -> int:
         a = self.adaptive
-        base = max(1, round(a.first_round * pool.n))
-        k = max(base, int(a.growth * pool.pairs)) if pool.pairs else base
+        if pool.pairs:
+            k = max(1, round(a.later_round * pool.n), int(a.growth * pool.pairs))
+        else:
+            k = max(1, round(a.first_round * pool.n))
         limits = []
         b = a.budget
         if b.calls is not None:
@@ -388,6 +395,7 @@ class Rounds(Stage):
             "value": None if value is None or not math.isfinite(value) else float(value),
             "expected_tau": expected_tau(post) if pool.n >= 2 else 1.0,
             "max_stderr": float(np.sqrt(post.var.max())),
+            "downweighted": post.downweighted,
             "spearman": rho,
             "fit_seconds": fit_s,
             "select_seconds": select_s,
@@ -531,7 +539,11 @@ def read_rounds(folder: Path) -> pa.Table:
     target = folder / "rounds.parquet"
     if not target.exists():
         return ROUNDS.empty_table()
-    return check_schema(pq.read_table(target), ROUNDS, "adaptive rounds on disk")
+    table = pq.read_table(target)
+    for f in ROUNDS:  # a column added since the folder was written (nullable: "not recorded")
+        if f.nullable and f.name not in table.column_names:
+            table = table.append_column(f, pa.nulls(table.num_rows, f.type))
+    return check_schema(table, ROUNDS, "adaptive rounds on disk")
 
 
 def step_metrics(row: dict, n_contexts: int) -> dict[str, float]:
@@ -543,6 +555,8 @@ def step_metrics(row: dict, n_contexts: int) -> dict[str, float]:
         f"{prefix}expected_tau": float(row["expected_tau"]),
         f"{prefix}max_stderr": float(row["max_stderr"]),
     }
+    if row.get("downweighted") is not None:
+        out[f"{prefix}downweighted"] = float(row["downweighted"])
     if row["value"] is not None:
         out[f"{prefix}criterion"] = float(row["value"])
     if row["spearman"] is not None:

@@ -533,6 +533,15 @@ class RoundStrategy(StrEnum):
     random = "random"
 
 
+class RoundLink(StrEnum):
+    """How adaptive rounds read a comparison's probability as a score difference (:mod:`pipeline.methods.posterior`)."""
+
+    # the capped log-odds: a far pair says how far (the Gaussian approximation of PoE-BT); scores in log-odds
+    logit = "logit"
+    # p - 1/2, PoE-Gaussian as the scoring methods (PoE eq. 9): saturates at +-1/2 for a confident judge
+    linear = "linear"
+
+
 class StopCriterion(StrEnum):
     """The posterior criterion that ends the rounds (:mod:`pipeline.methods.stopping`)."""
 
@@ -568,9 +577,15 @@ class AdaptiveConfig:
 
     strategy: RoundStrategy = RoundStrategy.reorder
     # The first round's pairs per item (0.5: a random matching, every item once; 1: a random cycle through every
-    # item); each later round takes max(that, growth x the pairs judged so far).
+    # item); each later round takes max(later_round x items, growth x the pairs judged so far).
     first_round: float = 1.0
+    later_round: float = 0.25
     growth: float = 0.25
+    # How each round's fit reads the comparisons: the link (logit: capped at +-logit_clip log-odds; linear) and
+    # Huber's threshold of the robust fit, in studentised residuals (null: Gaussian experts, no reweighting).
+    link: RoundLink = RoundLink.logit
+    logit_clip: float = 10.0
+    robust: float | None = 1.345
     # Candidates within this many places in the current ranking (reorder, windowed); exploration share (windowed).
     window: int = 8
     explore: float = 0.1
@@ -804,6 +819,10 @@ def adaptive_problems(cfg: RunConfig) -> list[str]:
     a = cfg.adaptive
     if not 0 < a.first_round <= 64:
         problems.append(f"config adaptive.first_round={a.first_round} must be in (0, 64] (pairs per item)")
+    if not 0 < a.later_round <= 64:
+        problems.append(f"config adaptive.later_round={a.later_round} must be in (0, 64] (pairs per item)")
+    _positive(problems, "adaptive.logit_clip", a.logit_clip)
+    _positive(problems, "adaptive.robust", a.robust, allow_none=True)
     if not 0 <= a.growth <= 10:
         problems.append(f"config adaptive.growth={a.growth} must be in [0, 10]")
     if not isinstance(a.window, int) or a.window < 1:

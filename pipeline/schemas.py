@@ -194,6 +194,9 @@ ROUNDS = pa.schema(
         pa.field("value", pa.float64()),
         pa.field("expected_tau", pa.float64(), nullable=False),
         pa.field("max_stderr", pa.float64(), nullable=False),
+        # comparisons the robust fit (adaptive.robust) weighted below one half: answers far from what the other
+        # comparisons say of their pair (null: a record of a version without it)
+        pa.field("downweighted", pa.int64()),
         # Spearman with the human scores where the input has them
         pa.field("spearman", pa.float64()),
         pa.field("fit_seconds", pa.float64(), nullable=False),

@@ -16,14 +16,20 @@ The protocol of the adaptive-comparison literature (Fathullah & Gales 2025; Mays
   windowed neighbours with 10% exploration, reorder warm-started from one absolute score per item, which costs
   one call per item of the budget), repeated quicksort and merge sort (PairS-greedy), both scored by
   PoE-Gaussian on their comparisons;
+- every arm's comparisons scored by one model (``--link``, ``--robust``; default the rounds' own: the capped
+  log-odds with Huber's robust fit, :class:`pipeline.methods.rounds.Model`), and so is the all-pairs solution
+  (the reference is the better of that and the PoE-Gaussian average probability, whichever is closer to the
+  truth);
 - Spearman and Kendall against the truth and against the all-pairs solution, mean and 95% interval over seeds.
 
-Rounds start with N/2 pairs and grow by 25% of what is judged, ending at every budget point. The second part
-times one round (fit, then selection) at N = 100,000 with 20 calls per item judged, against uniform random
-selection in the same process.
+Rounds follow the pipeline's defaults: a random cycle through every item first (N pairs), then rounds of
+``max(N/4, 25% of what is judged)`` pairs, ending at every budget point. The second part times one round (fit,
+then selection) at N = 100,000 with 20 calls per item judged, against uniform random selection in the same
+process.
 
     make bench-adaptive                          # N = 658, 20 seeds, then N = 100,000
     make bench-adaptive ARGS="--seeds 5 --skip-large"
+    make bench-adaptive ARGS="--link linear --robust 0"   # PoE-Gaussian on p - 1/2, Gaussian experts
 """
 
 from __future__ import annotations
@@ -40,9 +46,10 @@ import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
 from pipeline.hardware import read_cpu
-from pipeline.methods.posterior import fit_posterior
+from pipeline.methods._common import single_threaded_blas
+from pipeline.methods.posterior import LOGIT_CLIP, fit_posterior
 from pipeline.methods.reorder import select_reorder
-from pipeline.methods.rounds import Prior, fit_round, round_schedule, run_rounds
+from pipeline.methods.rounds import Model, Prior, fit_round, round_schedule, run_rounds
 from pipeline.methods.selection import PairSet, greedy_optimal
 from pipeline.methods.simulate import PoolJudge, pool_truth
 from pipeline.methods.sorting import merge_sort, repeated_quicksort
@@ -79,8 +86,22 @@ def pairs_for(calls_per_item: float, n: int) -> int:
     return int(round(calls_per_item * n / 2))
 
 
-def scores_of(n: int, i, j, p) -> np.ndarray:
-    return fit_posterior(n, i, j, p, variance="diagonal").mean
+def scores_of(n: int, i, j, p, model: Model) -> np.ndarray:
+    return fit_posterior(
+        n,
+        i,
+        j,
+        p,
+        variance="diagonal",
+        link=model.link,
+        clip=model.clip,
+        robust=model.robust,  # type: ignore[arg-type]
+    ).mean
+
+
+def schedule(n: int, checkpoints: tuple[int, ...]):
+    """The pipeline's default rounds (adaptive.first_round=1, later_round=0.25, growth=0.25)."""
+    return round_schedule(n, 0.25, checkpoints, least=max(1, n // 4))
 
 
 def evaluate(scores, truth, full) -> tuple[float, float, float]:
@@ -91,9 +112,16 @@ def evaluate(scores, truth, full) -> tuple[float, float, float]:
     )
 
 
-def run_seed(task: tuple[int, int, str, JudgeSetting, tuple[str, ...]]) -> dict:
+def run_seed(task: tuple[int, int, str, JudgeSetting, tuple[str, ...], Model]) -> dict:
     """Every arm on one simulated pool: {arm: {budget: (spearman, kendall, spearman vs all-pairs)}}."""
-    seed, n, truth_kind, setting, arms = task
+    seed, n, truth_kind, setting, arms, model = task
+    with single_threaded_blas():  # one BLAS thread per worker process: the workers share the cores
+        return _run_seed(seed, n, truth_kind, setting, arms, model)
+
+
+def _run_seed(
+    seed: int, n: int, truth_kind: str, setting: JudgeSetting, arms: tuple[str, ...], model: Model
+) -> dict:
     rng = np.random.default_rng([seed, n, TRUTHS.index(truth_kind), JUDGES.index(setting)])
     truth = pool_truth(truth_kind, n, rng)
     judge = PoolJudge(
@@ -105,7 +133,11 @@ def run_seed(task: tuple[int, int, str, JudgeSetting, tuple[str, ...]]) -> dict:
         call_noise=setting.call_noise,
         flip=setting.flip,
     )
-    full = judge.all_pairs_scores()
+    # the all-pairs solution: PoE-Gaussian's average probability, or the model on every pair, whichever is closer
+    # to the truth (the stricter reference)
+    a, b = np.triu_indices(n, k=1)
+    candidates = [judge.all_pairs_scores(), scores_of(n, a, b, judge(a, b), model)]
+    full = max(candidates, key=lambda x: spearmanr(x, truth).statistic)
     points = budgets(n)
     marks = tuple(pairs_for(b, n) for b in points)
     out: dict = {"all_pairs": evaluate(full, truth, full)}
@@ -125,9 +157,10 @@ def run_seed(task: tuple[int, int, str, JudgeSetting, tuple[str, ...]]) -> dict:
                 judge,
                 strategy=strategy,
                 budget_pairs=max(wanted),
-                pairs_per_round=round_schedule(n // 2, 0.25, tuple(wanted)),
+                pairs_per_round=schedule(n, tuple(wanted)),
                 rng=arm_rng,
                 prior=prior,
+                model=model,
                 variance="exact" if arm == "reorder_exact" else "diagonal",
             )
             for r in records:
@@ -139,7 +172,7 @@ def run_seed(task: tuple[int, int, str, JudgeSetting, tuple[str, ...]]) -> dict:
                 if m >= n - 1:
                     sel = picks[:m]
                     results[b] = evaluate(
-                        scores_of(n, sel[:, 0], sel[:, 1], judge(sel[:, 0], sel[:, 1])), truth, full
+                        scores_of(n, sel[:, 0], sel[:, 1], judge(sel[:, 0], sel[:, 1]), model), truth, full
                     )
         else:
             sort = repeated_quicksort if arm == "quicksort" else merge_sort
@@ -147,7 +180,7 @@ def run_seed(task: tuple[int, int, str, JudgeSetting, tuple[str, ...]]) -> dict:
             i, j, p = asked.arrays()
             for m, b in zip(marks, points, strict=True):
                 if m <= asked.spent:
-                    results[b] = evaluate(scores_of(n, i[:m], j[:m], p[:m]), truth, full)
+                    results[b] = evaluate(scores_of(n, i[:m], j[:m], p[:m], model), truth, full)
         out[arm] = results
     return out
 
@@ -208,7 +241,7 @@ def report(name: str, n: int, runs: list[dict], arms: tuple[str, ...]) -> None:
                 print(f"  {arm} / greedy calls: {reach[arm] / reach['greedy']:.2f}x")
 
 
-def large_round(n: int, calls_per_item: float, seed: int) -> None:
+def large_round(n: int, calls_per_item: float, seed: int, model: Model) -> None:
     """One round at N items with ``calls_per_item`` already judged: fit, then select, timed against uniform
     random selection; peak memory of the process."""
     rng = np.random.default_rng(seed)
@@ -221,8 +254,9 @@ def large_round(n: int, calls_per_item: float, seed: int) -> None:
         judge,
         strategy="reorder",
         budget_pairs=pairs_for(calls_per_item, n),
-        pairs_per_round=round_schedule(n // 2, 0.25),
+        pairs_per_round=schedule(n, ()),
         rng=rng,
+        model=model,
     )
     total = time.perf_counter() - started
     print(
@@ -231,9 +265,9 @@ def large_round(n: int, calls_per_item: float, seed: int) -> None:
     )
     previous = records[-2].post.mean
     t0 = time.perf_counter()
-    post = fit_round(n, i, j, p, x0=previous)
+    post = fit_round(n, i, j, p, model=model, x0=previous)
     t1 = time.perf_counter()
-    cold = fit_round(n, i, j, p)
+    cold = fit_round(n, i, j, p, model=model)
     t2 = time.perf_counter()
     judged = PairSet(n, np.stack([i, j], axis=1))
     t3 = time.perf_counter()
@@ -245,8 +279,11 @@ def large_round(n: int, calls_per_item: float, seed: int) -> None:
     t6 = time.perf_counter()
     assert chosen.shape[0] == windowed.shape[0] == baseline.shape[0] == k_round
     print(f"one round at {calls_per_item:g} calls per item, selecting {k_round:,} pairs:")
-    print(f"  fit (CG, warm start from the last round): {t1 - t0:.2f} s, {post.iterations} iterations")
-    print(f"  fit (CG, cold start):                     {t2 - t1:.2f} s, {cold.iterations} iterations")
+    print(
+        f"  fit (CG, warm start from the last round): {t1 - t0:.2f} s, {post.iterations} CG iterations; "
+        f"{post.downweighted:,} answers down-weighted"
+    )
+    print(f"  fit (CG, cold start):                     {t2 - t1:.2f} s, {cold.iterations} CG iterations")
     print(f"  judged-pair set of {len(judged):,} pairs:        {t3 - t2:.2f} s")
     print(
         f"  select reorder:                           {t4 - t3:.2f} s ({(t4 - t3) / (t6 - t5):.1f}x uniform random)"
@@ -273,17 +310,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-large", action="store_true")
     parser.add_argument("--skip-simulation", action="store_true")
     parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--link", choices=("logit", "linear"), default="logit")
+    parser.add_argument("--clip", type=float, default=LOGIT_CLIP)
+    parser.add_argument("--robust", type=float, default=1.345, help="Huber threshold; 0: Gaussian experts")
     args = parser.parse_args(argv)
+    model = Model(args.link, args.clip, args.robust if args.robust > 0 else None)
     arms = tuple(a for a in args.arms.split(",") if a)
     unknown = set(arms) - set(ARMS)
     if unknown:
         parser.error(f"unknown arms {sorted(unknown)}; valid: {ARMS}")
     print(f"# cpu: {read_cpu().describe()}")
     print(f"# python {os.sys.version.split()[0]}, numpy {np.__version__}; {args.workers} worker process(es)")
+    print(f"# model: link {model.link} (clip {model.clip:g}), robust {model.robust}")
     started = time.perf_counter()
     for setting in () if args.skip_simulation else JUDGES:
         for truth in TRUTHS:
-            tasks = [(seed, args.n, truth, setting, arms) for seed in range(args.seeds)]
+            tasks = [(seed, args.n, truth, setting, arms, model) for seed in range(args.seeds)]
             with ProcessPoolExecutor(args.workers) as pool:
                 runs = list(pool.map(run_seed, tasks))
             judge = (
@@ -294,7 +336,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.skip_simulation:
         print(f"\n(simulation: {time.perf_counter() - started:.0f} s)")
     if not args.skip_large:
-        large_round(args.large, 20.0, seed=0)
+        large_round(args.large, 20.0, seed=0, model=model)
 
 
 if __name__ == "__main__":

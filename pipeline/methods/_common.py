@@ -67,20 +67,28 @@ def incidence_csr(n_items: int, i: NDArray[np.int64], j: NDArray[np.int64]) -> c
     return csr_matrix((data, indices, indptr), shape=(k, n_items))
 
 
-def dense_laplacian(n_items: int, i: NDArray[np.int64], j: NDArray[np.int64]) -> NDArray[np.float64]:
+def dense_laplacian(
+    n_items: int, i: NDArray[np.int64], j: NDArray[np.int64], weights: NDArray[np.float64] | None = None
+) -> NDArray[np.float64]:
     """The N x N graph Laplacian ``W^T W`` as a dense array: degrees on the diagonal, minus the number of
-    comparisons between a and b at (a, b) and (b, a). For small N (greedy selection, tiny problems)."""
+    comparisons between a and b at (a, b) and (b, a). For small N (greedy selection, tiny problems).
+
+    With ``weights`` (one per comparison): ``W^T C W``, ``C = diag(weights)``, the weighted Laplacian."""
     n = int(n_items)
     i = np.asarray(i, dtype=np.int64)
     j = np.asarray(j, dtype=np.int64)
+    c = np.ones(i.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
     flat = np.concatenate([i * n + i, j * n + j, i * n + j, j * n + i])
-    w = np.concatenate([np.ones(2 * i.shape[0]), -np.ones(2 * i.shape[0])])
-    return np.bincount(flat, weights=w, minlength=n * n).reshape(n, n)
+    w = np.concatenate([c, c, -c, -c])
+    return np.bincount(flat, weights=w, minlength=n * n).reshape(n, n).astype(np.float64, copy=False)
 
 
-def adjacency_csr(n_items: int, i: NDArray[np.int64], j: NDArray[np.int64]) -> csr_matrix:
+def adjacency_csr(
+    n_items: int, i: NDArray[np.int64], j: NDArray[np.int64], weights: NDArray[np.float64] | None = None
+) -> csr_matrix:
     """Symmetric N x N adjacency of the comparison graph in CSR form; entry (a, b) counts the comparisons
-    between a and b (both orderings). 32-bit indices when they fit, which makes mat-vecs much faster.
+    between a and b (both orderings), or sums their ``weights``. 32-bit indices when they fit, which makes
+    mat-vecs much faster.
 
     ``W^T W = diag(degrees) - adjacency`` is the graph Laplacian.
     """
@@ -89,7 +97,8 @@ def adjacency_csr(n_items: int, i: NDArray[np.int64], j: NDArray[np.int64]) -> c
     idx_type = np.int32 if n_items < 2**31 - 1 else np.int64
     rows = np.concatenate([i, j]).astype(idx_type)
     cols = np.concatenate([j, i]).astype(idx_type)
-    return coo_matrix((np.ones(rows.shape[0]), (rows, cols)), shape=(n_items, n_items)).tocsr()
+    c = np.ones(i.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
+    return coo_matrix((np.concatenate([c, c]), (rows, cols)), shape=(n_items, n_items)).tocsr()
 
 
 def scatter_difference(
@@ -99,9 +108,14 @@ def scatter_difference(
     return np.bincount(i, weights=v, minlength=n_items) - np.bincount(j, weights=v, minlength=n_items)
 
 
-def degrees(n_items: int, i: NDArray[np.int64], j: NDArray[np.int64]) -> NDArray[np.float64]:
-    """Number of comparisons each item is in (the diagonal of ``W^T W``)."""
-    return (np.bincount(i, minlength=n_items) + np.bincount(j, minlength=n_items)).astype(np.float64)
+def degrees(
+    n_items: int, i: NDArray[np.int64], j: NDArray[np.int64], weights: NDArray[np.float64] | None = None
+) -> NDArray[np.float64]:
+    """Number of comparisons each item is in (the diagonal of ``W^T W``), or the sum of their ``weights``."""
+    return (
+        np.bincount(i, weights=weights, minlength=n_items)
+        + np.bincount(j, weights=weights, minlength=n_items)
+    ).astype(np.float64)
 
 
 def pcg(

@@ -6,17 +6,43 @@ score as well (:func:`pipeline.methods.poe_gaussian.fit_with_prior`, Fathullah &
 
     ``p(s) ∝ prod_k N(s_i - s_j; f(p_k), sigma^2) prod_i N(s_i; m_i, sigma^2 / w_i)``
 
-with ``f(p) = p - 1/2`` (debiased probabilities). The prior of item ``i`` is a warm start (an absolute score
-rescaled, weight ``w_i`` > 0) or, without one, a weak ridge ``N(0, sigma^2 / ridge)``: it keeps the system
-nonsingular in the first rounds, when the comparison graph is not yet connected. The posterior mean solves
-``(W^T W + diag(w)) s = W^T f + w m`` and the covariance is ``sigma^2 (W^T W + diag(w))^-1``.
+where ``f(p)``, what one comparison says of ``s_i - s_j``, is given by the ``link``:
+
+- ``"linear"``: ``f(p) = p - 1/2`` (PoE eq. 9 on debiased probabilities), the product's PoE-Gaussian;
+- ``"logit"``: ``f(p) = logit(p)``, capped at ``±clip``: the Gaussian approximation of PoE-BT (PoE eq. 3, whose
+  expert is maximised at ``s_i - s_j = logit(p)``). A judge whose log-odds grow with the score difference (the
+  Bradley-Terry judge; LLM judges read by their label-word log-probabilities) gives a measurement of the
+  difference that does not saturate: a far pair says how far, where ``p - 1/2`` stops at ``±1/2``. Scores are
+  then on the log-odds scale.
+
+The prior of item ``i`` is a warm start (an absolute score rescaled, weight ``w_i`` > 0) or, without one, a weak
+ridge ``N(0, sigma^2 / ridge)``: it keeps the system nonsingular in the first rounds, when the comparison graph is
+not yet connected. The posterior mean solves ``(W^T C W + diag(w)) s = W^T C f + w m`` and the covariance is
+``sigma^2 (W^T C W + diag(w))^-1``, ``C`` the comparisons' weights (all 1 unless ``robust``).
+
+Robust fit (``robust=c``)
+-------------------------
+A judge that sometimes answers the opposite of what it means (a flipped label, an ordering that contradicts the
+other) gives a comparison far from every path around it; with Gaussian experts one such answer moves both its
+items by a share of its whole error. ``robust=c`` replaces the Gaussian expert by Huber's (Huber 1964): the fit is
+iteratively reweighted least squares, each comparison weighted ``min(1, c / |t_k|)`` with ``t_k`` its studentised
+residual ``r_k / (scale sqrt(1 - h_k))``, until the weights settle (at most :data:`ROBUST_MAX_ITER` refits).
+``h_k`` is the comparison's leverage ``c_k (1/D_i + 1/D_j)`` (``D`` the weighted degrees plus the prior
+precision: the effective-resistance approximation again) and ``scale`` the normalised median absolute studentised
+residual. A comparison with leverage above :data:`LEVERAGE_MAX` (a bridge: nothing else checks it) keeps its
+weight 1, and so does every comparison while fewer than :data:`ROBUST_MIN_CHECKED` are checked by others.
+:attr:`Posterior.weights` holds the final weights. Huber's expert gives even Gaussian noise a weight below 1 beyond
+``c`` (about 18% of the comparisons at ``c = 1.345``), so :attr:`Posterior.downweighted` counts the comparisons
+weighted below :data:`OUTLIER_WEIGHT` (a studentised residual beyond ``2c``, 0.7% of Gaussian noise): the answers
+the fit treats as contradicted by the others.
 
 Solvers and variances
 ---------------------
-``N <= DENSE_MAX_ITEMS``: dense Cholesky, exact covariance of the scores about their mean (kept, so a pair's
-difference variance is exact, covariance included; the common shift of every score, which orders nothing and
-which only the weak ridge determines, is taken out). Larger N: preconditioned conjugate gradients on the sparse operator (warm-started from
-the previous round's mean), and the marginal variances by
+``variance="exact"`` (the default up to ``DENSE_MAX_ITEMS``): dense Cholesky, exact covariance of the scores
+about their mean (kept, so a pair's difference variance is exact, covariance included; the common shift of every
+score, which orders nothing and which only the weak ridge determines, is taken out). Otherwise: preconditioned
+conjugate gradients on the sparse operator (warm-started from the previous round's mean, and from the last
+refit's in the robust fit), and the marginal variances by
 
 - ``"diagonal"`` (default above ``DENSE_MAX_ITEMS``): ``sigma^2 / (d_i + w_i)``, the inverse of the precision
   matrix's diagonal; O(N) time and memory. Its use is the variance of a difference: ``var_i + var_j`` is
@@ -43,7 +69,15 @@ from numpy.typing import ArrayLike, NDArray
 from ._common import adjacency_csr, degrees, dense_laplacian, pcg, scatter_difference
 from .validate import as_comparisons
 
-__all__ = ["DENSE_MAX_ITEMS", "Posterior", "fit_posterior"]
+__all__ = [
+    "DENSE_MAX_ITEMS",
+    "LINKS",
+    "LOGIT_CLIP",
+    "Posterior",
+    "expert_values",
+    "fit_posterior",
+    "huber_weights",
+]
 
 #: Largest N fitted densely (exact covariance).
 DENSE_MAX_ITEMS = 2000
@@ -53,7 +87,54 @@ SIGMA2_PRIOR = 1.0 / 12.0
 #: Pseudo-observations of the prior guess in the expert-variance estimate.
 SIGMA2_PSEUDO_DOF = 4.0
 
+#: Cap of ``|logit(p)|`` under the logit link: p within about 4.5e-5 of 0 or 1 (and the 0 or 1 of a label word
+#: the judge never gave) counts as this many log-odds.
+LOGIT_CLIP = 10.0
+#: Refits of the robust (Huber) fit at most; it stops earlier when no weight moves by more than ROBUST_TOL.
+ROBUST_MAX_ITER = 20
+ROBUST_TOL = 1e-3
+#: A comparison with a leverage above this is a bridge of the comparison graph: no other path checks it.
+LEVERAGE_MAX = 0.95
+#: Fewer comparisons checked by others than this: no reweighting (the residuals cannot tell an outlier).
+ROBUST_MIN_CHECKED = 8
+#: A comparison the robust fit weights below this is counted as contradicted (:attr:`Posterior.downweighted`).
+OUTLIER_WEIGHT = 0.5
+
 VarianceMode = Literal["auto", "exact", "diagonal", "sketch"]
+Link = Literal["linear", "logit"]
+LINKS: tuple[str, ...] = ("linear", "logit")
+
+
+def expert_values(
+    p: NDArray[np.float64], link: str = "linear", clip: float = LOGIT_CLIP
+) -> NDArray[np.float64]:
+    """What each comparison says of ``s_i - s_j`` (module docstring): ``p - 1/2`` or ``logit(p)`` capped at
+    ``±clip``."""
+    if link == "linear":
+        return p - 0.5
+    if link == "logit":
+        if not (clip > 0 and math.isfinite(clip)):
+            raise ValueError(f"clip must be positive and finite, got {clip!r}")
+        from scipy.special import logit
+
+        with np.errstate(divide="ignore"):
+            return np.clip(logit(p), -clip, clip)
+    raise ValueError(f"unknown link {link!r}; valid: {LINKS}")
+
+
+def huber_weights(resid: NDArray[np.float64], leverage: NDArray[np.float64], c: float) -> NDArray[np.float64]:
+    """Huber's weights ``min(1, c / |t_k|)`` of the studentised residuals (module docstring, "Robust fit")."""
+    free = leverage < LEVERAGE_MAX
+    out = np.ones_like(resid)
+    if int(free.sum()) < ROBUST_MIN_CHECKED:
+        return out
+    t = resid[free] / np.sqrt(1.0 - leverage[free])
+    scale = 1.4826 * float(np.median(np.abs(t)))
+    if not scale > 0:
+        return out
+    a = np.abs(t) / scale
+    out[free] = np.where(a > c, c / np.maximum(a, 1e-300), 1.0)
+    return out
 
 
 @dataclass(frozen=True)
@@ -74,7 +155,11 @@ class Posterior:
     cov : ndarray (N, N) or None
         The exact covariance (dense fits only).
     iterations : int
-        CG iterations of the sparse fit (0 for dense).
+        CG iterations of the sparse fit (0 for dense), summed over the robust refits.
+    weights : ndarray (K,) or None
+        Each comparison's weight in the robust fit (None without ``robust``).
+    link : str
+        The link the comparisons were read with (the scale of the scores).
     """
 
     mean: NDArray[np.float64]
@@ -83,6 +168,13 @@ class Posterior:
     variance: str
     cov: NDArray[np.float64] | None = None
     iterations: int = 0
+    weights: NDArray[np.float64] | None = None
+    link: str = "linear"
+
+    @property
+    def downweighted(self) -> int:
+        """Comparisons the robust fit weighted below :data:`OUTLIER_WEIGHT` (0 without ``robust``)."""
+        return 0 if self.weights is None else int(np.count_nonzero(self.weights < OUTLIER_WEIGHT))
 
     @property
     def n(self) -> int:
@@ -113,6 +205,9 @@ def fit_posterior(
     ridge: float = 1e-2,
     sigma2: float | None = None,
     variance: VarianceMode = "auto",
+    link: Link = "linear",
+    clip: float = LOGIT_CLIP,
+    robust: float | None = None,
     x0: NDArray[np.float64] | None = None,
     rng: np.random.Generator | None = None,
     n_probes: int = 32,
@@ -132,12 +227,15 @@ def fit_posterior(
     ridge : float
         Prior precision added for every item (the weak ``N(0, sigma^2 / ridge)`` prior); > 0.
     sigma2 : float, optional
-        Known expert variance; default: the residual mean square over ``K - N + 1`` degrees of freedom, shrunk
-        towards the variance of ``p - 1/2`` (or :data:`SIGMA2_PRIOR` before two comparisons) by
+        Known expert variance; default: the (weighted) residual mean square over ``K - N + 1`` degrees of
+        freedom, shrunk towards the variance of ``f(p)`` (or :data:`SIGMA2_PRIOR` before two comparisons) by
         :data:`SIGMA2_PSEUDO_DOF` pseudo-observations.
     variance : {"auto", "exact", "diagonal", "sketch"}
         How to compute the marginal variances (module docstring); ``"auto"`` is exact up to
         :data:`DENSE_MAX_ITEMS`, diagonal above.
+    link, clip : the link from a probability to a score difference, and the logit link's cap (module docstring).
+    robust : float, optional
+        Huber's threshold ``c`` in studentised residuals (1.345 is the textbook choice); None: Gaussian experts.
     x0 : ndarray (N,), optional
         Starting point of conjugate gradients (the previous round's mean).
     rng, n_probes :
@@ -161,39 +259,53 @@ def fit_posterior(
             raise ValueError(f"prior_mean must have one finite value per item ({n})")
         w = w + pw
         m = np.where(pw > 0, pm * pw / w, 0.0)  # the ridge pulls towards 0: combined prior mean
-    f = pp - 0.5
-    rhs = scatter_difference(n, ii, jj, f) + w * m
+    if robust is not None and not (robust > 0 and math.isfinite(robust)):
+        raise ValueError(f"robust must be a positive Huber threshold or None, got {robust!r}")
+    f = expert_values(pp, link, clip)
     mode = variance if variance != "auto" else ("exact" if n <= DENSE_MAX_ITEMS else "diagonal")
-    deg = degrees(n, ii, jj)
-    cov = None
-    iterations = 0
-    if n <= DENSE_MAX_ITEMS or mode == "exact":
-        import scipy.linalg
-
-        system = dense_laplacian(n, ii, jj).astype(np.float64)
-        system[np.diag_indices(n)] += w
-        factor = scipy.linalg.cho_factor(system, lower=True, check_finite=False)
-        s = scipy.linalg.cho_solve(factor, rhs, check_finite=False)
-        if mode == "exact":
-            cov = scipy.linalg.cho_solve(factor, np.eye(n), check_finite=False)
-            # centred (the covariance of s - mean(s)): a shift of every score, which the weak ridge leaves
-            # loosely determined, changes no order; pair differences are unchanged by it
-            row = cov.mean(axis=1)
-            cov = cov - row[:, None] - row[None, :] + row.mean()
-            cov = (cov + cov.T) / 2.0
-        adj = None
-    else:
-        adj = adjacency_csr(n, ii, jj)
-        s, iterations = _solve(adj, deg, w, rhs, x0, rtol, maxiter)
-    resid = f - (s[ii] - s[jj])
+    dense = mode == "exact"  # the covariance is wanted: a dense factorisation; else conjugate gradients
     k = ii.shape[0]
+    c = np.ones(k)
+    iterations = 0
+    s = None if x0 is None else np.asarray(x0, dtype=np.float64)
+    if dense:
+        import scipy.linalg
+    refits = ROBUST_MAX_ITER if robust is not None else 0
+    for refit in range(refits + 1):
+        deg = degrees(n, ii, jj, c)
+        rhs = scatter_difference(n, ii, jj, c * f) + w * m
+        if dense:
+            system = dense_laplacian(n, ii, jj, c)
+            system[np.diag_indices(n)] += w
+            factor = scipy.linalg.cho_factor(system, lower=True, check_finite=False)
+            s = scipy.linalg.cho_solve(factor, rhs, check_finite=False)
+        else:
+            adj = adjacency_csr(n, ii, jj, c)
+            s, its = _solve(adj, deg, w, rhs, s, rtol, maxiter)
+            iterations += its
+        if robust is None or refit == refits:
+            break  # the weights c are those of this solve
+        leverage = c * (1.0 / (deg[ii] + w[ii]) + 1.0 / (deg[jj] + w[jj]))
+        new = huber_weights(f - (s[ii] - s[jj]), leverage, robust)
+        if float(np.abs(new - c).max(initial=0.0)) <= ROBUST_TOL:
+            break
+        c = new
+    cov = None
+    if mode == "exact":
+        cov = scipy.linalg.cho_solve(factor, np.eye(n), check_finite=False)
+        # centred (the covariance of s - mean(s)): a shift of every score, which the weak ridge leaves
+        # loosely determined, changes no order; pair differences are unchanged by it
+        row = cov.mean(axis=1)
+        cov = cov - row[:, None] - row[None, :] + row.mean()
+        cov = (cov + cov.T) / 2.0
+    resid = f - (s[ii] - s[jj])
     if sigma2 is None:
         # the residual mean square, shrunk towards a prior guess by SIGMA2_PSEUDO_DOF pseudo-observations, so
         # that it moves smoothly from the guess (few comparisons) to the data (many): the spread of the judge's
         # answers once there are some (all of it noise at worst), else SIGMA2_PRIOR
         guess = max(float(np.var(f)), 1e-6) if k >= 2 else SIGMA2_PRIOR
         dof = max(k - n + 1, 0)
-        s2 = (float(resid @ resid) + SIGMA2_PSEUDO_DOF * guess) / (dof + SIGMA2_PSEUDO_DOF)
+        s2 = (float(c @ (resid * resid)) + SIGMA2_PSEUDO_DOF * guess) / (dof + SIGMA2_PSEUDO_DOF)
         s2 = max(s2, 1e-9)
     else:
         if not (sigma2 > 0 and math.isfinite(sigma2)):
@@ -208,10 +320,9 @@ def fit_posterior(
     else:
         if rng is None:
             raise ValueError("variance='sketch' needs a numpy.random.Generator (rng)")
-        if adj is None:
-            adj = adjacency_csr(n, ii, jj)
-        var = _sketch_var(n, ii, jj, adj, deg, w, rng, n_probes, rtol, maxiter)
-    return Posterior(s, var * s2, s2, mode, cov, iterations)
+        adj = adjacency_csr(n, ii, jj, c)
+        var = _sketch_var(n, ii, jj, c, adj, deg, w, rng, n_probes, rtol, maxiter)
+    return Posterior(s, var * s2, s2, mode, cov, iterations, c if robust is not None else None, link)
 
 
 def _solve(adj, deg, w, rhs, x0, rtol, maxiter) -> tuple[NDArray[np.float64], int]:
@@ -234,8 +345,8 @@ def _solve(adj, deg, w, rhs, x0, rtol, maxiter) -> tuple[NDArray[np.float64], in
     return start + dx, its
 
 
-def _sketch_var(n, ii, jj, adj, deg, w, rng, n_probes, rtol, maxiter) -> NDArray[np.float64]:
-    """Johnson-Lindenstrauss estimate of diag(M^-1), M = W^T W + diag(w) = B^T B (module docstring)."""
+def _sketch_var(n, ii, jj, c, adj, deg, w, rng, n_probes, rtol, maxiter) -> NDArray[np.float64]:
+    """Johnson-Lindenstrauss estimate of diag(M^-1), M = W^T C W + diag(w) = B^T B (module docstring)."""
     if n_probes < 1:
         raise ValueError(f"n_probes must be positive, got {n_probes}")
     k = ii.shape[0]
@@ -243,7 +354,7 @@ def _sketch_var(n, ii, jj, adj, deg, w, rng, n_probes, rtol, maxiter) -> NDArray
     sw = np.sqrt(w)
     for _ in range(n_probes):
         q = rng.choice([-1.0, 1.0], size=k + n) / math.sqrt(n_probes)
-        b = scatter_difference(n, ii, jj, q[:k]) + sw * q[k:]
+        b = scatter_difference(n, ii, jj, np.sqrt(c) * q[:k]) + sw * q[k:]
         y, _ = _solve(adj, deg, w, b, None, rtol, maxiter)
         y -= y.mean()  # about the mean of the scores, as the exact variance
         acc += y * y

@@ -11,6 +11,9 @@ matching and then a prefix of the cycle.
 A warm start (:func:`warm_start`) turns absolute scores (one prompt per item) into the prior of the first
 round's fit: the scale between absolute and comparative scores is fitted by least squares on the comparisons as
 they come in, so the prior is on the comparisons' scale.
+
+Every round's fit reads the comparisons through a :class:`Model` (:func:`pipeline.methods.posterior.fit_posterior`):
+the link from a probability to a score difference, and the Huber threshold of the robust fit.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
-from .posterior import Posterior, fit_posterior
+from .posterior import LOGIT_CLIP, Posterior, expert_values, fit_posterior
 from .reorder import select_reorder
 from .selection import PairSet
 from .stopping import StopRule
@@ -29,6 +32,7 @@ from .windowed import select_windowed
 
 __all__ = [
     "ROUND_STRATEGIES",
+    "Model",
     "Prior",
     "RoundRecord",
     "first_pairs",
@@ -43,6 +47,16 @@ ROUND_STRATEGIES: tuple[str, ...] = ("reorder", "windowed", "random")
 
 
 @dataclass(frozen=True)
+class Model:
+    """How a round's fit reads the comparisons: PoE-Gaussian on ``p - 1/2`` (``link="linear"``, the default) or on
+    the capped log-odds (``"logit"``), with Gaussian experts (``robust=None``) or Huber's (``robust=c``)."""
+
+    link: str = "linear"
+    clip: float = LOGIT_CLIP
+    robust: float | None = None
+
+
+@dataclass(frozen=True)
 class Prior:
     """Absolute scores of every item as a warm start, and their weight relative to one comparison."""
 
@@ -50,16 +64,17 @@ class Prior:
     weight: float = 1.0
 
 
-def warm_start(prior: Prior, i: NDArray[np.int64], j: NDArray[np.int64], p: NDArray[np.float64]):
+def warm_start(prior: Prior, i: NDArray[np.int64], j: NDArray[np.int64], f: NDArray[np.float64]):
     """(prior mean, prior weight) on the comparisons' scale: the centred absolute scores times the least-squares
-    slope of ``p - 1/2`` on their differences (0 until there are comparisons, or if the slope is not positive:
-    then the prior says nothing about order)."""
+    slope of the comparisons' score differences ``f`` (:func:`pipeline.methods.posterior.expert_values`) on
+    theirs (0 until there are comparisons, or if the slope is not positive: then the prior says nothing about
+    order)."""
     a = prior.scores - prior.scores.mean()
     if not i.shape[0]:
         return np.zeros_like(a), np.zeros_like(a)
     x = a[i] - a[j]
     xx = float(x @ x)
-    slope = float(x @ (p - 0.5)) / xx if xx > 0 else 0.0
+    slope = float(x @ f) / xx if xx > 0 else 0.0
     if slope <= 0:
         return np.zeros_like(a), np.zeros_like(a)
     return slope * a, np.full(a.shape, float(prior.weight))
@@ -87,14 +102,17 @@ def fit_round(
     p: NDArray[np.float64],
     *,
     prior: Prior | None = None,
+    model: Model | None = None,
     ridge: float = 1e-2,
     x0: NDArray[np.float64] | None = None,
     variance: str = "auto",
 ) -> Posterior:
     """The posterior after everything judged so far (warm-started by ``prior`` when given)."""
+    model = model or Model()
     mean = weight = None
     if prior is not None:
-        mean, weight = warm_start(prior, i, j, p)
+        f = expert_values(np.asarray(p, dtype=np.float64), model.link, model.clip)
+        mean, weight = warm_start(prior, i, j, f)
     return fit_posterior(
         n,
         i,
@@ -105,6 +123,9 @@ def fit_round(
         ridge=ridge,
         x0=x0,
         variance=variance,  # type: ignore[arg-type]
+        link=model.link,  # type: ignore[arg-type]
+        clip=model.clip,
+        robust=model.robust,
     )
 
 
@@ -128,13 +149,17 @@ def select_round(
     raise ValueError(f"unknown round strategy {strategy!r}; valid: {ROUND_STRATEGIES}")
 
 
-def round_schedule(first: int, growth: float, checkpoints: tuple[int, ...] = ()) -> Callable[[int], int]:
-    """Round sizes that start at ``first`` pairs and grow with what is known (each round at least ``first`` and
-    ``growth`` times the pairs judged so far), cut so that a round ends at every checkpoint (in pairs)."""
+def round_schedule(
+    first: int, growth: float, checkpoints: tuple[int, ...] = (), least: int | None = None
+) -> Callable[[int], int]:
+    """Round sizes that start at ``first`` pairs and grow with what is known (each later round at least ``least``,
+    default ``first``, and ``growth`` times the pairs judged so far), cut so that a round ends at every checkpoint
+    (in pairs)."""
     marks = sorted(set(checkpoints))
+    floor = first if least is None else least
 
     def size(done: int) -> int:
-        k = max(first, int(growth * done))
+        k = max(first if done == 0 else floor, int(growth * done), 1)
         for mark in marks:
             if done < mark < done + k:
                 return mark - done
@@ -162,6 +187,7 @@ def run_rounds(
     pairs_per_round: int | Callable[[int], int],
     rng: np.random.Generator,
     prior: Prior | None = None,
+    model: Model | None = None,
     stop: StopRule | None = None,
     ridge: float = 1e-2,
     window: int = 8,
@@ -202,7 +228,15 @@ def run_rounds(
         jj = np.concatenate([jj, pairs[:, 1]])
         pp = np.concatenate([pp, answers])
         post = fit_round(
-            n, ii, jj, pp, prior=prior, ridge=ridge, x0=None if post is None else post.mean, variance=variance
+            n,
+            ii,
+            jj,
+            pp,
+            prior=prior,
+            model=model,
+            ridge=ridge,
+            x0=None if post is None else post.mean,
+            variance=variance,
         )
         value = stop.value(post, previous) if stop is not None else float("nan")
         record = RoundRecord(r, len(judged), value, post)

@@ -33,6 +33,7 @@ def test_a_pool_ranked_in_rounds_survives_a_kill_mid_round_and_judges_every_prom
         f"dataset.path={datasets / 'summeval' / 'summeval.jsonl'}",
         "dataset.max_contexts=2",
         "adaptive.first_round=0.5",  # 16 pairs a round: a matching, then 25% of what is judged (at least 16)
+        "adaptive.later_round=0.5",
         "adaptive.budget.calls_per_item=4",  # 128 calls: 64 pairs in 4 rounds
         "adaptive.stop.criterion=null",
         "judge.batch_size=8",

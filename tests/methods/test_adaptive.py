@@ -11,9 +11,9 @@ import pytest
 from scipy.stats import kendalltau, spearmanr
 
 from pipeline.methods.poe_gaussian import fit_with_prior
-from pipeline.methods.posterior import fit_posterior
+from pipeline.methods.posterior import LOGIT_CLIP, expert_values, fit_posterior, huber_weights
 from pipeline.methods.reorder import neighbour_pairs, reorder_probability, select_reorder, take_diverse
-from pipeline.methods.rounds import Prior, first_pairs, run_rounds, warm_start
+from pipeline.methods.rounds import Model, Prior, first_pairs, round_schedule, run_rounds, warm_start
 from pipeline.methods.selection import PairSet, pair_index
 from pipeline.methods.simulate import PoolJudge, pool_truth
 from pipeline.methods.sorting import merge_sort, repeated_quicksort
@@ -72,6 +72,106 @@ def test_the_posterior_handles_no_comparisons_and_a_disconnected_graph():
     assert np.all(post.mean == 0) and np.all(np.isfinite(post.var))
     post = fit_posterior(4, [0, 2], [1, 3], [0.9, 0.2])
     assert post.mean[0] > post.mean[1] and post.mean[3] > post.mean[2]
+
+
+def test_the_links_read_a_probability_as_a_score_difference():
+    p = np.array([0.0, 0.1, 0.5, 0.9, 1.0])
+    assert np.allclose(expert_values(p, "linear"), p - 0.5)
+    logit = expert_values(p, "logit")
+    assert np.allclose(logit[1:4], [math.log(1 / 9), 0.0, math.log(9)])
+    assert logit[0] == -LOGIT_CLIP and logit[-1] == LOGIT_CLIP  # a label word never given: capped, finite
+    assert np.allclose(expert_values(np.array([0.999999]), "logit", clip=3.0), 3.0)
+    with pytest.raises(ValueError, match="unknown link 'probit'"):
+        expert_values(p, "probit")
+
+
+def test_the_logit_link_recovers_bradley_terry_scores_where_the_linear_one_saturates():
+    rng = np.random.default_rng(21)
+    n = 30
+    s = np.linspace(-4.0, 4.0, n)  # a confident judge: far pairs are answered with p near 0 or 1
+    a, b = np.triu_indices(n, k=1)
+    keep = rng.random(a.shape[0]) < 0.3
+    i, j = a[keep], b[keep]
+    p = 1.0 / (1.0 + np.exp(-(s[i] - s[j])))
+    logit = fit_posterior(n, i, j, p, link="logit", ridge=1e-9)
+    assert np.allclose(logit.mean - logit.mean.mean(), s - s.mean(), atol=1e-6) and logit.link == "logit"
+    linear = fit_posterior(n, i, j, p, link="linear", ridge=1e-9)
+    # p - 1/2 stops at 1/2: a far pair says only "far", and on a sparse design items come out of order
+    assert spearmanr(logit.mean, s).statistic == 1.0
+    assert spearmanr(linear.mean, s).statistic < 0.995
+
+
+def test_huber_weights_of_studentised_residuals():
+    resid = np.array([0.1, -0.1, 0.2, -0.2, 0.1, -0.1, 0.15, -0.15, 3.0, 0.5])
+    leverage = np.array([0.5] * 9 + [0.99])  # the last one is a bridge: nothing else checks it
+    w = huber_weights(resid, leverage, 1.345)
+    t = resid[:9] / np.sqrt(0.5)
+    scale = 1.4826 * np.median(np.abs(t))
+    assert w[8] == pytest.approx(1.345 * scale / abs(t[8]))
+    assert np.all(w[:8] == 1.0) and w[9] == 1.0
+    assert np.all(huber_weights(resid[:5], leverage[:5], 1.345) == 1.0)  # too few checked comparisons
+
+
+def test_the_robust_fit_down_weights_flipped_answers_and_finds_the_truth_again():
+    rng = np.random.default_rng(22)
+    n = 200
+    s = rng.standard_normal(n) * 1.5
+    a, b = np.triu_indices(n, k=1)
+    pick = rng.choice(a.shape[0], 6 * n, replace=False)  # 6 comparisons per item
+    i, j = a[pick], b[pick]
+    z = s[i] - s[j] + 0.2 * rng.standard_normal(i.shape[0])
+    flipped = rng.random(i.shape[0]) < 0.03
+    z[flipped] = -z[flipped]
+    p = 1.0 / (1.0 + np.exp(-z))
+    plain = fit_posterior(n, i, j, p, link="logit")
+    robust = fit_posterior(n, i, j, p, link="logit", robust=1.345)
+    assert plain.weights is None and plain.downweighted == 0
+    err = lambda post: float(np.sqrt(np.mean((post.mean - post.mean.mean() - (s - s.mean())) ** 2)))  # noqa: E731
+    assert err(robust) < 0.6 * err(plain)
+    # the answers far from their pair's truth are the ones down-weighted
+    big = flipped & (np.abs(s[i] - s[j]) > 1.0)
+    assert big.sum() >= 5
+    assert np.all(robust.weights[big] < 0.5)
+    assert np.median(robust.weights[~flipped]) == 1.0
+    # counted as contradicted: the weights below one half (Gaussian noise alone gives few)
+    assert robust.downweighted == int((robust.weights < 0.5).sum()) >= int(big.sum())
+    # no flips: the robust fit is about the plain one (Huber's efficiency under Gaussian noise)
+    clean = 1.0 / (1.0 + np.exp(-(s[i] - s[j] + 0.2 * rng.standard_normal(i.shape[0]))))
+    a_fit = fit_posterior(n, i, j, clean, link="logit", robust=1.345)
+    b_fit = fit_posterior(n, i, j, clean, link="logit")
+    assert err(a_fit) < 1.05 * err(b_fit) and np.abs(a_fit.mean - b_fit.mean).max() < 0.1
+    assert a_fit.downweighted < 0.02 * i.shape[0] < robust.downweighted + int(big.sum())
+    # the sparse solver reaches the same robust fit
+    sparse = fit_posterior(n, i, j, p, link="logit", robust=1.345, variance="diagonal")
+    assert sparse.cov is None
+    big_n = 2100
+    i2, j2 = rng.integers(0, big_n, 8 * big_n), rng.integers(0, big_n, 8 * big_n)
+    ok = i2 != j2
+    i2, j2 = i2[ok], j2[ok]
+    s2 = rng.standard_normal(big_n)
+    z2 = s2[i2] - s2[j2] + 0.2 * rng.standard_normal(i2.shape[0])
+    z2[rng.random(i2.shape[0]) < 0.03] *= -1
+    p2 = 1.0 / (1.0 + np.exp(-z2))
+    cg = fit_posterior(big_n, i2, j2, p2, link="logit", robust=1.345, variance="diagonal")
+    dense = fit_posterior(big_n, i2, j2, p2, link="logit", robust=1.345, variance="exact")
+    assert np.abs(cg.mean - dense.mean).max() < 1e-4 and cg.iterations > 0
+    assert np.abs(cg.weights - dense.weights).max() < 1e-3
+
+
+def test_the_robust_fit_leaves_a_tree_alone():
+    # a path: every comparison is a bridge, nothing checks it, nothing is down-weighted
+    n = 12
+    i, j = np.arange(n - 1), np.arange(1, n)
+    p = np.full(n - 1, 0.8)
+    p[5] = 0.01
+    post = fit_posterior(n, i, j, p, link="logit", robust=1.345)
+    assert post.downweighted == 0
+
+
+def test_round_schedules_start_and_go_on_at_their_own_sizes():
+    size = round_schedule(100, 0.25, (130, 400), least=25)
+    assert size(0) == 100 and size(100) == 25 and size(125) == 5 and size(300) == 75 and size(390) == 10
+    assert round_schedule(50, 0.25)(50) == 50  # later rounds at least the first by default
 
 
 # --- reorder ----------------------------------------------------------------------------------------------------
@@ -268,6 +368,28 @@ def test_rounds_spend_the_budget_judge_no_pair_twice_and_beat_random_on_a_sharp_
     assert results["reorder"] > results["random"] + 0.01 and results["windowed"] > results["random"] + 0.01
 
 
+def test_rounds_read_by_the_logit_link_with_the_robust_fit_beat_the_linear_fit_on_a_sharp_judge():
+    n = 200
+    scores: dict[str, list[float]] = {"linear": [], "logit": []}
+    for seed in range(3):
+        rng = np.random.default_rng([seed, 31])
+        truth = pool_truth("normal", n, rng)
+        judge = PoolJudge(truth, rng, scale=3.0, item_noise=0.2, call_noise=0.5, flip=0.02)
+        for name, model in (("linear", Model()), ("logit", Model("logit", LOGIT_CLIP, 1.345))):
+            records, *_ = run_rounds(
+                n,
+                judge,
+                strategy="reorder",
+                budget_pairs=2 * n,  # 4 calls per item
+                pairs_per_round=round_schedule(n, 0.25, least=n // 4),
+                rng=np.random.default_rng(seed),
+                model=model,
+            )
+            assert records[-1].post.link == model.link
+            scores[name].append(spearmanr(records[-1].post.mean, truth).statistic)
+    assert np.mean(scores["logit"]) > np.mean(scores["linear"]) + 0.02
+
+
 def test_a_stop_rule_ends_the_rounds_early_and_a_warm_start_helps_the_first_rounds():
     rng = np.random.default_rng(11)
     truth = pool_truth("normal", 200, rng)
@@ -301,10 +423,10 @@ def test_a_stop_rule_ends_the_rounds_early_and_a_warm_start_helps_the_first_roun
 def test_the_warm_start_is_put_on_the_comparisons_scale():
     a = np.array([1.0, 2.0, 3.0, 4.0])
     i, j = np.array([3, 2, 1]), np.array([0, 1, 0])
-    p = 0.5 + 0.1 * (a[i] - a[j])
-    mean, weight = warm_start(Prior(a, 2.0), i, j, p)
+    f = 0.1 * (a[i] - a[j])  # what the comparisons say of the differences (expert_values)
+    mean, weight = warm_start(Prior(a, 2.0), i, j, f)
     assert np.allclose(mean, 0.1 * (a - a.mean())) and np.all(weight == 2.0)
-    mean, weight = warm_start(Prior(a, 2.0), i, j, 1.0 - p)  # the judge disagrees: no prior
+    mean, weight = warm_start(Prior(a, 2.0), i, j, -f)  # the judge disagrees: no prior
     assert np.all(weight == 0)
 
 

@@ -126,6 +126,8 @@ def test_type_errors_name_the_field():
             "adaptive.warm_start=prompt_score is not among",
         ),
         (["workflow=adaptive", "adaptive.window=0"], "adaptive.window=0 must be a positive integer"),
+        (["workflow=adaptive", "adaptive.later_round=0"], "adaptive.later_round=0.0 must be in (0, 64]"),
+        (["workflow=adaptive", "adaptive.robust=0"], "adaptive.robust=0.0 must be a positive number"),
         (["workflow=adaptive", "adaptive.stop.threshold=1.5"], "must be in (-1, 1) for expected_tau"),
         (
             ["workflow=adaptive", "adaptive.budget.money=5"],

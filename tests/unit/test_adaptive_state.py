@@ -1,0 +1,49 @@
+"""The adaptive rounds' state on disk (pipeline.adaptive): the rounds table written and read back, a folder written
+before a column existed, and a round's MLflow metrics."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.adaptive import read_rounds, step_metrics, write_rounds
+from pipeline.schemas import ROUNDS
+
+
+def record(r: int, downweighted: int | None) -> dict:
+    return {
+        "round": r,
+        "context_id": "pool",
+        "items": 10,
+        "pairs": 10 * r,
+        "calls": 20 * r,
+        "prompt_tokens": 100 * r,
+        "criterion": "expected_tau",
+        "value": 0.5,
+        "expected_tau": 0.5,
+        "max_stderr": 1.0,
+        "downweighted": downweighted,
+        "spearman": None,
+        "fit_seconds": 0.1,
+        "select_seconds": 0.1,
+        "stopped": None,
+    }
+
+
+def test_rounds_are_written_and_read_back(tmp_path):
+    write_rounds(tmp_path, [record(0, 0), record(1, 3)])
+    table = read_rounds(tmp_path)
+    assert table.schema == ROUNDS
+    assert table.column("downweighted").to_pylist() == [0, 3]
+    metrics = step_metrics(table.to_pylist()[1], 1)
+    assert metrics["adaptive/downweighted"] == 3.0 and "adaptive/spearman" not in metrics
+
+
+def test_a_rounds_table_from_before_the_robust_fit_reads_with_the_count_unknown(tmp_path):
+    old = [{k: v for k, v in record(r, None).items() if k != "downweighted"} for r in (0, 1)]
+    schema = pa.schema([f for f in ROUNDS if f.name != "downweighted"])
+    pq.write_table(pa.Table.from_pylist(old, schema=schema), tmp_path / "rounds.parquet")
+    table = read_rounds(tmp_path)
+    assert table.schema == ROUNDS and table.column("downweighted").null_count == 2
+    assert "adaptive/downweighted" not in step_metrics(table.to_pylist()[0], 1)
+    assert "adaptive/pool/pairs" in step_metrics(table.to_pylist()[0], 2)
