@@ -32,7 +32,8 @@ class JudgeStats:
     missing_logprobs: int = 0
     # the paths the API requests took: token_ids (exact label log-probabilities) and/or chat (top alternatives)
     api_paths: tuple[str, ...] = ()
-    # prompts of this run answered from the judgement store (judged by an earlier run; pipeline.judge.memo)
+    # prompts of this run answered from the judgement store (the same prompt judged before: by an earlier run, or
+    # for other candidates with the same texts; pipeline.judge.memo)
     reused: int = 0
 
     @property

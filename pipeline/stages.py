@@ -641,8 +641,8 @@ class Judge(Stage):
             log.info("judge stage finished: %d prompts in %s", progress.done, format_seconds(seconds))
         if reused:
             log.info(
-                "%d of the %d prompt(s) were answered from the judgement store %s (judged by an earlier run); "
-                "%d judged now",
+                "%d of the %d prompt(s) were answered from the judgement store %s (the same prompt judged "
+                "before: by an earlier run, or for candidates with the same texts); %d judged now",
                 reused,
                 progress.done,
                 self.store_path,
