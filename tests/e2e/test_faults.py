@@ -207,6 +207,13 @@ def engine_processes_anywhere() -> list[psutil.Process]:
     return found
 
 
+def identity(p: psutil.Process) -> tuple[int, float]:
+    try:
+        return p.pid, p.create_time()
+    except psutil.Error:
+        return p.pid, 0.0
+
+
 def test_a_killed_driver_leaves_no_engine_behind_and_the_same_command_continues_its_run(tmp_path, root):
     """The run as a user starts it (the CLI, its own local Ray), killed with SIGKILL after its first batches;
     its engine does not outlive it; the same command with paths.run_dir=latest finds the folder, and nothing
@@ -230,18 +237,23 @@ def test_a_killed_driver_leaves_no_engine_behind_and_the_same_command_continues_
         "paths.run_dir=latest",
         "tracking.enabled=false",
     ]
-    before = {p.pid for p in engine_processes_anywhere()}
+    # processes by (pid, start time): a pid of an engine that ends now may be given to this run's engine
+    before = {identity(p) for p in engine_processes_anywhere()}
     driver = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def judged() -> int:
         return stored_replies(store)
 
     deadline = time.monotonic() + 400
+    # the run's engine processes, sampled while it runs rather than in one snapshot
+    seen: dict[int, psutil.Process] = {}
     while judged() < 16:  # two batches judged
         assert driver.poll() is None, "the run ended before it was killed"
         assert time.monotonic() < deadline, "the run judged nothing"
+        seen.update({p.pid: p for p in engine_processes_anywhere() if identity(p) not in before})
         time.sleep(0.5)
-    ours = [p for p in engine_processes_anywhere() if p.pid not in before]
+    seen.update({p.pid: p for p in engine_processes_anywhere() if identity(p) not in before})
+    ours = list(seen.values())
     assert ours, "no engine process of the run"
     driver.kill()
     driver.wait()
