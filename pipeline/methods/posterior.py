@@ -67,6 +67,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from ._common import adjacency_csr, degrees, dense_laplacian, pcg, scatter_difference
+from .poe_gaussian import expert_means
 from .validate import as_comparisons
 
 __all__ = [
@@ -111,7 +112,7 @@ def expert_values(
     """What each comparison says of ``s_i - s_j`` (module docstring): ``p - 1/2`` or ``logit(p)`` capped at
     ``±clip``."""
     if link == "linear":
-        return p - 0.5
+        return expert_means(p)  # PoE eq. 9 with beta = 1/2, scale 1
     if link == "logit":
         if not (clip > 0 and math.isfinite(clip)):
             raise ValueError(f"clip must be positive and finite, got {clip!r}")
@@ -264,6 +265,10 @@ def fit_posterior(
     f = expert_values(pp, link, clip)
     mode = variance if variance != "auto" else ("exact" if n <= DENSE_MAX_ITEMS else "diagonal")
     dense = mode == "exact"  # the covariance is wanted: a dense factorisation; else conjugate gradients
+    # the robust refits go by conjugate gradients (warm-started from the last refit); a dense fit factorises once,
+    # with the final weights
+    by_cg = not dense or robust is not None
+    factor = None
     k = ii.shape[0]
     c = np.ones(k)
     iterations = 0
@@ -274,15 +279,13 @@ def fit_posterior(
     for refit in range(refits + 1):
         deg = degrees(n, ii, jj, c)
         rhs = scatter_difference(n, ii, jj, c * f) + w * m
-        if dense:
-            system = dense_laplacian(n, ii, jj, c)
-            system[np.diag_indices(n)] += w
-            factor = scipy.linalg.cho_factor(system, lower=True, check_finite=False)
-            s = scipy.linalg.cho_solve(factor, rhs, check_finite=False)
-        else:
+        if by_cg:
             adj = adjacency_csr(n, ii, jj, c)
             s, its = _solve(adj, deg, w, rhs, s, rtol, maxiter)
             iterations += its
+        else:
+            factor = _factorise(n, ii, jj, c, w)
+            s = scipy.linalg.cho_solve(factor, rhs, check_finite=False)
         if robust is None or refit == refits:
             break  # the weights c are those of this solve
         leverage = c * (1.0 / (deg[ii] + w[ii]) + 1.0 / (deg[jj] + w[jj]))
@@ -291,7 +294,10 @@ def fit_posterior(
             break
         c = new
     cov = None
-    if mode == "exact":
+    if dense and factor is None:  # after robust refits: the exact solve with the final weights
+        factor = _factorise(n, ii, jj, c, w)
+        s = scipy.linalg.cho_solve(factor, rhs, check_finite=False)
+    if dense:
         cov = scipy.linalg.cho_solve(factor, np.eye(n), check_finite=False)
         # centred (the covariance of s - mean(s)): a shift of every score, which the weak ridge leaves
         # loosely determined, changes no order; pair differences are unchanged by it
@@ -323,6 +329,15 @@ def fit_posterior(
         adj = adjacency_csr(n, ii, jj, c)
         var = _sketch_var(n, ii, jj, c, adj, deg, w, rng, n_probes, rtol, maxiter)
     return Posterior(s, var * s2, s2, mode, cov, iterations, c if robust is not None else None, link)
+
+
+def _factorise(n, ii, jj, c, w):
+    """Cholesky factor of ``W^T C W + diag(w)``."""
+    import scipy.linalg
+
+    system = dense_laplacian(n, ii, jj, c)
+    system[np.diag_indices(n)] += w
+    return scipy.linalg.cho_factor(system, lower=True, check_finite=False)
 
 
 def _solve(adj, deg, w, rhs, x0, rtol, maxiter) -> tuple[NDArray[np.float64], int]:
