@@ -7,7 +7,8 @@ The protocol of the adaptive-comparison literature (Fathullah & Gales 2025; Mays
 - a judge (:class:`pipeline.methods.simulate.PoolJudge`) that sees each item through its own fixed error
   (``item_noise``: what the all-pairs solution cannot remove either) and says, for A against B,
   ``P(A) = sigmoid(scale (s'_A - s'_B) + position bias + call noise)``, reversed at a flip rate, the same answer
-  for the same prompt; every pair judged in both orderings and debiased, as the pipeline does;
+  for the same prompt; every pair judged in both orderings and debiased, as the pipeline does; three settings
+  (:data:`JUDGES`): sharp, noisy, and confident (sharp with saturated probabilities, as a strong LLM's);
 - the budget in judge calls per item (two calls per pair), from 2 to 64; 0.5% of the ordered pairs is
   ``0.005 (N - 1)`` calls per item (3.3 at N = 658);
 - arms: uniformly random pairs in rounds (the balanced-random baseline), greedy-optimal (PoE section 3.6: its
@@ -29,6 +30,7 @@ process.
 
     make bench-adaptive                          # N = 658, 20 seeds, then N = 100,000
     make bench-adaptive ARGS="--seeds 5 --skip-large"
+    make bench-adaptive ARGS="--judges confident --truths normal --skip-large"
     make bench-adaptive ARGS="--link linear --robust 0"   # PoE-Gaussian on p - 1/2, Gaussian experts
 """
 
@@ -72,14 +74,20 @@ JUDGES = (
     # a judge far from the truth (all-pairs Spearman about 0.6, as LLM judges on CMCQRD): most of the error is
     # the judge's own view of each item, which no selection removes
     JudgeSetting("noisy", scale=1.0, item_noise=1.0, call_noise=1.0, flip=0.1),
+    # a sharp judge that is also confident, as a strong LLM's first-token probabilities are: at scale 8 a pair one
+    # standard deviation apart is answered at about 0.9997 and more than a third of all pairs beyond the log-odds cap, so a far
+    # pair says which item is better and little of how far apart; the setting where the adaptive literature
+    # reports its gain
+    JudgeSetting("confident", scale=8.0, item_noise=0.2, call_noise=0.5, flip=0.02),
 )
 TRUTHS = ("normal", "heavy", "clustered")
 ARMS = ("random", "greedy", "reorder", "reorder_exact", "windowed", "reorder_warm", "quicksort", "mergesort")
 
 
 def budgets(n: int) -> list[float]:
-    """Calls per item: 2 to 64, and 0.5% of the ordered pairs."""
-    return sorted({2.0, round(0.005 * (n - 1), 2), 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0})
+    """Calls per item: 2 to 64, and 0.5% of the ordered pairs; at most ``N - 1`` (every pair, both orderings)."""
+    points = {2.0, round(0.005 * (n - 1), 2), 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0}
+    return sorted(b for b in points if 1.0 <= b <= n - 1)
 
 
 def pairs_for(calls_per_item: float, n: int) -> int:
@@ -310,6 +318,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--skip-large", action="store_true")
     parser.add_argument("--skip-simulation", action="store_true")
     parser.add_argument("--arms", default=",".join(ARMS))
+    parser.add_argument("--judges", default=",".join(j.name for j in JUDGES))
+    parser.add_argument("--truths", default=",".join(TRUTHS))
     parser.add_argument("--link", choices=("logit", "linear"), default="logit")
     parser.add_argument("--clip", type=float, default=LOGIT_CLIP)
     parser.add_argument("--robust", type=float, default=1.345, help="Huber threshold; 0: Gaussian experts")
@@ -319,12 +329,18 @@ def main(argv: list[str] | None = None) -> None:
     unknown = set(arms) - set(ARMS)
     if unknown:
         parser.error(f"unknown arms {sorted(unknown)}; valid: {ARMS}")
+    names = [j.name for j in JUDGES]
+    judges = [j for j in JUDGES if j.name in args.judges.split(",")]
+    truths = [t for t in TRUTHS if t in args.truths.split(",")]
+    unknown = (set(args.judges.split(",")) - set(names)) | (set(args.truths.split(",")) - set(TRUTHS))
+    if unknown:
+        parser.error(f"unknown judges or truths {sorted(unknown)}; valid: {names}, {list(TRUTHS)}")
     print(f"# cpu: {read_cpu().describe()}")
     print(f"# python {os.sys.version.split()[0]}, numpy {np.__version__}; {args.workers} worker process(es)")
     print(f"# model: link {model.link} (clip {model.clip:g}), robust {model.robust}")
     started = time.perf_counter()
-    for setting in () if args.skip_simulation else JUDGES:
-        for truth in TRUTHS:
+    for setting in () if args.skip_simulation else judges:
+        for truth in truths:
             tasks = [(seed, args.n, truth, setting, arms, model) for seed in range(args.seeds)]
             with ProcessPoolExecutor(args.workers) as pool:
                 runs = list(pool.map(run_seed, tasks))
