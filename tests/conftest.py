@@ -70,6 +70,24 @@ def stored_replies(store: Path) -> int:
         return 0
 
 
+def judge_engines() -> list:
+    """vLLM engine-core processes whose parent is a Ray worker (a judge actor's engine)."""
+    import psutil
+
+    found = []
+    for p in psutil.process_iter(["name"]):
+        try:
+            if (
+                (p.info["name"] or "").startswith("VLLM")
+                and p.status() != psutil.STATUS_ZOMBIE
+                and "ray::" in (p.parent().name() or "")
+            ):
+                found.append(p)
+        except (psutil.Error, AttributeError):
+            continue
+    return found
+
+
 def compose(overrides: list[str] | None = None):
     """The real Hydra config (conf/), composed as the CLI does, converted to a RunConfig. The judgement store
     (pipeline.judge.memo) is off unless a test sets ``judge.store`` or ``judge.store_path``: a test of the engine

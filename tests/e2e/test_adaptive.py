@@ -1,6 +1,8 @@
 """Adaptive rounds end to end with the real CPU judge (vLLM on a local Ray): a pool built from the shared SummEval
-data (dataset.pool, the summeval_pool preset), ranked in rounds, killed in the middle of a round and resumed by the
-same command in the same folder, with every prompt judged once; the rounds' curve in MLflow as a step series."""
+data (dataset.pool, the summeval_pool preset), ranked in rounds; its judge engine killed in round 0 (the kept
+workers of the rounds replaced by Ray, the batch judged again), the whole run killed in the middle of round 1 and
+resumed by the same command in the same folder, with every prompt judged once; the rounds' curve in MLflow as a
+step series."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import time
 import polars as pl
 import pytest
 
-from tests.conftest import stored_replies
+from tests.conftest import judge_engines, stored_replies
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
 
@@ -46,8 +48,22 @@ def test_a_pool_ranked_in_rounds_survives_a_kill_mid_round_and_judges_every_prom
     def judged() -> int:
         return stored_replies(store)
 
+    def identity(p) -> tuple[int, float]:
+        return p.pid, p.create_time()
+
+    before = {identity(p) for p in judge_engines()}
     driver = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600
+    # the judge engine killed inside round 0 (after its first batch is stored): the round's kept worker ends, Ray
+    # starts a new one with a new engine and gives it the unfinished batches
+    while judged() < 8:
+        assert driver.poll() is None, "the run ended before its engine was killed"
+        assert time.monotonic() < deadline, "the run judged nothing"
+        time.sleep(0.2)
+    [engine] = [p for p in judge_engines() if identity(p) not in before]
+    killed = engine.pid
+    engine.kill()
+    assert not (folder / "rounds" / "round-00001.parquet").exists()  # still in round 0
     # killed inside round 1: its pairs chosen (on disk) and some, not all, of its 32 prompts judged
     while not ((folder / "rounds" / "round-00001.parquet").exists() and judged() >= 32 + 8):
         assert driver.poll() is None, "the run ended before it was killed"
@@ -55,15 +71,21 @@ def test_a_pool_ranked_in_rounds_survives_a_kill_mid_round_and_judges_every_prom
         time.sleep(0.3)
     driver.kill()
     driver.wait()
-    before = judged()
-    assert 40 <= before < 64  # inside round 1
+    stored = judged()
+    assert 40 <= stored < 64  # inside round 1
+    events = [json.loads(line) for line in (folder / "logs" / "engine_events.jsonl").read_text().splitlines()]
+    assert [e for e in events if killed in e.get("pids", [])], events  # the engine's death, recorded
+    first = (folder / "run.log").read_text()  # round 0's judge stage reported it
+    assert "1 judge engine(s) died during the run" in first
+    assert "prompt(s) of the unfinished batches went to new workers" in first
 
     again = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=1200)
     assert again.returncode == 0, again.stderr[-4000:]
     log = (folder / "run.log").read_text()
     assert "continuing adaptive rounds in" in log
-    # one judge worker (one engine start) per run, kept for all its rounds: the killed run's and the resumed one's
-    assert len(list((folder / "logs").glob("judge-*.log"))) == 2
+    # one judge worker (one engine start) per run, kept for all its rounds, and the one that replaced the worker
+    # whose engine was killed: the killed run's two and the resumed one's
+    assert len(list((folder / "logs").glob("judge-*.log"))) == 3
 
     rounds = pl.read_parquet(folder / "tables" / "rounds.parquet").sort("round")
     assert rounds.get_column("round").to_list() == [0, 1, 2, 3, 4]

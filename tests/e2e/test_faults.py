@@ -16,27 +16,11 @@ import psutil
 import pytest
 
 from pipeline.run import run
-from tests.conftest import ROOT, compose, stored_replies
+from tests.conftest import ROOT, compose, judge_engines, stored_replies
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
 
 KEYS = ["context_id", "attribute", "template_id", "cand_a", "cand_b"]
-
-
-def judge_engines() -> list[psutil.Process]:
-    """vLLM engine-core processes whose parent is a Ray worker (a judge actor's engine)."""
-    found = []
-    for p in psutil.process_iter(["name"]):
-        try:
-            if (
-                (p.info["name"] or "").startswith("VLLM")
-                and p.status() != psutil.STATUS_ZOMBIE
-                and "ray::" in (p.parent().name() or "")
-            ):
-                found.append(p)
-        except (psutil.Error, AttributeError):
-            continue
-    return found
 
 
 def wait_for(condition, what: str, seconds: float = 300.0, alive: threading.Thread | None = None) -> None:
