@@ -75,9 +75,9 @@ JUDGES = (
     # the judge's own view of each item, which no selection removes
     JudgeSetting("noisy", scale=1.0, item_noise=1.0, call_noise=1.0, flip=0.1),
     # a sharp judge that is also confident, as a strong LLM's first-token probabilities are: at scale 8 a pair one
-    # standard deviation apart is answered at about 0.9997 and more than a third of all pairs beyond the log-odds cap, so a far
-    # pair says which item is better and little of how far apart; the setting where the adaptive literature
-    # reports its gain
+    # standard deviation apart is answered at about 0.9997, and more than a third of all pairs beyond the log-odds
+    # cap, so a far pair says which item is better and little of how far apart; the setting where the adaptive
+    # literature reports its gain
     JudgeSetting("confident", scale=8.0, item_noise=0.2, call_noise=0.5, flip=0.02),
 )
 TRUTHS = ("normal", "heavy", "clustered")
