@@ -88,6 +88,16 @@ def judge_engines() -> list:
     return found
 
 
+def identity(p) -> tuple[int, float]:
+    """A process told from a later one with the same pid: (pid, start time)."""
+    import psutil
+
+    try:
+        return p.pid, p.create_time()
+    except psutil.Error:
+        return p.pid, 0.0
+
+
 def compose(overrides: list[str] | None = None):
     """The real Hydra config (conf/), composed as the CLI does, converted to a RunConfig. The judgement store
     (pipeline.judge.memo) is off unless a test sets ``judge.store`` or ``judge.store_path``: a test of the engine

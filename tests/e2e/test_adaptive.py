@@ -14,7 +14,7 @@ import time
 import polars as pl
 import pytest
 
-from tests.conftest import judge_engines, stored_replies
+from tests.conftest import identity, judge_engines, stored_replies
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
 
@@ -47,9 +47,6 @@ def test_a_pool_ranked_in_rounds_survives_a_kill_mid_round_and_judges_every_prom
 
     def judged() -> int:
         return stored_replies(store)
-
-    def identity(p) -> tuple[int, float]:
-        return p.pid, p.create_time()
 
     before = {identity(p) for p in judge_engines()}
     driver = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -16,7 +16,7 @@ import psutil
 import pytest
 
 from pipeline.run import run
-from tests.conftest import ROOT, compose, judge_engines, stored_replies
+from tests.conftest import ROOT, compose, identity, judge_engines, stored_replies
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
 
@@ -189,13 +189,6 @@ def engine_processes_anywhere() -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
-
-
-def identity(p: psutil.Process) -> tuple[int, float]:
-    try:
-        return p.pid, p.create_time()
-    except psutil.Error:
-        return p.pid, 0.0
 
 
 def test_a_killed_driver_leaves_no_engine_behind_and_the_same_command_continues_its_run(tmp_path, root):
