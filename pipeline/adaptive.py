@@ -4,9 +4,10 @@ Every round, for every context still going:
 
 1. **fit** the PoE-Gaussian posterior (:mod:`pipeline.methods.posterior`) to everything judged so far (both
    orderings of every pair, debiased; read by ``adaptive.link``, robust to contradicting answers by
-   ``adaptive.robust``; warm-started from an absolute mode's scores when ``adaptive.warm_start`` names one), and
-   record the round: pairs and calls so far, the stopping criterion, Spearman with the human
-   scores where there are some (``tables/rounds.parquet``, and MLflow metrics with the round as the step);
+   ``adaptive.robust``, an answer at the log-odds cap read as "at least the cap" by ``adaptive.censor``;
+   warm-started from an absolute mode's scores when ``adaptive.warm_start`` names one), and record the round:
+   pairs and calls so far, the stopping criterion, Spearman with the human scores where there are some
+   (``tables/rounds.parquet``, and MLflow metrics with the round as the step);
 2. **stop** the context when the budget (calls, prompt tokens, money, time) cannot pay for another round or the
    stopping rule (:mod:`pipeline.methods.stopping`) is met;
 3. **select** the next pairs (:func:`pipeline.methods.rounds.select_round`) and write them to
@@ -99,6 +100,12 @@ class Rounds(Stage):
     )
     writes = (ports.JUDGMENTS, ports.RATINGS, ports.JUDGE_STATS, ports.ROUNDS, ports.ROUND_PAIRS)
 
+    @property
+    def model(self) -> Model:
+        """How every round's fit reads the comparisons (``adaptive.link``, ``logit_clip``, ``robust``, ``censor``)."""
+        a = self.adaptive
+        return Model(link=str(a.link), clip=a.logit_clip, robust=a.robust, censor=a.censor)
+
     def run(
         self,
         ctx: StageContext,
@@ -177,13 +184,16 @@ class Rounds(Stage):
                 for row in rows:
                     ctx.log_step(step_metrics(row, len(pools)), r)
                     log.info(
-                        "round %d, %s: %d pairs (%d calls) judged; %s%s%s%s",
+                        "round %d, %s: %d pairs (%d calls) judged; %s%s%s%s%s",
                         r,
                         row["context_id"],
                         row["pairs"],
                         row["calls"],
                         f"{row['downweighted']} answer(s) weighted below 1/2 by the robust fit; "
                         if row["downweighted"]
+                        else "",
+                        f"{row['beyond_cap']} answer(s) at the log-odds cap placed beyond it; "
+                        if row["beyond_cap"]
                         else "",
                         f"{row['criterion']} {row['value']:.4f}; " if row["value"] is not None else "",
                         f"Spearman {row['spearman']:.3f}; " if row["spearman"] is not None else "",
@@ -300,7 +310,7 @@ class Rounds(Stage):
                 j,
                 p,
                 prior=prior.get(cid),
-                model=Model(str(self.adaptive.link), self.adaptive.logit_clip, self.adaptive.robust),
+                model=self.model,
                 ridge=self.adaptive.ridge,
                 x0=None if pool.post is None else pool.post.mean,
             )
@@ -396,6 +406,7 @@ class Rounds(Stage):
             "expected_tau": expected_tau(post) if pool.n >= 2 else 1.0,
             "max_stderr": float(np.sqrt(post.var.max())),
             "downweighted": post.downweighted,
+            "beyond_cap": post.censored if post.beyond_cap is not None else None,
             "spearman": rho,
             "fit_seconds": fit_s,
             "select_seconds": select_s,
@@ -555,8 +566,9 @@ def step_metrics(row: dict, n_contexts: int) -> dict[str, float]:
         f"{prefix}expected_tau": float(row["expected_tau"]),
         f"{prefix}max_stderr": float(row["max_stderr"]),
     }
-    if row.get("downweighted") is not None:
-        out[f"{prefix}downweighted"] = float(row["downweighted"])
+    for name in ("downweighted", "beyond_cap"):  # null: a record of a version without the count, or no censor
+        if row.get(name) is not None:
+            out[f"{prefix}{name}"] = float(row[name])
     if row["value"] is not None:
         out[f"{prefix}criterion"] = float(row["value"])
     if row["spearman"] is not None:

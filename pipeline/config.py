@@ -586,6 +586,9 @@ class AdaptiveConfig:
     link: RoundLink = RoundLink.logit
     logit_clip: float = 10.0
     robust: float | None = 1.345
+    # Under the logit link, an answer at the cap reads as "at least logit_clip log-odds" (true) or as exactly the
+    # cap (false, which pulls a far pair towards the cap).
+    censor: bool = True
     # Candidates within this many places in the current ranking (reorder, windowed); exploration share (windowed).
     window: int = 8
     explore: float = 0.1

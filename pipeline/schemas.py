@@ -197,6 +197,9 @@ ROUNDS = pa.schema(
         # comparisons the robust fit (adaptive.robust) weighted below one half: answers far from what the other
         # comparisons say of their pair (null: a record of a version without it)
         pa.field("downweighted", pa.int64()),
+        # answers at the log-odds cap that the fit places beyond it (adaptive.censor): read as "at least the cap",
+        # they pull on nothing (null: without censor, or a record of a version without it)
+        pa.field("beyond_cap", pa.int64()),
         # Spearman with the human scores where the input has them
         pa.field("spearman", pa.float64()),
         pa.field("fit_seconds", pa.float64(), nullable=False),

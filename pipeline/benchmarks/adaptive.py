@@ -17,8 +17,9 @@ The protocol of the adaptive-comparison literature (Fathullah & Gales 2025; Mays
   windowed neighbours with 10% exploration, reorder warm-started from one absolute score per item, which costs
   one call per item of the budget), repeated quicksort and merge sort (PairS-greedy), both scored by
   PoE-Gaussian on their comparisons;
-- every arm's comparisons scored by one model (``--link``, ``--robust``; default the rounds' own: the capped
-  log-odds with Huber's robust fit, :class:`pipeline.methods.rounds.Model`), and so is the all-pairs solution
+- every arm's comparisons scored by one model (``--link``, ``--robust``, ``--no-censor``; default the rounds' own:
+  the capped log-odds, an answer at the cap read as "at least the cap", with Huber's robust fit,
+  :class:`pipeline.methods.rounds.Model`), and so is the all-pairs solution
   (the reference is the better of that and the PoE-Gaussian average probability, whichever is closer to the
   truth);
 - Spearman and Kendall against the truth and against the all-pairs solution, mean and 95% interval over seeds.
@@ -32,6 +33,7 @@ process.
     make bench-adaptive ARGS="--seeds 5 --skip-large"
     make bench-adaptive ARGS="--judges confident --truths normal --skip-large"
     make bench-adaptive ARGS="--link linear --robust 0"   # PoE-Gaussian on p - 1/2, Gaussian experts
+    make bench-adaptive ARGS="--no-censor"                # an answer at the log-odds cap read as the cap
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ def scores_of(n: int, i, j, p, model: Model) -> np.ndarray:
         link=model.link,
         clip=model.clip,
         robust=model.robust,  # type: ignore[arg-type]
+        censor=model.censor,
     ).mean
 
 
@@ -228,25 +231,43 @@ def report(name: str, n: int, runs: list[dict], arms: tuple[str, ...]) -> None:
                     cells.append(f"{m:.{k}f} ± {h:.{k}f}")
             print(f"| {arm} | " + " | ".join(cells) + " |")
     target = full[0] - 0.01
-    print(f"\nCalls per item to reach the all-pairs Spearman within 0.01 (mean >= {target:.3f}):")
+    print(
+        f"\nCalls per item to reach the all-pairs Spearman within 0.01 (mean >= {target:.3f}): the first budget "
+        "point, and between points by linear interpolation of the mean curve"
+    )
     reach = {}
     for arm in arms:
-        hit = next(
-            (
-                b
-                for b in points
-                if all(b in r[arm] for r in runs) and np.mean([r[arm][b][0] for r in runs]) >= target
-            ),
-            None,
-        )
-        reach[arm] = hit
+        curve = [
+            (b, float(np.mean([r[arm][b][0] for r in runs])))
+            for b in points
+            if all(b in r[arm] for r in runs)
+        ]
+        hit, between = calls_to_reach(curve, target)
+        reach[arm] = between
         print(
-            f"  {arm:>14}: {'not within 64' if hit is None else f'{hit:g} ({hit / (n - 1):.2%} of the ordered pairs)'}"
+            f"  {arm:>14}: "
+            + (
+                "not within the budgets"
+                if hit is None
+                else f"{hit:g} ({hit / (n - 1):.2%} of the ordered pairs); interpolated {between:.2f}"
+            )
         )
     if reach.get("greedy"):
         for arm in arms:
             if reach.get(arm) and arm != "greedy":
-                print(f"  {arm} / greedy calls: {reach[arm] / reach['greedy']:.2f}x")
+                print(f"  {arm} / greedy calls (interpolated): {reach[arm] / reach['greedy']:.2f}x")
+
+
+def calls_to_reach(curve: list[tuple[float, float]], target: float) -> tuple[float | None, float | None]:
+    """The first budget of ``curve`` (budget, mean Spearman) at or above ``target``, and the budget where the curve
+    crosses it by linear interpolation from the point before (the first point itself if it is already there)."""
+    for k, (b, y) in enumerate(curve):
+        if y >= target:
+            if k == 0:
+                return b, b
+            b0, y0 = curve[k - 1]
+            return b, b0 + (target - y0) / (y - y0) * (b - b0)
+    return None, None
 
 
 def large_round(n: int, calls_per_item: float, seed: int, model: Model) -> None:
@@ -323,8 +344,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--link", choices=("logit", "linear"), default="logit")
     parser.add_argument("--clip", type=float, default=LOGIT_CLIP)
     parser.add_argument("--robust", type=float, default=1.345, help="Huber threshold; 0: Gaussian experts")
+    parser.add_argument(
+        "--no-censor",
+        action="store_true",
+        help="read an answer at the log-odds cap as the cap, not as at least it",
+    )
     args = parser.parse_args(argv)
-    model = Model(args.link, args.clip, args.robust if args.robust > 0 else None)
+    model = Model(args.link, args.clip, args.robust if args.robust > 0 else None, not args.no_censor)
     arms = tuple(a for a in args.arms.split(",") if a)
     unknown = set(arms) - set(ARMS)
     if unknown:
@@ -337,7 +363,10 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unknown judges or truths {sorted(unknown)}; valid: {names}, {list(TRUTHS)}")
     print(f"# cpu: {read_cpu().describe()}")
     print(f"# python {os.sys.version.split()[0]}, numpy {np.__version__}; {args.workers} worker process(es)")
-    print(f"# model: link {model.link} (clip {model.clip:g}), robust {model.robust}")
+    print(
+        f"# model: link {model.link} (clip {model.clip:g}), robust {model.robust}, "
+        f"censor {model.censor and model.link == 'logit'}"
+    )
     started = time.perf_counter()
     for setting in () if args.skip_simulation else judges:
         for truth in truths:

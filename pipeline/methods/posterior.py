@@ -36,6 +36,20 @@ weight 1, and so does every comparison while fewer than :data:`ROBUST_MIN_CHECKE
 weighted below :data:`OUTLIER_WEIGHT` (a studentised residual beyond ``2c``, 0.7% of Gaussian noise): the answers
 the fit treats as contradicted by the others.
 
+Answers at the cap (``censor=True``, logit link)
+------------------------------------------------
+A confident judge answers a far pair at a probability within ``exp(-clip)`` of 0 or 1, so its log-odds sit at the
+cap whatever the distance: the answer says "``s_i - s_j`` is at least ``clip``", not "it is ``clip``". Read as a
+measurement it pulls every far pair to exactly the cap, compressing the ranking around the items judged against
+far ones. With ``censor`` a capped answer is a one-sided expert, the squared hinge ``max(0, clip - sign(f_k)
+(s_i - s_j))^2`` (a censored Gaussian's mode, as in Tobit regression): it pulls the pair out to the cap when the
+fit has it closer, and not at all once the fit places it beyond. The fit is the active-set iteration: solve with
+the capped answers the fit places beyond the cap at weight 0, recompute which are beyond, until the set (and
+Huber's weights, which only the others get) settles; at most :data:`ROBUST_MAX_ITER` refits.
+:attr:`Posterior.beyond_cap` marks the answers left at weight 0; the expert variance counts them out of the
+degrees of freedom, and the marginal variances do not count them either (an item judged only against far items
+is as uncertain as they leave it).
+
 Solvers and variances
 ---------------------
 ``variance="exact"`` (the default up to ``DENSE_MAX_ITEMS``): dense Cholesky, exact covariance of the scores
@@ -161,6 +175,9 @@ class Posterior:
         Each comparison's weight in the robust fit (None without ``robust``).
     link : str
         The link the comparisons were read with (the scale of the scores).
+    beyond_cap : ndarray (K,) of bool or None
+        The answers at the cap that the fit places beyond it, which therefore pull on nothing (None without
+        ``censor``).
     """
 
     mean: NDArray[np.float64]
@@ -171,6 +188,12 @@ class Posterior:
     iterations: int = 0
     weights: NDArray[np.float64] | None = None
     link: str = "linear"
+    beyond_cap: NDArray[np.bool_] | None = None
+
+    @property
+    def censored(self) -> int:
+        """Answers at the cap that the fit places beyond it (0 without ``censor``)."""
+        return 0 if self.beyond_cap is None else int(np.count_nonzero(self.beyond_cap))
 
     @property
     def downweighted(self) -> int:
@@ -209,6 +232,7 @@ def fit_posterior(
     link: Link = "linear",
     clip: float = LOGIT_CLIP,
     robust: float | None = None,
+    censor: bool = False,
     x0: NDArray[np.float64] | None = None,
     rng: np.random.Generator | None = None,
     n_probes: int = 32,
@@ -237,6 +261,9 @@ def fit_posterior(
     link, clip : the link from a probability to a score difference, and the logit link's cap (module docstring).
     robust : float, optional
         Huber's threshold ``c`` in studentised residuals (1.345 is the textbook choice); None: Gaussian experts.
+    censor : bool
+        Read an answer at the logit link's cap as "at least ``clip`` log-odds" (module docstring, "Answers at the
+        cap"); no effect with the linear link.
     x0 : ndarray (N,), optional
         Starting point of conjugate gradients (the previous round's mean).
     rng, n_probes :
@@ -265,18 +292,24 @@ def fit_posterior(
     f = expert_values(pp, link, clip)
     mode = variance if variance != "auto" else ("exact" if n <= DENSE_MAX_ITEMS else "diagonal")
     dense = mode == "exact"  # the covariance is wanted: a dense factorisation; else conjugate gradients
-    # the robust refits go by conjugate gradients (warm-started from the last refit); a dense fit factorises once,
-    # with the final weights
-    by_cg = not dense or robust is not None
-    factor = None
     k = ii.shape[0]
-    c = np.ones(k)
+    # answers at the cap (censor): "at least clip log-odds" (module docstring, "Answers at the cap")
+    capped = np.abs(f) >= clip if (censor and link == "logit") else np.zeros(k, dtype=bool)
+    refitting = robust is not None or bool(capped.any())
+    # the refits go by conjugate gradients (warm-started from the last refit); a dense fit factorises once, with
+    # the final weights
+    by_cg = not dense or refitting
+    factor = None
+    h = np.ones(k)  # Huber's weights
+    beyond = np.zeros(k, dtype=bool)  # capped answers the fit places beyond the cap: no pull
+    c = h
     iterations = 0
     s = None if x0 is None else np.asarray(x0, dtype=np.float64)
     if dense:
         import scipy.linalg
-    refits = ROBUST_MAX_ITER if robust is not None else 0
+    refits = ROBUST_MAX_ITER if refitting else 0
     for refit in range(refits + 1):
+        c = np.where(beyond, 0.0, h)
         deg = degrees(n, ii, jj, c)
         rhs = scatter_difference(n, ii, jj, c * f) + w * m
         if by_cg:
@@ -286,15 +319,20 @@ def fit_posterior(
         else:
             factor = _factorise(n, ii, jj, c, w)
             s = scipy.linalg.cho_solve(factor, rhs, check_finite=False)
-        if robust is None or refit == refits:
+        if refit == refits:
             break  # the weights c are those of this solve
-        leverage = c * (1.0 / (deg[ii] + w[ii]) + 1.0 / (deg[jj] + w[jj]))
-        new = huber_weights(f - (s[ii] - s[jj]), leverage, robust)
-        if float(np.abs(new - c).max(initial=0.0)) <= ROBUST_TOL:
+        d = s[ii] - s[jj]
+        new_beyond = capped & (np.sign(f) * d > clip)
+        new = np.ones(k)
+        if robust is not None:
+            leverage = c * (1.0 / (deg[ii] + w[ii]) + 1.0 / (deg[jj] + w[jj]))
+            pulling = ~new_beyond
+            new[pulling] = huber_weights(f[pulling] - d[pulling], leverage[pulling], robust)
+        if np.array_equal(new_beyond, beyond) and float(np.abs(new - h).max(initial=0.0)) <= ROBUST_TOL:
             break
-        c = new
+        h, beyond = new, new_beyond
     cov = None
-    if dense and factor is None:  # after robust refits: the exact solve with the final weights
+    if dense and factor is None:  # after refits: the exact solve with the final weights
         factor = _factorise(n, ii, jj, c, w)
         s = scipy.linalg.cho_solve(factor, rhs, check_finite=False)
     if dense:
@@ -310,7 +348,7 @@ def fit_posterior(
         # that it moves smoothly from the guess (few comparisons) to the data (many): the spread of the judge's
         # answers once there are some (all of it noise at worst), else SIGMA2_PRIOR
         guess = max(float(np.var(f)), 1e-6) if k >= 2 else SIGMA2_PRIOR
-        dof = max(k - n + 1, 0)
+        dof = max(k - int(beyond.sum()) - n + 1, 0)
         s2 = (float(c @ (resid * resid)) + SIGMA2_PSEUDO_DOF * guess) / (dof + SIGMA2_PSEUDO_DOF)
         s2 = max(s2, 1e-9)
     else:
@@ -328,7 +366,8 @@ def fit_posterior(
             raise ValueError("variance='sketch' needs a numpy.random.Generator (rng)")
         adj = adjacency_csr(n, ii, jj, c)
         var = _sketch_var(n, ii, jj, c, adj, deg, w, rng, n_probes, rtol, maxiter)
-    return Posterior(s, var * s2, s2, mode, cov, iterations, c if robust is not None else None, link)
+    weights = h if robust is not None else None
+    return Posterior(s, var * s2, s2, mode, cov, iterations, weights, link, beyond if censor else None)
 
 
 def _factorise(n, ii, jj, c, w):

@@ -49,11 +49,13 @@ ROUND_STRATEGIES: tuple[str, ...] = ("reorder", "windowed", "random")
 @dataclass(frozen=True)
 class Model:
     """How a round's fit reads the comparisons: PoE-Gaussian on ``p - 1/2`` (``link="linear"``, the default) or on
-    the capped log-odds (``"logit"``), with Gaussian experts (``robust=None``) or Huber's (``robust=c``)."""
+    the capped log-odds (``"logit"``), with Gaussian experts (``robust=None``) or Huber's (``robust=c``); under the
+    logit link an answer at the cap reads as "at least the cap" (``censor``, the default) or as the cap."""
 
     link: str = "linear"
     clip: float = LOGIT_CLIP
     robust: float | None = None
+    censor: bool = True
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ def fit_round(
         link=model.link,  # type: ignore[arg-type]
         clip=model.clip,
         robust=model.robust,
+        censor=model.censor,
     )
 
 

@@ -168,6 +168,91 @@ def test_the_robust_fit_leaves_a_tree_alone():
     assert post.downweighted == 0
 
 
+def hinge_objective(n, i, j, f, capped, ridge):
+    """The censored fit's objective (pipeline.methods.posterior, "Answers at the cap"), Gaussian experts."""
+
+    def value(s):
+        d = s[i] - s[j]
+        r = np.where(capped, np.maximum(0.0, np.abs(f) - np.sign(f) * d), f - d)
+        return float(r @ r + ridge * s @ s)
+
+    return value
+
+
+@pytest.mark.parametrize("variance", ["exact", "diagonal"])
+def test_the_censored_fit_minimises_the_squared_hinge_on_answers_at_the_cap(variance):
+    from scipy.optimize import minimize
+
+    rng = np.random.default_rng(5)
+    n = 9
+    s = np.sort(rng.uniform(0, 40, n))  # log-odds apart: many pairs beyond the cap of 10
+    a, b = np.triu_indices(n, k=1)
+    pick = rng.choice(a.shape[0], 20, replace=False)
+    i, j = a[pick], b[pick]
+    flip = rng.random(i.shape[0]) < 0.5
+    i, j = np.where(flip, j, i), np.where(flip, i, j)
+    z = s[i] - s[j] + 0.5 * rng.standard_normal(i.shape[0])
+    p = 1.0 / (1.0 + np.exp(-z))
+    f = expert_values(p, "logit", LOGIT_CLIP)
+    capped = np.abs(f) >= LOGIT_CLIP
+    assert 5 <= capped.sum() <= 15
+    post = fit_posterior(n, i, j, p, link="logit", censor=True, ridge=1e-2, variance=variance)
+    objective = hinge_objective(n, i, j, f, capped, 1e-2)
+    best = minimize(objective, np.zeros(n), method="BFGS", options={"gtol": 1e-10})
+    assert objective(post.mean) <= best.fun + 1e-6
+    assert np.abs(post.mean - best.x).max() < 1e-3
+    # the answers marked beyond the cap are the capped ones the fit places beyond it
+    d = post.mean[i] - post.mean[j]
+    assert post.beyond_cap is not None and post.censored > 0
+    assert np.array_equal(post.beyond_cap, capped & (np.sign(f) * d > LOGIT_CLIP))
+    # an answer the fit places beyond the cap checks nothing: the variances are those of the fit without it
+    keep = ~post.beyond_cap
+    without = fit_posterior(n, i[keep], j[keep], p[keep], link="logit", censor=True, variance=variance)
+    assert np.abs(post.var / post.sigma2 - without.var / without.sigma2).max() < 1e-9
+    # without censor the capped answers count as exactly the cap
+    plain = fit_posterior(n, i, j, p, link="logit", ridge=1e-2, variance=variance)
+    assert plain.beyond_cap is None and plain.censored == 0
+    assert objective(plain.mean) > objective(post.mean) + 1.0
+
+
+def test_a_far_answer_at_the_cap_no_longer_pulls_a_measured_pair_together():
+    # 0 and 1 are 8 log-odds apart, measured; 2 is 30 above 1, and both its answers sit at the cap of 10
+    i, j = np.array([1, 2, 2]), np.array([0, 1, 0])
+    p = 1.0 / (1.0 + np.exp(-np.array([8.0, 30.0, 38.0])))
+    plain = fit_posterior(3, i, j, p, link="logit", ridge=1e-6)
+    censored = fit_posterior(3, i, j, p, link="logit", ridge=1e-6, censor=True)
+    gap = lambda post, a, b: post.mean[a] - post.mean[b]  # noqa: E731
+    # read as exactly 10 each, the far answers squeeze the measured 8 to 16/3 (least squares on a triangle)
+    assert gap(plain, 1, 0) == pytest.approx(16 / 3, abs=1e-3)
+    # read as at least 10, they hold 2 at 10 above 1 and leave the measured pair alone
+    assert gap(censored, 1, 0) == pytest.approx(8.0, abs=1e-3)
+    assert gap(censored, 2, 1) == pytest.approx(10.0, abs=1e-3)
+    assert censored.beyond_cap.tolist() == [False, False, True]  # 2 - 0 = 18: beyond the cap, no pull
+    # the linear link has no cap: censor changes nothing
+    lin = fit_posterior(3, i, j, p, link="linear", censor=True)
+    assert np.array_equal(lin.mean, fit_posterior(3, i, j, p, link="linear").mean) and lin.censored == 0
+
+
+def test_the_censored_robust_fit_ranks_a_confident_judges_pool_better():
+    gains = []
+    for seed in range(3):
+        rng = np.random.default_rng([seed, 41])
+        n = 300
+        truth = pool_truth("normal", n, rng)
+        judge = PoolJudge(truth, rng, scale=8.0, item_noise=0.2, call_noise=0.5, flip=0.02)
+        pairs = np.unique(np.concatenate([first_pairs(n, n, rng), first_pairs(n, n, rng)]), axis=0)
+        p = judge(pairs[:, 0], pairs[:, 1])
+        rho = {
+            censor: spearmanr(
+                fit_posterior(n, pairs[:, 0], pairs[:, 1], p, link="logit", robust=1.345, censor=censor).mean,
+                truth,
+            ).statistic
+            for censor in (False, True)
+        }
+        gains.append(rho[True] - rho[False])
+    assert min(gains) > 0 and np.mean(gains) > 0.015
+
+
 def test_round_schedules_start_and_go_on_at_their_own_sizes():
     size = round_schedule(100, 0.25, (130, 400), least=25)
     assert size(0) == 100 and size(100) == 25 and size(125) == 5 and size(300) == 75 and size(390) == 10

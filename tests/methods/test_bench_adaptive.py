@@ -31,3 +31,11 @@ def test_unknown_names_are_refused(flag, value, capsys):
     with pytest.raises(SystemExit):
         adaptive.main([flag, value, "--skip-large"])
     assert value in capsys.readouterr().err
+
+
+def test_calls_to_reach_interpolates_between_budget_points():
+    curve = [(2.0, 0.80), (4.0, 0.90), (6.0, 0.96), (8.0, 0.97)]
+    assert adaptive.calls_to_reach(curve, 0.93) == (6.0, pytest.approx(5.0))
+    assert adaptive.calls_to_reach(curve, 0.96) == (6.0, pytest.approx(6.0))
+    assert adaptive.calls_to_reach(curve, 0.75) == (2.0, 2.0)  # already there at the first point
+    assert adaptive.calls_to_reach(curve, 0.99) == (None, None)
