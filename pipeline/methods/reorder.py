@@ -12,10 +12,12 @@ greedy-optimal (a function of which pairs were judged only) it looks at what the
 Sparse at any N: only pairs within ``window`` places of each other in the current ranking are candidates
 (a pair ``w`` places apart has a reorder probability that falls off like ``Phi(-w gap / sd)``), ``N x window``
 of them; no N x N matrix. A round takes ``k`` pairs at once (no refit between them), so a diversity rule keeps
-the batch from piling onto one uncertain region: candidates are taken in decreasing probability, and a candidate
-is taken only if it is among the first ``per_item`` candidates of both its items (default ``ceil(2k / N)``: every
-item in about as many of the round's pairs as the budget allows). If that leaves fewer than ``k``, ``per_item``
-is raised until it does not; if the window has fewer than ``k`` unjudged candidates it is doubled.
+the batch from piling onto one uncertain region: candidates are taken in decreasing probability, each only while
+both its items are in fewer than ``per_item`` of the pairs taken so far (default ``ceil(2k / N)``: every item in
+about as many of the round's pairs as the budget allows). Candidates turned down do not count against their
+items, so items whose candidates tie (a prior-only round) are not starved: ten tied items and ``k = 5`` give a
+perfect matching. If a pass leaves fewer than ``k``, ``per_item`` is raised by one and the candidates not taken
+are passed again; if the window has fewer than ``k`` unjudged candidates it is doubled.
 """
 
 from __future__ import annotations
@@ -53,33 +55,37 @@ def neighbour_pairs(mean: NDArray[np.float64], window: int) -> NDArray[np.int64]
     return np.concatenate(rows) if rows else np.zeros((0, 2), dtype=np.int64)
 
 
-def _occurrence(items: NDArray[np.int64], n: int) -> NDArray[np.int64]:
-    """For each position t, how many earlier positions hold the same item (a cumulative count per item)."""
-    order = np.argsort(items, kind="stable")
-    sorted_items = items[order]
-    starts = np.flatnonzero(np.r_[True, sorted_items[1:] != sorted_items[:-1]])
-    sizes = np.diff(np.r_[starts, sorted_items.shape[0]])
-    rank = np.arange(sorted_items.shape[0]) - np.repeat(starts, sizes)
-    out = np.empty_like(rank)
-    out[order] = rank
-    return out
-
-
 def take_diverse(pairs: NDArray[np.int64], k: int, n: int, per_item: int | None = None) -> NDArray[np.int64]:
     """The first ``k`` rows of ``pairs`` (already in order of preference) under the diversity rule of the module
-    docstring: a row is taken if it is among the first ``per_item`` rows of both its items."""
+    docstring: rows are taken in order, each only while both its items are in fewer than ``per_item`` rows taken
+    so far; if a pass ends short of ``k``, the cap is raised by one and the rows not taken are passed again.
+    The rows come back in their order in ``pairs``."""
     m = pairs.shape[0]
     if k >= m:
         return pairs
     cap = per_item if per_item is not None else max(1, math.ceil(2 * k / n))
-    # occurrence of each item over the rows in order, counting both columns: position 2t is row t's first item
-    flat = pairs.reshape(-1)
-    occ = _occurrence(flat, n).reshape(-1, 2)
-    while True:
-        ok = (occ[:, 0] < cap) & (occ[:, 1] < cap)
-        if int(ok.sum()) >= k:
-            return pairs[np.flatnonzero(ok)[:k]]
+    count = [0] * n
+    taken = np.zeros(m, dtype=bool)
+    left = list(range(m))
+    a_col = pairs[:, 0].tolist()
+    b_col = pairs[:, 1].tolist()
+    got = 0
+    while got < k:
+        skipped = []
+        for t in left:
+            a, b = a_col[t], b_col[t]
+            if count[a] < cap and count[b] < cap:
+                count[a] += 1
+                count[b] += 1
+                taken[t] = True
+                got += 1
+                if got == k:
+                    break
+            else:
+                skipped.append(t)
+        left = skipped
         cap += 1
+    return pairs[taken]
 
 
 def select_reorder(

@@ -285,18 +285,21 @@ def test_neighbour_pairs_are_the_pairs_within_the_window_of_the_ranking():
 
 
 def brute_force_diverse(pairs, k, cap):
-    """A row is taken if fewer than ``cap`` earlier rows hold either of its items (rows taken or not); the cap is
-    raised until ``k`` rows are taken."""
+    """Rows in order, each taken while both its items are in fewer than ``cap`` rows taken so far; a pass short of
+    ``k`` raises the cap by one and passes the rows not taken again. Returned in their order in ``pairs``."""
+    taken: set[int] = set()
     while True:
-        seen: dict[int, int] = {}
-        taken = []
-        for a, b in pairs:
-            if seen.get(a, 0) < cap and seen.get(b, 0) < cap:
-                taken.append((a, b))
-            seen[a] = seen.get(a, 0) + 1
-            seen[b] = seen.get(b, 0) + 1
-        if len(taken) >= k:
-            return taken[:k]
+        for t, (a, b) in enumerate(pairs):
+            if len(taken) == k:
+                return [pairs[t] for t in sorted(taken)]
+            if t in taken:
+                continue
+            degree_a = sum(1 for u in taken if a in pairs[u])
+            degree_b = sum(1 for u in taken if b in pairs[u])
+            if degree_a < cap and degree_b < cap:
+                taken.add(t)
+        if len(taken) == k:
+            return [pairs[t] for t in sorted(taken)]
         cap += 1
 
 
@@ -325,6 +328,23 @@ def test_select_reorder_takes_the_most_probable_unjudged_pairs_under_the_diversi
 def test_take_diverse_raises_the_cap_until_k_rows_are_taken():
     pairs = np.array([[0, 1], [0, 2], [0, 3], [1, 2]])
     assert take_diverse(pairs, 2, 4, per_item=1).tolist() == [[0, 1], [0, 2]]  # cap 1 gives one; raised to 2
+
+
+def test_take_diverse_turns_down_without_starving_tied_items():
+    # a prior-only round: every candidate ties, so they come in pair-index order. Turned-down candidates must not
+    # count against their items: k = N/2 at one pair per item is a perfect matching
+    n = 10
+    post = fit_posterior(n, [], [], [])
+    got = select_reorder(post, 5, PairSet(n, np.zeros((0, 2), dtype=np.int64)), window=n)
+    assert sorted(got.reshape(-1).tolist()) == list(range(n))
+    # and in general: items under the cap are not left out while a candidate joining two of them remains
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        pairs = np.array(list(itertools.combinations(range(9), 2)))[rng.permutation(36)]
+        got = take_diverse(pairs, 4, 9, per_item=1)
+        degree = np.bincount(got.reshape(-1), minlength=9)
+        free = np.flatnonzero(degree == 0)
+        assert len(got) == 4 and degree.max() == 1 and len(free) == 1  # a maximal matching: 4 pairs, 8 items
 
 
 def test_select_reorder_widens_its_window_when_the_neighbours_are_judged():
