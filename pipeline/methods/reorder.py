@@ -66,13 +66,11 @@ def take_diverse(pairs: NDArray[np.int64], k: int, n: int, per_item: int | None 
     cap = per_item if per_item is not None else max(1, math.ceil(2 * k / n))
     count = [0] * n
     taken = np.zeros(m, dtype=bool)
-    left = list(range(m))
     a_col = pairs[:, 0].tolist()
     b_col = pairs[:, 1].tolist()
     got = 0
     while got < k:
-        skipped = []
-        for t in left:
+        for t in np.flatnonzero(~taken).tolist():
             a, b = a_col[t], b_col[t]
             if count[a] < cap and count[b] < cap:
                 count[a] += 1
@@ -81,9 +79,6 @@ def take_diverse(pairs: NDArray[np.int64], k: int, n: int, per_item: int | None 
                 got += 1
                 if got == k:
                     break
-            else:
-                skipped.append(t)
-        left = skipped
         cap += 1
     return pairs[taken]
 

@@ -291,7 +291,7 @@ def brute_force_diverse(pairs, k, cap):
     while True:
         for t, (a, b) in enumerate(pairs):
             if len(taken) == k:
-                return [pairs[t] for t in sorted(taken)]
+                return [pairs[u] for u in sorted(taken)]
             if t in taken:
                 continue
             degree_a = sum(1 for u in taken if a in pairs[u])
@@ -299,7 +299,7 @@ def brute_force_diverse(pairs, k, cap):
             if degree_a < cap and degree_b < cap:
                 taken.add(t)
         if len(taken) == k:
-            return [pairs[t] for t in sorted(taken)]
+            return [pairs[u] for u in sorted(taken)]
         cap += 1
 
 
