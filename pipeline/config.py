@@ -578,8 +578,8 @@ class AdaptiveConfig:
     strategy: RoundStrategy = RoundStrategy.reorder
     # The first round's pairs per item (0.5: a random matching, every item once; 1: a random cycle through every
     # item); each later round takes max(later_round x items, growth x the pairs judged so far).
-    first_round: float = 1.0
-    later_round: float = 0.25
+    first_round: float = 0.5
+    later_round: float = 0.125
     growth: float = 0.25
     # How each round's fit reads the comparisons: the link (logit: capped at +-logit_clip log-odds; linear) and
     # Huber's threshold of the robust fit, in studentised residuals (null: Gaussian experts, no reweighting).
