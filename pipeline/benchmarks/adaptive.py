@@ -28,9 +28,9 @@ The protocol of the adaptive-comparison literature (Fathullah & Gales 2025; Mays
   (:data:`TOLERANCES`).
 
 Rounds follow the pipeline's defaults (:class:`pipeline.config.AdaptiveConfig`): a random matching first (N/2
-pairs, every item once), then rounds of ``max(N/8, 25% of what is judged)`` pairs, ending at every budget point. The second part times one round (fit,
-then selection) at N = 100,000 with 20 calls per item judged, against uniform random selection in the same
-process.
+pairs, every item once), then rounds of ``max(N/8, 25% of what is judged)`` pairs, ending at every budget point.
+The second part times one round (fit, then selection) at N = 100,000 with 20 calls per item judged, against
+uniform random selection in the same process.
 
     make bench-adaptive                          # N = 658, 20 seeds, then N = 100,000
     make bench-adaptive ARGS="--seeds 5 --skip-large"
