@@ -323,10 +323,7 @@ class Rounds(Stage):
 
     def _next_size(self, pool: PoolState) -> int:
         a = self.adaptive
-        if pool.pairs:
-            k = max(1, round(a.later_round * pool.n), int(a.growth * pool.pairs))
-        else:
-            k = max(1, round(a.first_round * pool.n))
+        k = a.schedule(pool.n)(pool.pairs)
         limits = []
         b = a.budget
         if b.calls is not None:

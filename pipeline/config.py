@@ -602,6 +602,19 @@ class AdaptiveConfig:
     stop: StopConfig = field(default_factory=StopConfig)
     seed: int = 0
 
+    def schedule(self, n: int, checkpoints: tuple[int, ...] = ()):
+        """The size of the next round of ``n`` items as a function of the pairs judged so far: ``first_round`` x
+        items first, then ``max(later_round x items, growth x judged)``, cut so that a round ends at every
+        checkpoint (pairs)."""
+        from pipeline.methods.rounds import round_schedule
+
+        return round_schedule(
+            max(1, round(self.first_round * n)),
+            self.growth,
+            checkpoints,
+            least=max(1, round(self.later_round * n)),
+        )
+
 
 @dataclass
 class RuntimeConfig:

@@ -57,7 +57,7 @@ from pipeline.hardware import read_cpu
 from pipeline.methods._common import single_threaded_blas
 from pipeline.methods.posterior import LOGIT_CLIP, fit_posterior
 from pipeline.methods.reorder import select_reorder
-from pipeline.methods.rounds import Model, Prior, fit_round, round_schedule, run_rounds
+from pipeline.methods.rounds import Model, Prior, fit_round, run_rounds
 from pipeline.methods.selection import PairSet, greedy_optimal
 from pipeline.methods.simulate import PoolJudge, pool_truth
 from pipeline.methods.sorting import merge_sort, repeated_quicksort
@@ -122,10 +122,7 @@ def scores_of(n: int, i, j, p, model: Model) -> np.ndarray:
 
 def schedule(n: int, checkpoints: tuple[int, ...]):
     """The pipeline's default rounds (adaptive.first_round, later_round and growth), cut at the checkpoints."""
-    a = AdaptiveConfig()
-    return round_schedule(
-        max(1, round(a.first_round * n)), a.growth, checkpoints, least=max(1, round(a.later_round * n))
-    )
+    return AdaptiveConfig().schedule(n, checkpoints)
 
 
 def evaluate(scores, truth, full) -> tuple[float, float, float]:

@@ -182,3 +182,16 @@ def test_the_pool_preset_composes_an_adaptive_run():
     assert cfg.workflow == "adaptive" and cfg.dataset.pool and cfg.dataset.attributes == ["coherence"]
     assert cfg.adaptive.strategy == "reorder" and cfg.adaptive.budget.calls_per_item == 8
     assert [t.id for t in cfg.prompt.templates] == ["pool"]
+
+
+def test_the_round_sizes_come_from_one_schedule():
+    """The pipeline's rounds and bench-adaptive both size rounds with AdaptiveConfig.schedule."""
+    from pipeline.config import AdaptiveConfig
+
+    size = AdaptiveConfig(first_round=0.5, later_round=0.125, growth=0.25).schedule(100)
+    assert size(0) == 50  # a matching first
+    assert size(50) == 12  # then max(later_round x items, growth x judged): round(12.5) and 12
+    assert size(400) == 100  # growth x judged once it is the larger
+    assert AdaptiveConfig(first_round=1.0).schedule(100, (130,))(100) == 25  # cut to end at a checkpoint
+    assert AdaptiveConfig(first_round=1.0).schedule(100, (110,))(100) == 10
+    assert AdaptiveConfig(first_round=0.001).schedule(3)(0) == 1  # never an empty round
