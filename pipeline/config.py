@@ -83,6 +83,26 @@ class TooLong(StrEnum):
     refuse = "refuse"
 
 
+# vLLM's switch between its engine in this process ("0") and in processes of its own ("1", its default).
+MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+
+
+class EngineProcess(StrEnum):
+    """Where a vLLM engine runs (``judge.engine_process``).
+
+    worker: inside the judge worker's own process (vLLM without its engine-core and engine-worker processes):
+    on the CPU it starts about 35 s sooner (two processes fewer that each import torch and vLLM) and judges as
+    fast, with the same answers; one engine per process, and a crash of the engine is a crash of the worker
+    (Ray replaces it). own: vLLM's default, the engine in processes of its own beside the worker, which watches
+    them (pipeline.judge.watchdog); on a GPU they overlap scheduling with the model. auto: worker for a CPU
+    engine on a Ray actor (the actor is the engine's own process), own elsewhere (on a GPU, and in a process
+    that may host several engines: in-process runs, notebooks, tests)."""
+
+    auto = "auto"
+    worker = "worker"
+    own = "own"
+
+
 class Backend(StrEnum):
     """vllm: the product (batched, prefix-cached); hf: Hugging Face transformers, one prompt at a time; api: an
     OpenAI-compatible server (``judge.api``)."""
@@ -405,6 +425,9 @@ class JudgeConfig:
     engine: dict[str, Any] = field(default_factory=dict)
     # Environment of the engine's process, set before the engine is imported (CPU KV cache size, threads).
     env: dict[str, str] = field(default_factory=dict)
+    # vllm: where the engine runs: auto | worker (inside the judge worker's process) | own (processes of its own,
+    # watched by the worker): see EngineProcess. auto is worker for a CPU engine on a Ray actor, else own.
+    engine_process: EngineProcess = EngineProcess.auto
     # Prompts per engine call; larger batches let vLLM schedule more prompts that share a prefix.
     batch_size: int = 256
     num_actors: int = 1
@@ -781,6 +804,11 @@ def validate(cfg: RunConfig) -> None:
     for key in ("model", "max_model_len"):
         if key in judge.engine:
             problems.append(f"config judge.engine.{key} is set by judge.{key}; remove it from judge.engine")
+    if MULTIPROCESSING_ENV in judge.env:
+        problems.append(
+            f"config judge.env.{MULTIPROCESSING_ENV} is set by judge.engine_process (auto | worker | own); "
+            "remove it from judge.env"
+        )
     problems += api_problems(judge)
     if judge.backend == Backend.hf:
         extra = sorted(set(judge.engine) - set(HF_ENGINE_KEYS))

@@ -163,6 +163,7 @@ def generator_judge_config(cfg: GeneratorConfig, judge: JudgeConfig) -> JudgeCon
         max_model_len=judge.max_model_len,
         engine={**judge.engine, **cfg.engine},
         env={**judge.env, **cfg.env},
+        engine_process=judge.engine_process,
         batch_size=judge.batch_size,
         num_actors=judge.num_actors,
         num_cpus_per_actor=judge.num_cpus_per_actor,

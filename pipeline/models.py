@@ -147,6 +147,8 @@ def resolve_judge(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -
         max_model_len=cfg.max_model_len,
         engine=engine,
         env=env,
+        engine_process=cfg.engine_process,
+        on_gpu=cfg.num_gpus_per_actor > 0,
         dtype_reason=choice.reason,
     )
 

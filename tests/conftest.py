@@ -70,15 +70,32 @@ def stored_replies(store: Path) -> int:
         return 0
 
 
-def judge_engines() -> list:
-    """vLLM engine-core processes whose parent is a Ray worker (a judge actor's engine)."""
+def judge_engines(under: int | None = None) -> list:
+    """vLLM engine-core processes whose parent is a Ray worker (a judge actor's engine); with ``under``, only the
+    descendants of that process (a run started as a subprocess: its own local Ray is below it).
+
+    Fresh ``psutil.Process`` objects on every call, never ``psutil.process_iter``: that keeps the objects it made
+    between calls, with the start time of the first process it saw under a pid, so after a pid is given again (pids
+    wrap at 32768 in a long session) ``identity`` of the new engine reads as the old one's."""
     import psutil
 
+    if under is None:
+        candidates = []
+        for pid in psutil.pids():
+            try:
+                candidates.append(psutil.Process(pid))
+            except psutil.Error:
+                continue
+    else:
+        try:
+            candidates = psutil.Process(under).children(recursive=True)
+        except psutil.Error:
+            return []
     found = []
-    for p in psutil.process_iter(["name"]):
+    for p in candidates:
         try:
             if (
-                (p.info["name"] or "").startswith("VLLM")
+                p.name().startswith("VLLM")
                 and p.status() != psutil.STATUS_ZOMBIE
                 and "ray::" in (p.parent().name() or "")
             ):
@@ -86,6 +103,20 @@ def judge_engines() -> list:
         except (psutil.Error, AttributeError):
             continue
     return found
+
+
+def started_engines(events: Path) -> list[dict]:
+    """The ``engine_started`` records of a run's ``logs/engine_events.jsonl`` (one per judge worker that started
+    its engine): ``worker`` (host:pid of the worker's process), ``inside`` (the engine in that process) and
+    ``pids`` (the engine's own processes otherwise)."""
+    from pipeline.judge.watchdog import read_events
+
+    return [e for e in read_events(events) if e.get("event") == "engine_started"]
+
+
+def worker_pid(event: dict) -> int:
+    """The process id of the worker an engine event names (``host:pid``)."""
+    return int(event["worker"].rsplit(":", 1)[1])
 
 
 def identity(p) -> tuple[int, float]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.absolute import Read
-from pipeline.config import Backend
+from pipeline.config import MULTIPROCESSING_ENV, Backend, EngineProcess
 from pipeline.judge.spec import JudgeSpec
 
 log = logging.getLogger(__name__)
@@ -102,11 +103,63 @@ def apply_env(env: Mapping[str, str]) -> None:
     os.environ.update(resolve_env(env))
 
 
+def engine_inside(spec: JudgeSpec, in_actor: bool) -> bool:
+    """Whether the vLLM engine runs inside this process (``judge.engine_process``): ``auto`` is inside for a
+    CPU engine on a Ray actor (a process of its own for the engine), in processes of its own elsewhere."""
+    if spec.engine_process == EngineProcess.worker:
+        return True
+    if spec.engine_process == EngineProcess.own:
+        return False
+    return in_actor and not spec.on_gpu
+
+
+def bound_cores(bind: str | None) -> int | None:
+    """The number of cores ``VLLM_CPU_OMP_THREADS_BIND`` gives an engine (its first rank's list: ``0-3``,
+    ``0,1,4``, ``0-3|4-7``); None where it names none (unset, ``nobind``)."""
+    cores: set[int] = set()
+    for part in (bind or "").split("|")[0].split(","):
+        first, _, last = part.strip().partition("-")
+        if not first.isdigit() or (last and not last.isdigit()):
+            return None
+        cores.update(range(int(first), int(last or first) + 1))
+    return len(cores) or None
+
+
+def vllm_env(spec: JudgeSpec, inside: bool) -> dict[str, str]:
+    """The environment of a vLLM engine: ``judge.env`` resolved (:func:`resolve_env`), vLLM's multiprocessing
+    switch, and for an engine inside this process the OpenMP threads of its bound cores (a Ray actor's
+    ``OMP_NUM_THREADS`` is its CPU count, one by default: the engine would compute on one thread; vLLM's own
+    engine process sets it itself)."""
+    env = resolve_env(spec.env)
+    env[MULTIPROCESSING_ENV] = "0" if inside else "1"
+    cores = bound_cores(env.get("VLLM_CPU_OMP_THREADS_BIND"))
+    if inside and cores and not spec.on_gpu and "OMP_NUM_THREADS" not in spec.env:
+        env["OMP_NUM_THREADS"] = str(cores)
+    return env
+
+
 class VLLMEngine:
     """One ``vllm.LLM`` per process; ``run`` answers a batch of prompts as one :class:`Read` says."""
 
     def __init__(self, spec: JudgeSpec):
-        apply_env(spec.env)
+        from pipeline.judge.watchdog import in_ray_actor
+
+        inside = engine_inside(spec, in_ray_actor())
+        env = vllm_env(spec, inside)
+        if "OMP_NUM_THREADS" in env and "torch" in sys.modules:
+            log.warning(
+                "torch was imported in this process before its engine: the engine computes on the process's "
+                "OpenMP threads (OMP_NUM_THREADS=%s), not on %s",
+                os.environ.get("OMP_NUM_THREADS", "unset"),
+                env["OMP_NUM_THREADS"],
+            )
+        os.environ.update(env)
+        self.inside = inside
+        log.info(
+            "vLLM engine %s (judge.engine_process=%s)",
+            "inside this process" if inside else "in processes of its own",
+            spec.engine_process,
+        )
         from vllm import LLM, SamplingParams
 
         self._sampling = SamplingParams

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pipeline.config import Backend
+from pipeline.config import Backend, EngineProcess
 
 # vLLM engine settings that change where and how fast the engine runs, not what it computes: a resumed run may
 # change them (e.g. a lower gpu_memory_utilization after running out of memory). Every other engine key, the
@@ -43,6 +43,10 @@ class JudgeSpec:
     engine: Mapping[str, Any] = field(default_factory=dict)
     # Environment of the engine's process (set before the engine is imported).
     env: Mapping[str, str] = field(default_factory=dict)
+    # vllm: where the engine runs (judge.engine_process; auto decided by the worker, see engine_inside), and
+    # whether the judge is placed on GPUs. Neither changes an answer.
+    engine_process: EngineProcess = EngineProcess.auto
+    on_gpu: bool = False
     # Why the engine runs in its dtype (logged, and written to judge.json).
     dtype_reason: str = ""
     # backend=api: the endpoint's settings (pipeline.judge.api.ApiSettings fields and the served model name;

@@ -66,6 +66,20 @@ class JudgeWorker:
             else None
         )
         self.reaper = Reaper(self.watch.pids) if self.watch is not None else None
+        # where the engine runs and how long it took to start: inside this process (no engine processes to
+        # watch) or in processes of its own (judge.engine_process)
+        record_event(
+            events,
+            {
+                "event": "engine_started",
+                "worker": self.worker,
+                "backend": str(spec.backend),
+                "inside": getattr(self.engine, "inside", None),
+                "pids": self.watch.pids if self.watch is not None else [],
+                "seconds": round(float(self.start_seconds or 0.0), 3),
+            },
+            sync=False,
+        )
         # answers of earlier runs by content (pipeline.judge.memo); None: off
         self.store = JudgementStore(store, spec.identity()) if store else None
 

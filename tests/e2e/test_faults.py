@@ -16,7 +16,15 @@ import psutil
 import pytest
 
 from pipeline.run import run
-from tests.conftest import ROOT, compose, identity, judge_engines, stored_replies
+from tests.conftest import (
+    ROOT,
+    compose,
+    identity,
+    judge_engines,
+    started_engines,
+    stored_replies,
+    worker_pid,
+)
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
 
@@ -61,18 +69,19 @@ def small_run(tmp_path, *extra: str):
 
 
 def test_a_judge_engine_killed_mid_run_is_replaced_and_nothing_is_judged_twice(tmp_path, ray_cluster):
+    """judge.engine_process=own (vLLM's engine processes beside the worker, the default on a GPU): the engine
+    process is killed with SIGKILL; the worker's watchdog records it and ends the worker, Ray starts a new one."""
     folder = tmp_path / "run"
     n_contexts, n_candidates = 3, 5
     n_prompts = n_contexts * n_candidates * (n_candidates - 1) * 2  # both orderings, two attributes
-    before = {p.pid for p in judge_engines()}  # (none, unless another run shares the machine)
-    worker, result = start_run(
-        small_run(tmp_path)
-    )  # an empty judgement store: every prompt goes to the engine
+    before = {identity(p) for p in judge_engines()}  # (none, unless another run shares the machine)
+    # an empty judgement store: every prompt goes to the engine
+    worker, result = start_run(small_run(tmp_path, "judge.engine_process=own"))
     log = folder / "run.log"
     wait_for(
         lambda: log.exists() and "judged " in log.read_text(errors="replace"), "a first batch", alive=worker
     )
-    [engine] = [p for p in judge_engines() if p.pid not in before]
+    [engine] = [p for p in judge_engines() if identity(p) not in before]
     os.kill(engine.pid, signal.SIGKILL)
     worker.join(timeout=900)
     assert not worker.is_alive(), "the run hangs after its engine died"
@@ -88,22 +97,25 @@ def test_a_judge_engine_killed_mid_run_is_replaced_and_nothing_is_judged_twice(t
     assert "the 8 prompt(s) of the unfinished batches went to new workers" in text
     events = Path(folder / "logs" / "engine_events.jsonl").read_text()
     assert f'"pids": [{engine.pid}]' in events
-    assert not [p for p in judge_engines() if p.pid not in before]  # the new engine ends with the run
+    assert not [p for p in judge_engines() if identity(p) not in before]  # the new engine ends with the run
 
 
 def test_a_judge_actor_killed_whole_is_replaced_and_its_batch_counted_as_redone(tmp_path, ray_cluster):
-    """The whole actor process (not just its engine) is killed with SIGKILL, as a lost node would: Ray starts a new
-    one, its batch is judged again and counted from the batch records, and nothing is judged twice."""
+    """The whole actor process is killed with SIGKILL, as a lost node or a crash of the engine inside it would be
+    (the CPU default, judge.engine_process=auto: the engine runs in the actor): Ray starts a new one, its batch is
+    judged again and counted from the batch records, and nothing is judged twice."""
     folder = tmp_path / "run"
     n_prompts = 3 * 5 * 4 * 2
-    before = {p.pid for p in judge_engines()}
+    before = {identity(p) for p in judge_engines()}
     worker, result = start_run(small_run(tmp_path))
     log = folder / "run.log"
     wait_for(
         lambda: log.exists() and "judged " in log.read_text(errors="replace"), "a first batch", alive=worker
     )
-    [engine] = [p for p in judge_engines() if p.pid not in before]
-    actor = engine.parent()
+    [started] = started_engines(folder / "logs" / "engine_events.jsonl")
+    assert started["inside"] is True and started["pids"] == []  # no engine process beside the actor
+    assert not [p for p in judge_engines() if identity(p) not in before]
+    actor = psutil.Process(worker_pid(started))
     assert "ray::" in actor.name()
     os.kill(actor.pid, signal.SIGKILL)
     worker.join(timeout=900)
@@ -126,13 +138,15 @@ def test_an_engine_killed_more_often_than_allowed_stops_the_run_with_what_was_ju
     """runtime.max_engine_restarts=0: the first engine death ends the run, within a bounded time, naming the
     bound; the prompts judged before it are in the run folder and a rerun of the folder judges only the rest."""
     folder = tmp_path / "run"
-    before = {p.pid for p in judge_engines()}
-    worker, result = start_run(small_run(tmp_path, "runtime.max_engine_restarts=0"))
+    before = {identity(p) for p in judge_engines()}
+    worker, result = start_run(
+        small_run(tmp_path, "runtime.max_engine_restarts=0", "judge.engine_process=own")
+    )
     log = folder / "run.log"
     wait_for(
         lambda: log.exists() and "judged " in log.read_text(errors="replace"), "a first batch", alive=worker
     )
-    [engine] = [p for p in judge_engines() if p.pid not in before]
+    [engine] = [p for p in judge_engines() if identity(p) not in before]
     os.kill(engine.pid, signal.SIGKILL)
     worker.join(timeout=600)
     assert not worker.is_alive(), "the run hangs after its engine died"
@@ -147,7 +161,9 @@ def test_an_engine_killed_more_often_than_allowed_stops_the_run_with_what_was_ju
     assert re.search(rf"(\d+) of {3 * 5 * 4 * 2} prompt\(s\) were judged", message)[1] == str(stored)
     assert stored >= 8
     wait_for(
-        lambda: not [p for p in judge_engines() if p.pid not in before], "the engines to end", seconds=60
+        lambda: not [p for p in judge_engines() if identity(p) not in before],
+        "the engines to end",
+        seconds=60,
     )
 
 
@@ -166,7 +182,7 @@ def test_an_engine_that_cannot_start_stops_the_run_at_once(tmp_path, ray_cluster
             (broken / f.name).write_bytes(f.read_bytes())
     weights = (source / "model.safetensors").read_bytes()
     (broken / "model.safetensors").write_bytes(weights[: len(weights) // 3])
-    before = {p.pid for p in judge_engines()}
+    before = {identity(p) for p in judge_engines()}
     worker, result = start_run(small_run(tmp_path, f"judge.model={broken}"))
     worker.join(timeout=600)
     assert not worker.is_alive(), "the run hangs when its engine cannot start"
@@ -176,19 +192,10 @@ def test_an_engine_that_cannot_start_stops_the_run_at_once(tmp_path, ray_cluster
     assert "the judge stage stopped" in message and "0 of 120 prompt(s) were judged" in message
     assert "could not start its engine" in message
     wait_for(
-        lambda: not [p for p in judge_engines() if p.pid not in before], "the engines to end", seconds=60
+        lambda: not [p for p in judge_engines() if identity(p) not in before],
+        "the engines to end",
+        seconds=60,
     )
-
-
-def engine_processes_anywhere() -> list[psutil.Process]:
-    found = []
-    for p in psutil.process_iter(["name"]):
-        try:
-            if (p.info["name"] or "").startswith("VLLM") and p.status() != psutil.STATUS_ZOMBIE:
-                found.append(p)
-        except psutil.Error:
-            continue
-    return found
 
 
 def test_a_killed_driver_leaves_no_engine_behind_and_the_same_command_continues_its_run(tmp_path, root):
@@ -214,24 +221,21 @@ def test_a_killed_driver_leaves_no_engine_behind_and_the_same_command_continues_
         "paths.run_dir=latest",
         "tracking.enabled=false",
     ]
-    # processes by (pid, start time): a pid of an engine that ends now may be given to this run's engine
-    before = {identity(p) for p in engine_processes_anywhere()}
     driver = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def judged() -> int:
         return stored_replies(store)
 
     deadline = time.monotonic() + 400
-    # the run's engine processes, sampled while it runs rather than in one snapshot
-    seen: dict[int, psutil.Process] = {}
     while judged() < 16:  # two batches judged
         assert driver.poll() is None, "the run ended before it was killed"
         assert time.monotonic() < deadline, "the run judged nothing"
-        seen.update({p.pid: p for p in engine_processes_anywhere() if identity(p) not in before})
         time.sleep(0.5)
-    seen.update({p.pid: p for p in engine_processes_anywhere() if identity(p) not in before})
-    ours = list(seen.values())
-    assert ours, "no engine process of the run"
+    # the run's engine: inside its judge actor (the CPU default), no engine process beside it
+    [started] = started_engines(next((tmp_path / "runs").glob("*/*/logs/engine_events.jsonl")))
+    assert started["inside"] is True and not judge_engines(under=driver.pid)
+    ours = [psutil.Process(worker_pid(started))]
+    assert "ray::" in ours[0].name()
     driver.kill()
     driver.wait()
     gone_by = time.monotonic() + 60

@@ -1,0 +1,95 @@
+"""Where a vLLM engine runs (``judge.engine_process``): inside the judge worker's process on a CPU Ray actor by
+default, in vLLM's own processes elsewhere; the environment each way, and the config that chooses it."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.config import MULTIPROCESSING_ENV, Backend, EngineProcess
+from pipeline.errors import ConfigError
+from pipeline.generate import generator_judge_config
+from pipeline.judge.engines import bound_cores, engine_inside, vllm_env
+from pipeline.judge.spec import JudgeSpec
+from tests.conftest import compose
+
+
+def spec(process: EngineProcess = EngineProcess.auto, on_gpu: bool = False, **env: str) -> JudgeSpec:
+    return JudgeSpec(
+        backend=Backend.vllm,
+        model="m",
+        model_path="/m",
+        name="m",
+        max_model_len=512,
+        env=env,
+        engine_process=process,
+        on_gpu=on_gpu,
+    )
+
+
+@pytest.mark.parametrize(
+    "process,on_gpu,in_actor,inside",
+    [
+        (EngineProcess.auto, False, True, True),  # a CPU engine on a Ray actor: the actor is its process
+        (EngineProcess.auto, False, False, False),  # this process may host other engines (local runs, tests)
+        (EngineProcess.auto, True, True, False),  # a GPU: vLLM's engine process overlaps scheduling
+        (EngineProcess.worker, True, False, True),
+        (EngineProcess.own, False, True, False),
+    ],
+)
+def test_where_the_engine_runs(process, on_gpu, in_actor, inside):
+    assert engine_inside(spec(process, on_gpu), in_actor) is inside
+
+
+@pytest.mark.parametrize(
+    "bind,cores",
+    [
+        ("0,1", 2),
+        ("0-3", 4),
+        ("0-1,4", 3),
+        ("0-3|4-7", 4),
+        ("2", 1),
+        ("nobind", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_the_cores_an_engine_is_bound_to(bind, cores):
+    assert bound_cores(bind) == cores
+
+
+def test_an_engine_inside_the_worker_computes_on_its_bound_cores():
+    env = vllm_env(spec(VLLM_CPU_OMP_THREADS_BIND="0,1", VLLM_CPU_KVCACHE_SPACE="2"), inside=True)
+    assert env == {
+        "VLLM_CPU_OMP_THREADS_BIND": "0,1",
+        "VLLM_CPU_KVCACHE_SPACE": "2",
+        MULTIPROCESSING_ENV: "0",
+        "OMP_NUM_THREADS": "2",  # not the Ray actor's one thread
+    }
+    # a thread count the user set is kept
+    assert (
+        vllm_env(spec(VLLM_CPU_OMP_THREADS_BIND="0-3", OMP_NUM_THREADS="1"), inside=True)["OMP_NUM_THREADS"]
+        == "1"
+    )
+
+
+def test_an_engine_in_its_own_processes_leaves_the_threads_to_vllm():
+    env = vllm_env(spec(EngineProcess.own, VLLM_CPU_OMP_THREADS_BIND="0,1"), inside=False)
+    assert env == {"VLLM_CPU_OMP_THREADS_BIND": "0,1", MULTIPROCESSING_ENV: "1"}
+
+
+def test_the_config_chooses_it_and_generators_follow_the_judge():
+    cfg = compose(["judge.engine_process=own"])
+    assert cfg.judge.engine_process == EngineProcess.own
+    assert compose([]).judge.engine_process == EngineProcess.auto
+    from pipeline.config import GeneratorConfig
+
+    assert generator_judge_config(GeneratorConfig(name="g"), cfg.judge).engine_process == EngineProcess.own
+
+
+def test_the_switch_is_not_set_through_the_environment():
+    with pytest.raises(ConfigError) as info:
+        compose([f"+judge.env.{MULTIPROCESSING_ENV}='0'"])
+    assert f"judge.env.{MULTIPROCESSING_ENV} is set by judge.engine_process" in str(info.value)
+    with pytest.raises(Exception) as bad:
+        compose(["judge.engine_process=elsewhere"])
+    assert "elsewhere" in f"{bad.value} {bad.value.__cause__ or ''}"
