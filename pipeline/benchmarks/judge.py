@@ -4,7 +4,10 @@
 2. vLLM ``LLM.generate`` called directly on every prompt at once;
 3. Hugging Face transformers, one prompt per forward pass (how the papers' code judges), on a subset;
 4. with ``--api``: the pipeline again, its judge behind a local OpenAI-compatible vLLM server (``judge.backend=api``,
-   no reply cache) on the same checkpoint and dtype; server and client share this machine's cores.
+   no reply cache) on the same checkpoint and dtype; server and client share this machine's cores;
+5. with ``--own``: the pipeline again with ``judge.engine_process=own`` (vLLM's engine processes beside the actor)
+   against the default on the CPU (the engine inside the actor), alternated with the other rounds: engine start,
+   judging rate and answers.
 
 The prompts, the judge and its dtype come from the real workflow (its stages up to ``shard_contexts``), so the
 benchmark measures what ``make run`` does on this machine: the dtype chosen for this CPU unless
@@ -12,7 +15,7 @@ benchmark measures what ``make run`` does on this machine: the dtype chosen for 
 the moment its actor's engine is ready to the last judged row arriving at the driver, so every Ray overhead
 during judging is included. The CPU (model and flags) and the dtype are printed with the results.
 
-    python -m pipeline.benchmarks.judge [--contexts 2] [--hf-prompts 48] [--rounds 3] [--api] [overrides ...]
+    python -m pipeline.benchmarks.judge [--contexts 2] [--hf-prompts 48] [--rounds 3] [--api] [--own] [overrides ...]
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.cli import compose
+from pipeline.config import EngineProcess
 from pipeline.hardware import read_cpu
 from pipeline.judge.engines import HFEngine, VLLMEngine
 from pipeline.judge.labels import p_a_wins, side_logprobs
@@ -201,6 +205,11 @@ def main(argv: list[str] | None = None) -> None:
         "--api", action="store_true", help="also judge through a local vLLM server (judge.backend=api)"
     )
     parser.add_argument(
+        "--own",
+        action="store_true",
+        help="also run the pipeline with judge.engine_process=own (vLLM's engine processes beside the actor)",
+    )
+    parser.add_argument(
         "--actors",
         type=int,
         default=1,
@@ -243,10 +252,21 @@ def main(argv: list[str] | None = None) -> None:
     direct = Direct(spec, plan, pairs)
     pipeline_runs: list[Timing] = []
     direct_runs: list[Timing] = []
+    own_runs: list[Timing] = []
+    own_spec = replace(spec, engine_process=EngineProcess.own)
     try:
         for round_ in range(args.rounds):
             timing, pipe = run_pipeline(cfg, shards, plan, spec, work / "logs")
             pipeline_runs.append(timing)
+            if args.own:
+                timing, own = run_pipeline(cfg, shards, plan, own_spec, work / "logs")
+                own_runs.append(timing)
+                log.info(
+                    "round %d/%d: engine in its own processes %.2f/s",
+                    round_ + 1,
+                    args.rounds,
+                    total / timing.seconds,
+                )
             timing, direct_lp = direct.measure()
             direct_runs.append(timing)
             log.info(
@@ -291,7 +311,7 @@ def main(argv: list[str] | None = None) -> None:
     paired = [d.seconds / p.seconds for p, d in zip(pipeline_runs, direct_runs, strict=True)]
     hf_rate = n_hf / hf_timing.seconds
     rows = [
-        ("pipeline (Ray Data, 1 vLLM actor)", total, pipe_rate),
+        (f"pipeline (Ray Data, 1 vLLM actor, {engine_where(spec)})", total, pipe_rate),
         ("vLLM generate, direct", total, direct_rate),
         ("HF transformers, one at a time", n_hf, hf_rate),
     ]
@@ -309,10 +329,10 @@ def main(argv: list[str] | None = None) -> None:
         f"# dtype {dtype} for all ({spec.dtype_reason})",
         f"# command: python -m pipeline.benchmarks.judge {' '.join(argv if argv is not None else __import__('sys').argv[1:])}",
         "",
-        f"{'method':<36} {'prompts':>7} {'cmp/s':>7} {'x direct':>9} {'x HF':>7}",
+        f"{'method':<50} {'prompts':>7} {'cmp/s':>7} {'x direct':>9} {'x HF':>7}",
     ]
     for name, n, rate in rows:
-        lines.append(f"{name:<36} {n:>7d} {rate:>7.2f} {rate / direct_rate:>9.2f} {rate / hf_rate:>7.2f}")
+        lines.append(f"{name:<50} {n:>7d} {rate:>7.2f} {rate / direct_rate:>9.2f} {rate / hf_rate:>7.2f}")
     lines += [
         "",
         "rounds (cmp/s): pipeline "
@@ -339,6 +359,18 @@ def main(argv: list[str] | None = None) -> None:
             f"{api_rate / pipe_rate:.2f}x the in-process pipeline (median rates); server start "
             f"{api_runs[-1].start_seconds:.1f} s (excluded); max |label logprob| vs direct {api_diff:.2e}",
         ]
+    if own_runs:
+        own_by_key = dict(zip(keys(own), own.column("token_logprobs").to_pylist(), strict=True))
+        own_diff = float(np.abs(np.array([own_by_key[k] for k in keys(pairs)]) - pipe_lp).max())
+        own_rate = float(np.median([total / t.seconds for t in own_runs]))
+        lines += [
+            f"engine inside the actor (judge.engine_process={spec.engine_process}) against its own processes "
+            f"(own): engine start {pipeline_runs[-1].start_seconds:.1f} s against {own_runs[-1].start_seconds:.1f} s "
+            f"({own_runs[-1].start_seconds / max(pipeline_runs[-1].start_seconds, 1e-9):.1f}x); judging "
+            f"{pipe_rate:.2f} against {own_rate:.2f} cmp/s ({pipe_rate / own_rate:.2f}x; own rounds "
+            f"{', '.join(f'{total / t.seconds:.2f}' for t in own_runs)}); max |label logprob| difference "
+            f"{own_diff:.2e}",
+        ]
     if actor_runs:
         lines += [
             f"{args.actors} judge actors, each pinned to its own core(s): rounds "
@@ -350,6 +382,13 @@ def main(argv: list[str] | None = None) -> None:
     out = console()
     out.write("\n".join(lines) + "\n")
     out.flush()
+
+
+def engine_where(spec) -> str:
+    """Where the pipeline's engine ran: inside its Ray actor or in vLLM's own processes (judge.engine_process)."""
+    from pipeline.judge.engines import engine_inside
+
+    return "engine inside" if engine_inside(spec, in_actor=True) else "engine own"
 
 
 def p_a(label_logprobs: np.ndarray, n_a: int) -> np.ndarray:
