@@ -133,7 +133,7 @@ def vllm_env(spec: JudgeSpec, inside: bool) -> dict[str, str]:
     env = resolve_env(spec.env)
     env[MULTIPROCESSING_ENV] = "0" if inside else "1"
     cores = bound_cores(env.get("VLLM_CPU_OMP_THREADS_BIND"))
-    if inside and cores and not spec.on_gpu and "OMP_NUM_THREADS" not in spec.env:
+    if inside and cores and "OMP_NUM_THREADS" not in spec.env:
         env["OMP_NUM_THREADS"] = str(cores)
     return env
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.config import MULTIPROCESSING_ENV, Backend, EngineProcess
+from pipeline.config import MULTIPROCESSING_ENV, Backend, EngineProcess, GeneratorConfig
 from pipeline.errors import ConfigError
 from pipeline.generate import generator_judge_config
 from pipeline.judge.engines import bound_cores, engine_inside, vllm_env
@@ -81,8 +81,6 @@ def test_the_config_chooses_it_and_generators_follow_the_judge():
     cfg = compose(["judge.engine_process=own"])
     assert cfg.judge.engine_process == EngineProcess.own
     assert compose([]).judge.engine_process == EngineProcess.auto
-    from pipeline.config import GeneratorConfig
-
     assert generator_judge_config(GeneratorConfig(name="g"), cfg.judge).engine_process == EngineProcess.own
 
 
