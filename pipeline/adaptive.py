@@ -304,16 +304,21 @@ class Rounds(Stage):
                 p = np.zeros(0)
             mine_j = frame.filter(pl.col("context_id") == cid) if frame.height else frame
             pool.previous = None if pool.post is None else pool.post.mean
-            pool.post = fit_round(
-                pool.n,
-                i,
-                j,
-                p,
-                prior=prior.get(cid),
-                model=self.model,
-                ridge=self.adaptive.ridge,
-                x0=None if pool.post is None else pool.post.mean,
-            )
+            try:
+                pool.post = fit_round(
+                    pool.n,
+                    i,
+                    j,
+                    p,
+                    prior=prior.get(cid),
+                    model=self.model,
+                    ridge=self.adaptive.ridge,
+                    x0=None if pool.post is None else pool.post.mean,
+                )
+            except RuntimeError as exc:  # the fit did not converge: which pool, and what it had judged
+                raise RuntimeError(
+                    f"context {cid!r} ({pool.n} items, {int(i.shape[0])} pairs judged): {exc}"
+                ) from exc
             pool.judged = PairSet(pool.n, np.stack([i, j], axis=1)) if pool.n >= 2 else None
             pool.pairs = int(i.shape[0])
             absolute = int(prior[cid].scores.shape[0]) if cid in prior else 0

@@ -67,6 +67,12 @@ refit's in the robust fit), and the marginal variances by
   centred ``(P M^-1 P)_ii = ||B M^-1 P e_i||^2`` with ``M = B^T B``, ``B = [W; diag(sqrt(w))]``, ``P`` the
   centring; ``n_probes`` CG solves.
 
+The robust and censored refits go by conjugate gradients in either mode (the dense fit factorises once, with the
+final weights). Conjugate gradients carry information one comparison per iteration, and the ridge is what keeps
+the system well conditioned: long chains of comparisons (a path-like graph, as near-neighbour selection builds)
+with a ridge far below the default can take more than ``maxiter`` iterations. A dense fit then factorises every
+refit instead; a sparse one raises an error that gives the pool's size and the ridge to raise.
+
 A pair's difference variance is ``var_i + var_j - 2 cov_ij``; without the covariance (large N) the covariance
 term is dropped.
 """
@@ -314,9 +320,21 @@ def fit_posterior(
         rhs = scatter_difference(n, ii, jj, c * f) + w * m
         if by_cg:
             adj = adjacency_csr(n, ii, jj, c)
-            s, its = _solve(adj, deg, w, rhs, s, rtol, maxiter)
-            iterations += its
-        else:
+            try:
+                s, its = _solve(adj, deg, w, rhs, s, rtol, maxiter)
+                iterations += its
+            except NotConverged as exc:
+                if not dense:
+                    raise RuntimeError(
+                        f"the fit of {n} items from {k} comparisons did not converge: {exc}. The comparison graph "
+                        f"is badly conditioned for ridge={ridge:g} (long chains of comparisons and a small ridge); "
+                        "a larger ridge (adaptive.ridge in a rounds run) or variance='exact' (up to "
+                        f"{DENSE_MAX_ITEMS} items) fits it"
+                    ) from exc
+                by_cg = (
+                    False  # badly conditioned (long chains, a small ridge): the dense factorisation from here
+                )
+        if not by_cg:
             factor = _factorise(n, ii, jj, c, w)
             s = scipy.linalg.cho_solve(factor, rhs, check_finite=False)
         if refit == refits:
@@ -395,8 +413,12 @@ def _solve(adj, deg, w, rhs, x0, rtol, maxiter) -> tuple[NDArray[np.float64], in
     scaled = rtol * float(np.linalg.norm(rhs)) / r0_norm
     dx, its = pcg(matvec, r0, 1.0 / diag, rtol=min(scaled, 0.5), maxiter=maxiter)
     if its < 0:
-        raise RuntimeError(f"conjugate gradients did not converge in {maxiter} iterations")
+        raise NotConverged(f"conjugate gradients did not converge in {maxiter} iterations")
     return start + dx, its
+
+
+class NotConverged(RuntimeError):
+    """Conjugate gradients stopped at ``maxiter`` short of the tolerance."""
 
 
 def _sketch_var(n, ii, jj, c, adj, deg, w, rng, n_probes, rtol, maxiter) -> NDArray[np.float64]:

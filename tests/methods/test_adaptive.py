@@ -168,6 +168,20 @@ def test_the_robust_fit_leaves_a_tree_alone():
     assert post.downweighted == 0
 
 
+def test_a_long_chain_with_a_small_ridge_is_solved_densely_or_the_error_says_what_to_change():
+    # conjugate gradients carries information one comparison per iteration: on a path of 300 items 50 iterations
+    # cannot converge, whatever the tolerance
+    n = 300
+    i, j = np.arange(n - 1), np.arange(1, n)
+    p = np.random.default_rng(3).uniform(0.6, 0.9, n - 1)
+    direct = fit_posterior(n, i, j, p, link="logit", ridge=1e-6, variance="exact")  # one Cholesky, no refits
+    robust = fit_posterior(n, i, j, p, link="logit", robust=1.345, ridge=1e-6, variance="exact", maxiter=50)
+    assert robust.downweighted == 0 and np.allclose(robust.mean, direct.mean)
+    assert np.all(np.diff(robust.mean) < 0)  # i beats i + 1 every time
+    with pytest.raises(RuntimeError, match=r"300 items from 299 comparisons did not converge.*ridge=1e-06"):
+        fit_posterior(n, i, j, p, link="logit", robust=1.345, ridge=1e-6, variance="diagonal", maxiter=50)
+
+
 def hinge_objective(n, i, j, f, capped, ridge):
     """The censored fit's objective (pipeline.methods.posterior, "Answers at the cap"), Gaussian experts."""
 
