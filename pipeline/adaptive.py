@@ -37,11 +37,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline import ports
-from pipeline.config import AdaptiveConfig, Debias, Orderings
+from pipeline.config import AdaptiveConfig, Debias, Orderings, RoundStrategy
 from pipeline.data.contexts import Context, group_by_context
 from pipeline.errors import ConfigError
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.watchdog import read_events
+from pipeline.methods.locate import sample_pairs
 from pipeline.methods.posterior import Posterior
 from pipeline.methods.rounds import Model, Prior, first_pairs, fit_round, select_round
 from pipeline.methods.selection import PairSet
@@ -75,6 +76,8 @@ class PoolState:
     previous: np.ndarray | None = None
     judged: PairSet | None = None
     fit_seconds: float = 0.0
+    # the comparisons of the last fit (i, j, p): the locate strategy reads its answers
+    answers: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @property
     def n(self) -> int:
@@ -320,6 +323,7 @@ class Rounds(Stage):
                     f"context {cid!r} ({pool.n} items, {int(i.shape[0])} pairs judged): {exc}"
                 ) from exc
             pool.judged = PairSet(pool.n, np.stack([i, j], axis=1)) if pool.n >= 2 else None
+            pool.answers = (i, j, p)
             pool.pairs = int(i.shape[0])
             absolute = int(prior[cid].scores.shape[0]) if cid in prior else 0
             pool.calls = int(mine_j.height) + absolute
@@ -327,18 +331,18 @@ class Rounds(Stage):
             pool.fit_seconds = time.perf_counter() - t0
 
     def _next_size(self, pool: PoolState) -> int:
-        a = self.adaptive
-        k = a.schedule(pool.n)(pool.pairs)
-        limits = []
-        b = a.budget
-        if b.calls is not None:
-            limits.append(b.calls)
-        if b.calls_per_item is not None:
-            limits.append(int(b.calls_per_item * pool.n))
-        if limits:
-            left_pairs = (min(limits) - pool.calls) // 2
-            k = min(k, max(0, left_pairs))
-        return k
+        return min(self.adaptive.schedule(pool.n)(pool.pairs), self._left(pool))
+
+    def _left(self, pool: PoolState) -> int:
+        """Pairs the call budgets leave (every pair when there is none)."""
+        b = self.adaptive.budget
+        limits = [
+            x
+            for x in (b.calls, None if b.calls_per_item is None else int(b.calls_per_item * pool.n))
+            if x is not None
+        ]
+        every = pool.n * (pool.n - 1) // 2
+        return every if not limits else max(0, (min(limits) - pool.calls) // 2)
 
     def _why_stop(
         self,
@@ -367,7 +371,9 @@ class Rounds(Stage):
     def _select(self, pool: PoolState, k: int, r: int) -> np.ndarray:
         a = self.adaptive
         rng = np.random.default_rng([a.seed, r, _stable(pool.context.context_id)])
-        if pool.pairs == 0:
+        if pool.pairs == 0 and a.strategy == RoundStrategy.locate:
+            pairs = sample_pairs(pool.n, rng)[:k]
+        elif pool.pairs == 0:
             pairs = first_pairs(pool.n, min(k, pool.n * (pool.n - 1) // 2), rng)
         else:
             pairs = select_round(
@@ -378,6 +384,9 @@ class Rounds(Stage):
                 rng,
                 window=a.window,
                 explore=a.explore,  # type: ignore[arg-type]
+                answers=pool.answers,
+                budget=self._left(pool),
+                clip=a.logit_clip,
             )
         return pairs
 

@@ -553,6 +553,10 @@ class RoundStrategy(StrEnum):
 
     # the pairs most likely to be in the wrong order under the PoE-Gaussian posterior (Fathullah & Gales 2025)
     reorder = "reorder"
+    # place every item first (a small sample, then each item against the sample's median item, then the items
+    # whose answers were at the cap or ambiguous), then reorder: for judges whose answers are graded
+    # (:mod:`pipeline.methods.locate`); its first rounds take what they need, up to the call budget
+    locate = "locate"
     # neighbours in the current ranking, with exploration (GABRIEL, nanojudge)
     windowed = "windowed"
     # uniformly random unjudged pairs (the baseline)
@@ -615,7 +619,8 @@ class AdaptiveConfig:
     # Under the logit link, an answer at the cap reads as "at least logit_clip log-odds" (true) or as exactly the
     # cap (false, which pulls a far pair towards the cap).
     censor: bool = True
-    # Candidates within this many places in the current ranking (reorder, windowed); exploration share (windowed).
+    # Candidates within this many places in the current ranking (reorder, locate, windowed); exploration share
+    # (windowed).
     window: int = 8
     explore: float = 0.1
     # Prior precision of every score relative to one comparison (keeps the first rounds' fit defined).

@@ -10,14 +10,17 @@ The protocol of the adaptive-comparison literature (Fathullah & Gales 2025; Mays
   for the same prompt; every pair judged in both orderings and debiased, as the pipeline does; four settings
   (:data:`JUDGES`): sharp, noisy, confident (sharp with saturated probabilities, as a strong LLM's), and precise
   (confident, with little error of its own in each item);
-- the budget in judge calls per item (two calls per pair), from 2 to 64; 0.5% of the ordered pairs is
-  ``0.005 (N - 1)`` calls per item (3.3 at N = 658);
+- the budget in judge calls per item (two calls per pair), from 2 to 64 (with 2.4 and 2.8 between 2 and 4);
+  0.5% of the ordered pairs is ``0.005 (N - 1)`` calls per item (3.3 at N = 658);
 - arms: uniformly random pairs in rounds (the balanced-random baseline), greedy-optimal (PoE section 3.6: its
   picks do not depend on the answers, so one greedy run per seed serves every budget as a prefix), the adaptive
   strategies in rounds (reorder probability with the diagonal variance, the same with the exact covariance,
   windowed neighbours with 10% exploration, reorder warm-started from one absolute score per item, which costs
-  one call per item of the budget), repeated quicksort and merge sort (PairS-greedy), both scored by
-  PoE-Gaussian on their comparisons;
+  one call per item of the budget), locate (every item placed by a graded answer first, then reorder:
+  :mod:`pipeline.methods.locate`), repeated quicksort and merge sort (PairS-greedy), both scored by
+  PoE-Gaussian on their comparisons; and an **oracle** design that no selection can make, because it knows the
+  judge's own view of every item (:func:`oracle_design`): it shows what a design could reach at a budget, not
+  what a strategy does;
 - every arm's comparisons scored by one model (``--link``, ``--robust``, ``--no-censor``; default the rounds' own:
   the capped log-odds, an answer at the cap read as "at least the cap", with Huber's robust fit,
   :class:`pipeline.methods.rounds.Model`), and so is the all-pairs solution
@@ -28,7 +31,8 @@ The protocol of the adaptive-comparison literature (Fathullah & Gales 2025; Mays
   (:data:`TOLERANCES`).
 
 Rounds follow the pipeline's defaults (:class:`pipeline.config.AdaptiveConfig`): a random matching first (N/2
-pairs, every item once), then rounds of ``max(N/8, 25% of what is judged)`` pairs, ending at every budget point.
+pairs, every item once), then rounds of ``max(N/8, 25% of what is judged)`` pairs, ending at every budget point;
+locate's sample, star and fix rounds are its own, each cut at the next budget point.
 The second part times one round (fit, then selection) at N = 100,000 with 20 calls per item judged, against
 uniform random selection in the same process.
 
@@ -55,6 +59,7 @@ from scipy.stats import kendalltau, spearmanr
 from pipeline.config import AdaptiveConfig
 from pipeline.hardware import read_cpu
 from pipeline.methods._common import single_threaded_blas
+from pipeline.methods.locate import select_locate
 from pipeline.methods.posterior import LOGIT_CLIP, fit_posterior
 from pipeline.methods.reorder import select_reorder
 from pipeline.methods.rounds import Model, Prior, fit_round, run_rounds
@@ -93,12 +98,27 @@ JUDGES = (
 TRUTHS = ("normal", "heavy", "clustered")
 # how close to the all-pairs Spearman "reached" is: the issue's 0.01, and a finer ranking, where selection matters more
 TOLERANCES = (0.01, 0.002)
-ARMS = ("random", "greedy", "reorder", "reorder_exact", "windowed", "reorder_warm", "quicksort", "mergesort")
+ARMS = (
+    "random",
+    "greedy",
+    "reorder",
+    "reorder_exact",
+    "locate",
+    "windowed",
+    "reorder_warm",
+    "quicksort",
+    "mergesort",
+    "oracle",
+)
+# the oracle design: hubs every ORACLE_SPACING places of the judge's own ranking; its fit's ridge (the rounds'
+# default, 1e-2, shrinks a chain of 40 hubs towards 0)
+ORACLE_SPACING = 16
+ORACLE_RIDGE = 1e-4
 
 
 def budgets(n: int) -> list[float]:
     """Calls per item: 2 to 64, and 0.5% of the ordered pairs; at most ``N - 1`` (every pair, both orderings)."""
-    points = {2.0, round(0.005 * (n - 1), 2), 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0}
+    points = {2.0, 2.4, 2.8, round(0.005 * (n - 1), 2), 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0}
     return sorted(b for b in points if 1.0 <= b <= n - 1)
 
 
@@ -106,18 +126,50 @@ def pairs_for(calls_per_item: float, n: int) -> int:
     return int(round(calls_per_item * n / 2))
 
 
-def scores_of(n: int, i, j, p, model: Model) -> np.ndarray:
+def scores_of(n: int, i, j, p, model: Model, ridge: float = 1e-2) -> np.ndarray:
     return fit_posterior(
         n,
         i,
         j,
         p,
-        variance="diagonal",
+        ridge=ridge,
+        variance="diagonal"
+        if ridge >= 1e-2
+        else "exact",  # a small ridge: conjugate gradients converge slowly
         link=model.link,
         clip=model.clip,
         robust=model.robust,  # type: ignore[arg-type]
         censor=model.censor,
     ).mean
+
+
+def oracle_design(seen: np.ndarray, m: int, rng: np.random.Generator) -> np.ndarray | None:
+    """A design that knows the judge's own view of every item (``seen``), as no real selection can: in that
+    order, hubs every :data:`ORACLE_SPACING` places, each compared with the next two hubs; every other item with
+    one of its two nearest hubs; the rest of the ``m`` pairs random pairs at most three spacings apart. Short
+    comparisons inside the cap, and every score a few comparisons from every other. None when ``m`` is below
+    the hubs and spokes (about 1.06 N pairs)."""
+    n = seen.shape[0]
+    h = ORACLE_SPACING
+    order = np.argsort(seen, kind="stable")
+    hubs = np.arange(h // 2, n, h)
+    rows = [(order[a], order[b]) for a, b in zip(hubs[:-1], hubs[1:], strict=True)]
+    rows += [(order[a], order[b]) for a, b in zip(hubs[:-2], hubs[2:], strict=True)]
+    is_hub = np.zeros(n, dtype=bool)
+    is_hub[hubs] = True
+    for r in np.flatnonzero(~is_hub).tolist():
+        near = hubs[np.argsort(np.abs(hubs - r), kind="stable")[:2]]
+        rows.append((order[r], order[int(rng.choice(near))]))
+    if len(rows) > m:
+        return None
+    taken = {(min(a, b), max(a, b)) for a, b in rows}
+    while len(taken) < m:
+        r = int(rng.integers(0, n))
+        d = int(rng.integers(1, 3 * h + 1))
+        if r + d < n:
+            a, b = int(order[r]), int(order[r + d])
+            taken.add((min(a, b), max(a, b)))
+    return np.array(sorted(taken), dtype=np.int64)
 
 
 def schedule(n: int, checkpoints: tuple[int, ...]):
@@ -165,7 +217,7 @@ def _run_seed(
     for arm in arms:
         arm_rng = np.random.default_rng([seed, n, ARMS.index(arm)])
         results = {}
-        if arm in ("random", "reorder", "reorder_exact", "windowed", "reorder_warm"):
+        if arm in ("random", "reorder", "reorder_exact", "locate", "windowed", "reorder_warm"):
             strategy = {"reorder_exact": "reorder", "reorder_warm": "reorder"}.get(arm, arm)
             prior = None
             offset = 0
@@ -183,10 +235,19 @@ def _run_seed(
                 prior=prior,
                 model=model,
                 variance="exact" if arm == "reorder_exact" else "diagonal",
+                checkpoints=tuple(wanted),
             )
             for r in records:
                 if r.pairs in wanted:
                     results[wanted[r.pairs]] = evaluate(r.post.mean, truth, full)
+        elif arm == "oracle":
+            for m, b in zip(marks, points, strict=True):
+                sel = oracle_design(judge.seen, m, np.random.default_rng([seed, n, m]))
+                if sel is not None:
+                    p = judge(sel[:, 0], sel[:, 1])
+                    results[b] = evaluate(
+                        scores_of(n, sel[:, 0], sel[:, 1], p, model, ORACLE_RIDGE), truth, full
+                    )
         elif arm == "greedy":
             picks = greedy_optimal(n, max(marks), np.random.default_rng([seed, n]))
             for m, b in zip(marks, points, strict=True):
@@ -322,7 +383,9 @@ def large_round(n: int, calls_per_item: float, seed: int, model: Model) -> None:
     t5 = time.perf_counter()
     baseline = select_windowed(post.mean, k_round, judged, rng, window=1, explore=1.0)
     t6 = time.perf_counter()
-    assert chosen.shape[0] == windowed.shape[0] == baseline.shape[0] == k_round
+    located = select_locate(post, k_round, judged, i, j, p, rng, budget=k_round, clip=model.clip)
+    t7 = time.perf_counter()
+    assert chosen.shape[0] == windowed.shape[0] == baseline.shape[0] == located.shape[0] == k_round
     print(f"one round at {calls_per_item:g} calls per item, selecting {k_round:,} pairs:")
     print(
         f"  fit (CG, warm start from the last round): {t1 - t0:.2f} s, {post.iterations} CG iterations; "
@@ -335,6 +398,9 @@ def large_round(n: int, calls_per_item: float, seed: int, model: Model) -> None:
     )
     print(
         f"  select windowed:                          {t5 - t4:.2f} s ({(t5 - t4) / (t6 - t5):.1f}x uniform random)"
+    )
+    print(
+        f"  select locate (fix pairs, then reorder):  {t7 - t6:.2f} s ({(t7 - t6) / (t6 - t5):.1f}x uniform random)"
     )
     print(f"  select uniform random (baseline):         {t6 - t5:.2f} s")
     print(f"  fit + reorder selection:                  {t1 - t0 + t4 - t3:.2f} s")

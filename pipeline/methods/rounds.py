@@ -2,11 +2,12 @@
 until a budget is spent or a stopping rule is met. Pure: the judge is a function, the state is arrays; the
 pipeline's rounds workflow (:mod:`pipeline.adaptive`) and the benchmark (``make bench-adaptive``) drive it.
 
-Strategies (:data:`ROUND_STRATEGIES`): ``"reorder"`` (:mod:`pipeline.methods.reorder`), ``"windowed"``
+Strategies (:data:`ROUND_STRATEGIES`): ``"reorder"`` (:mod:`pipeline.methods.reorder`), ``"locate"``
+(:mod:`pipeline.methods.locate`: every item placed by a graded answer, then reorder), ``"windowed"``
 (:mod:`pipeline.methods.windowed`) and ``"random"`` (uniform among the unjudged pairs: windowed with
 ``explore=1``, the balanced-random baseline in rounds). The first round, with nothing judged, is a random cycle
 through every item (``N`` pairs, every item in two, the graph connected) or, below ``N`` pairs, a random
-matching and then a prefix of the cycle.
+matching and then a prefix of the cycle; ``"locate"`` starts with its own sample instead.
 
 A warm start (:func:`warm_start`) turns absolute scores (one prompt per item) into the prior of the first
 round's fit: the scale between absolute and comparative scores is fitted by least squares on the comparisons as
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from .locate import sample_pairs, select_locate
 from .posterior import LOGIT_CLIP, Posterior, expert_values, fit_posterior
 from .reorder import select_reorder
 from .selection import PairSet
@@ -43,7 +45,7 @@ __all__ = [
     "warm_start",
 ]
 
-ROUND_STRATEGIES: tuple[str, ...] = ("reorder", "windowed", "random")
+ROUND_STRATEGIES: tuple[str, ...] = ("reorder", "locate", "windowed", "random")
 
 
 @dataclass(frozen=True)
@@ -141,10 +143,22 @@ def select_round(
     *,
     window: int = 8,
     explore: float = 0.1,
+    answers: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]] | None = None,
+    budget: int | None = None,
+    clip: float = LOGIT_CLIP,
 ) -> NDArray[np.int64]:
-    """The next ``k`` pairs ``(lo, hi)`` by ``strategy`` (:data:`ROUND_STRATEGIES`)."""
+    """The next ``k`` pairs ``(lo, hi)`` by ``strategy`` (:data:`ROUND_STRATEGIES`). ``"locate"`` also reads the
+    comparisons so far (``answers``: ``i, j, p``) and may take up to ``budget`` pairs (default ``k``) in its star
+    and fix rounds (:mod:`pipeline.methods.locate`)."""
     if strategy == "reorder":
         return select_reorder(post, k, judged, window=window)
+    if strategy == "locate":
+        if answers is None:
+            raise ValueError("the locate strategy needs the comparisons so far (answers=(i, j, p))")
+        i, j, p = answers
+        return select_locate(
+            post, k, judged, i, j, p, rng, budget=k if budget is None else budget, clip=clip, window=window
+        )
     if strategy == "windowed":
         return select_windowed(post.mean, k, judged, rng, window=window, explore=explore)
     if strategy == "random":
@@ -197,11 +211,14 @@ def run_rounds(
     explore: float = 0.1,
     variance: str = "auto",
     on_round: Callable[[RoundRecord], None] | None = None,
+    checkpoints: tuple[int, ...] = (),
 ) -> tuple[list[RoundRecord], NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
     """Rounds until ``budget_pairs`` pairs are judged or ``stop`` is met (checked after each round's fit).
 
     ``judge(i, j)`` gives the debiased probability that ``i`` beats ``j`` (a pair judged in both orderings).
     ``pairs_per_round``: a round's size, or a function of the pairs judged so far giving it (a schedule).
+    ``checkpoints`` (pairs): no round crosses one, the star and fix rounds of ``"locate"`` included (a round
+    ends at each, as a schedule cut at them does).
     Returns the records of every round and the comparisons ``(i, j, p)``.
     """
     if strategy not in ROUND_STRATEGIES:
@@ -220,9 +237,20 @@ def run_rounds(
     while len(judged) < budget_pairs:
         k = min(max(1, int(size(len(judged)))), budget_pairs - len(judged))
         if post is None:
-            pairs = first_pairs(n, k, rng)
+            pairs = sample_pairs(n, rng)[:k] if strategy == "locate" else first_pairs(n, k, rng)
         else:
-            pairs = select_round(strategy, post, k, judged, rng, window=window, explore=explore)
+            pairs = select_round(
+                strategy,
+                post,
+                k,
+                judged,
+                rng,
+                window=window,
+                explore=explore,
+                answers=(ii, jj, pp),
+                budget=min([budget_pairs, *(c for c in checkpoints if c > len(judged))]) - len(judged),
+                clip=(model or Model()).clip,
+            )
         if not pairs.shape[0]:
             break  # every pair judged
         answers = judge(pairs[:, 0], pairs[:, 1])
