@@ -75,7 +75,7 @@ def _degree(n: int, i: NDArray[np.int64], j: NDArray[np.int64]) -> NDArray[np.in
 
 
 def star_pairs(
-    post: Posterior, i: NDArray[np.int64], j: NDArray[np.int64], limit: int, rng
+    post: Posterior, i: NDArray[np.int64], j: NDArray[np.int64], limit: int, rng: np.random.Generator
 ) -> NDArray[np.int64]:
     """Every item not yet compared, against the anchor (module docstring), at most ``limit`` of them (a random
     choice); empty when every item is compared."""
@@ -113,7 +113,8 @@ def fix_pairs(
     *,
     clip: float,
 ) -> NDArray[np.int64]:
-    """The fix pairs of the module docstring (step 3), rows ``(lo, hi)``, new and distinct."""
+    """The fix pairs of the module docstring (step 3), rows ``(lo, hi)`` in order, new and distinct (a budget
+    that cannot pay for all of them takes the first)."""
     n = post.n
     q = np.clip(np.asarray(p, dtype=np.float64), 1e-300, 1.0 - 1e-16)
     graded = np.abs(np.log(q) - np.log1p(-q)) < clip
@@ -141,21 +142,29 @@ def fix_pairs(
     rows: list[tuple[int, int]] = []
     taken: set[tuple[int, int]] = set()
     for x, t in zip(items.tolist(), targets.tolist(), strict=True):
-        # the placed item nearest the target, then outwards, that x is not yet compared with
-        at = int(np.clip(np.searchsorted(means, t), 0, order.shape[0] - 1))
-        for step in range(min(order.shape[0], 8)):
-            for c in (at - step, at + step) if step else (at,):
-                if 0 <= c < order.shape[0]:
-                    y = int(order[c])
-                    key = (min(x, y), max(x, y))
-                    if y != x and key not in taken and not judged.contains(np.array([key]))[0]:
-                        taken.add(key)
-                        rows.append(key)
-                        break
-            else:
-                continue
-            break
+        y = _nearest_new(x, int(np.searchsorted(means, t)), order, judged, taken)
+        if y is not None:
+            key = (min(x, y), max(x, y))
+            taken.add(key)
+            rows.append(key)
     return np.array(sorted(rows), dtype=np.int64).reshape(-1, 2)
+
+
+def _nearest_new(
+    x: int, at: int, order: NDArray[np.int64], judged: PairSet, taken: set[tuple[int, int]], reach: int = 8
+) -> int | None:
+    """The item of ``order`` nearest place ``at`` (then outwards, up to ``reach`` places either side) that ``x``
+    is not compared with yet, in this round or before; None if there is none."""
+    m = order.shape[0]
+    at = min(max(at, 0), m - 1)
+    for step in range(min(m, reach)):
+        for c in (at - step, at + step) if step else (at,):
+            if 0 <= c < m:
+                y = int(order[c])
+                key = (min(x, y), max(x, y))
+                if y != x and key not in taken and not judged.contains(np.array([key]))[0]:
+                    return y
+    return None
 
 
 def select_locate(
