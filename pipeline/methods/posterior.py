@@ -70,8 +70,9 @@ refit's in the robust fit), and the marginal variances by
 The robust and censored refits go by conjugate gradients in either mode (the dense fit factorises once, with the
 final weights). Conjugate gradients carry information one comparison per iteration, and the ridge is what keeps
 the system well conditioned: long chains of comparisons (a path-like graph, as near-neighbour selection builds)
-with a ridge far below the default can take more than ``maxiter`` iterations. A dense fit then factorises every
-refit instead; a sparse one raises an error that gives the pool's size and the ridge to raise.
+with a ridge far below the default can take more than ``maxiter`` iterations. Up to ``DENSE_MAX_ITEMS`` items
+the fit then factorises instead, whatever the variance mode; above, it raises an error that gives the pool's size
+and the ridge to raise.
 
 A pair's difference variance is ``var_i + var_j - 2 cov_ij``; without the covariance (large N) the covariance
 term is dropped.
@@ -324,16 +325,16 @@ def fit_posterior(
                 s, its = _solve(adj, deg, w, rhs, s, rtol, maxiter)
                 iterations += its
             except NotConverged as exc:
-                if not dense:
+                if n > DENSE_MAX_ITEMS:
                     raise RuntimeError(
                         f"the fit of {n} items from {k} comparisons did not converge: {exc}. The comparison graph "
                         f"is badly conditioned for ridge={ridge:g} (long chains of comparisons and a small ridge); "
-                        "a larger ridge (adaptive.ridge in a rounds run) or variance='exact' (up to "
-                        f"{DENSE_MAX_ITEMS} items) fits it"
+                        "a larger ridge (adaptive.ridge in a rounds run) fits it"
                     ) from exc
-                by_cg = (
-                    False  # badly conditioned (long chains, a small ridge): the dense factorisation from here
-                )
+                # badly conditioned (long chains, a small ridge) and small enough: factorise from here on
+                import scipy.linalg
+
+                by_cg = False
         if not by_cg:
             factor = _factorise(n, ii, jj, c, w)
             s = scipy.linalg.cho_solve(factor, rhs, check_finite=False)

@@ -11,7 +11,13 @@ import pytest
 from scipy.stats import kendalltau, spearmanr
 
 from pipeline.methods.poe_gaussian import fit_with_prior
-from pipeline.methods.posterior import LOGIT_CLIP, expert_values, fit_posterior, huber_weights
+from pipeline.methods.posterior import (
+    DENSE_MAX_ITEMS,
+    LOGIT_CLIP,
+    expert_values,
+    fit_posterior,
+    huber_weights,
+)
 from pipeline.methods.reorder import neighbour_pairs, reorder_probability, select_reorder, take_diverse
 from pipeline.methods.rounds import Model, Prior, first_pairs, round_schedule, run_rounds, warm_start
 from pipeline.methods.selection import PairSet, pair_index
@@ -178,7 +184,17 @@ def test_a_long_chain_with_a_small_ridge_is_solved_densely_or_the_error_says_wha
     robust = fit_posterior(n, i, j, p, link="logit", robust=1.345, ridge=1e-6, variance="exact", maxiter=50)
     assert robust.downweighted == 0 and np.allclose(robust.mean, direct.mean)
     assert np.all(np.diff(robust.mean) < 0)  # i beats i + 1 every time
-    with pytest.raises(RuntimeError, match=r"300 items from 299 comparisons did not converge.*ridge=1e-06"):
+    diagonal = fit_posterior(
+        n, i, j, p, link="logit", robust=1.345, ridge=1e-6, variance="diagonal", maxiter=50
+    )
+    assert np.allclose(diagonal.mean, direct.mean)  # up to DENSE_MAX_ITEMS items, whatever the variance mode
+    # above DENSE_MAX_ITEMS: an error that says what to change
+    n = DENSE_MAX_ITEMS + 1
+    i, j = np.arange(n - 1), np.arange(1, n)
+    p = np.random.default_rng(4).uniform(0.6, 0.9, n - 1)
+    with pytest.raises(
+        RuntimeError, match=rf"{n} items from {n - 1} comparisons did not converge.*ridge=1e-06"
+    ):
         fit_posterior(n, i, j, p, link="logit", robust=1.345, ridge=1e-6, variance="diagonal", maxiter=50)
 
 
