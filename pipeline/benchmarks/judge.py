@@ -37,8 +37,9 @@ import pyarrow as pa
 from pipeline.cli import compose
 from pipeline.config import EngineProcess
 from pipeline.hardware import read_cpu
-from pipeline.judge.engines import HFEngine, VLLMEngine
+from pipeline.judge.engines import HFEngine, VLLMEngine, engine_inside
 from pipeline.judge.labels import p_a_wins, side_logprobs
+from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.worker import JudgeWorker
 from pipeline.logs import capture_process_output, captured_output_path, console, setup_logging
 from pipeline.pairs import generate_prompts, split_shards
@@ -384,10 +385,8 @@ def main(argv: list[str] | None = None) -> None:
     out.flush()
 
 
-def engine_where(spec) -> str:
+def engine_where(spec: JudgeSpec) -> str:
     """Where the pipeline's engine ran: inside its Ray actor or in vLLM's own processes (judge.engine_process)."""
-    from pipeline.judge.engines import engine_inside
-
     return "engine inside" if engine_inside(spec, in_actor=True) else "engine own"
 
 

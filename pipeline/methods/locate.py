@@ -191,6 +191,5 @@ def select_locate(
     rest = min(k, budget) - fixes.shape[0]
     if rest < 1:
         return fixes
-    seen = PairSet(post.n, np.concatenate([np.stack([ii, jj], axis=1), fixes]))
-    more = select_reorder(post, rest, seen, window=window)
+    more = select_reorder(post, rest, judged.union(fixes), window=window)
     return np.concatenate([fixes, more]) if fixes.shape[0] else more

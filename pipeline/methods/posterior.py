@@ -312,8 +312,8 @@ def fit_posterior(
     c = h
     iterations = 0
     s = None if x0 is None else np.asarray(x0, dtype=np.float64)
-    if dense:
-        import scipy.linalg
+    import scipy.linalg  # a dense fit, or a sparse one that falls back to it
+
     refits = ROBUST_MAX_ITER if refitting else 0
     for refit in range(refits + 1):
         c = np.where(beyond, 0.0, h)
@@ -331,10 +331,9 @@ def fit_posterior(
                         f"is badly conditioned for ridge={ridge:g} (long chains of comparisons and a small ridge); "
                         "a larger ridge (adaptive.ridge in a rounds run) fits it"
                     ) from exc
-                # badly conditioned (long chains, a small ridge) and small enough: factorise from here on
-                import scipy.linalg
-
-                by_cg = False
+                by_cg = (
+                    False  # badly conditioned (long chains, a small ridge) and small: factorise from here on
+                )
         if not by_cg:
             factor = _factorise(n, ii, jj, c, w)
             s = scipy.linalg.cho_solve(factor, rhs, check_finite=False)

@@ -142,6 +142,12 @@ class PairSet:
     def add(self, pairs: NDArray[np.int64]) -> None:
         self.index = np.union1d(self.index, self.keys(pairs))
 
+    def union(self, pairs: NDArray[np.int64]) -> PairSet:
+        """A new set: these pairs and ``pairs`` (this one unchanged)."""
+        out = PairSet(self.n)
+        out.index = np.union1d(self.index, self.keys(pairs))
+        return out
+
 
 def _ordered_from_index(index: NDArray[np.int64], n: int) -> NDArray[np.int64]:
     a, r = np.divmod(np.asarray(index, dtype=np.int64), n - 1)

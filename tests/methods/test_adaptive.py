@@ -415,6 +415,13 @@ def test_pair_sets_answer_as_python_sets():
     ref = {frozenset(r) for r in pairs[:50].tolist()}
     assert len(s) == len(ref)
     assert s.contains(pairs).tolist() == [frozenset(r) in ref for r in pairs.tolist()]
+    both = s.union(pairs[50:])
+    ref_both = {frozenset(r) for r in pairs.tolist()}
+    assert len(both) == len(ref_both) and both.contains(pairs).all()
+    assert len(s) == len(ref)  # the union is a new set
+    probe = rng.integers(0, 30, (200, 2))
+    probe = probe[probe[:, 0] != probe[:, 1]]
+    assert both.contains(probe).tolist() == [frozenset(r) in ref_both for r in probe.tolist()]
 
 
 # --- sorting --------------------------------------------------------------------------------------------------
