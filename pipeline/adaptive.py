@@ -4,7 +4,8 @@ Every round, for every context still going:
 
 1. **fit** the PoE-Gaussian posterior (:mod:`pipeline.methods.posterior`) to everything judged so far (both
    orderings of every pair, debiased; read by ``adaptive.link``, robust to contradicting answers by
-   ``adaptive.robust``, an answer at the log-odds cap read as "at least the cap" by ``adaptive.censor``;
+   ``adaptive.robust``, an answer at the log-odds cap read as "at least the cap" by ``adaptive.censor``, a pair
+   whose orderings contradict each other left out by ``adaptive.drop_contradicted``;
    warm-started from an absolute mode's scores when ``adaptive.warm_start`` names one), and record the round:
    pairs and calls so far, the stopping criterion, Spearman with the human scores where there are some
    (``tables/rounds.parquet``, and MLflow metrics with the round as the step);
@@ -42,6 +43,7 @@ from pipeline.data.contexts import Context, group_by_context
 from pipeline.errors import ConfigError
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.watchdog import read_events
+from pipeline.methods.contradiction import contradicted
 from pipeline.methods.locate import sample_pairs
 from pipeline.methods.posterior import Posterior
 from pipeline.methods.rounds import Model, Prior, first_pairs, fit_round, select_round
@@ -76,8 +78,10 @@ class PoolState:
     previous: np.ndarray | None = None
     judged: PairSet | None = None
     fit_seconds: float = 0.0
-    # the comparisons of the last fit (i, j, p): the locate strategy reads its answers
+    # the comparisons of the last fit (i, j, p), and which of them have contradicting orderings: the locate
+    # strategy reads them
     answers: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    contradicted: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -105,9 +109,16 @@ class Rounds(Stage):
 
     @property
     def model(self) -> Model:
-        """How every round's fit reads the comparisons (``adaptive.link``, ``logit_clip``, ``robust``, ``censor``)."""
+        """How every round's fit reads the comparisons (``adaptive.link``, ``logit_clip``, ``robust``, ``censor``,
+        ``drop_contradicted``)."""
         a = self.adaptive
-        return Model(link=str(a.link), clip=a.logit_clip, robust=a.robust, censor=a.censor)
+        return Model(
+            link=str(a.link),
+            clip=a.logit_clip,
+            robust=a.robust,
+            censor=a.censor,
+            drop_contradicted=a.drop_contradicted,
+        )
 
     def run(
         self,
@@ -187,7 +198,7 @@ class Rounds(Stage):
                 for row in rows:
                     ctx.log_step(step_metrics(row, len(pools)), r)
                     log.info(
-                        "round %d, %s: %d pairs (%d calls) judged; %s%s%s%s%s",
+                        "round %d, %s: %d pairs (%d calls) judged; %s%s%s%s%s%s",
                         r,
                         row["context_id"],
                         row["pairs"],
@@ -197,6 +208,10 @@ class Rounds(Stage):
                         else "",
                         f"{row['beyond_cap']} answer(s) at the log-odds cap placed beyond it; "
                         if row["beyond_cap"]
+                        else "",
+                        f"{row['contradicted']} pair(s) with contradicting orderings"
+                        f"{' left out' if self.adaptive.drop_contradicted else ''}; "
+                        if row["contradicted"]
                         else "",
                         f"{row['criterion']} {row['value']:.4f}; " if row["value"] is not None else "",
                         f"Spearman {row['spearman']:.3f}; " if row["spearman"] is not None else "",
@@ -302,9 +317,15 @@ class Rounds(Stage):
                 i = np.array([pool.index[c] for c in mine.get_column("cand_i").to_list()], dtype=np.int64)
                 j = np.array([pool.index[c] for c in mine.get_column("cand_j").to_list()], dtype=np.int64)
                 p = mine.get_column("p").to_numpy().astype(np.float64)
+                bad = contradicted(
+                    mine.get_column("p_ij").to_numpy().astype(np.float64),
+                    mine.get_column("p_ji").to_numpy().astype(np.float64),
+                    clip=self.adaptive.logit_clip,
+                )
             else:
                 i = j = np.zeros(0, dtype=np.int64)
                 p = np.zeros(0)
+                bad = np.zeros(0, dtype=bool)
             mine_j = frame.filter(pl.col("context_id") == cid) if frame.height else frame
             pool.previous = None if pool.post is None else pool.post.mean
             try:
@@ -317,6 +338,7 @@ class Rounds(Stage):
                     model=self.model,
                     ridge=self.adaptive.ridge,
                     x0=None if pool.post is None else pool.post.mean,
+                    contradicted=bad,
                 )
             except RuntimeError as exc:  # the fit did not converge: which pool, and what it had judged
                 raise RuntimeError(
@@ -324,6 +346,7 @@ class Rounds(Stage):
                 ) from exc
             pool.judged = PairSet(pool.n, np.stack([i, j], axis=1)) if pool.n >= 2 else None
             pool.answers = (i, j, p)
+            pool.contradicted = bad
             pool.pairs = int(i.shape[0])
             absolute = int(prior[cid].scores.shape[0]) if cid in prior else 0
             pool.calls = int(mine_j.height) + absolute
@@ -387,6 +410,7 @@ class Rounds(Stage):
                 answers=pool.answers,
                 budget=self._left(pool),
                 clip=a.logit_clip,
+                contradicted=pool.contradicted,
             )
         return pairs
 
@@ -418,6 +442,7 @@ class Rounds(Stage):
             "max_stderr": float(np.sqrt(post.var.max())),
             "downweighted": post.downweighted,
             "beyond_cap": post.censored if post.beyond_cap is not None else None,
+            "contradicted": 0 if pool.contradicted is None else int(pool.contradicted.sum()),
             "spearman": rho,
             "fit_seconds": fit_s,
             "select_seconds": select_s,
@@ -577,7 +602,8 @@ def step_metrics(row: dict, n_contexts: int) -> dict[str, float]:
         f"{prefix}expected_tau": float(row["expected_tau"]),
         f"{prefix}max_stderr": float(row["max_stderr"]),
     }
-    for name in ("downweighted", "beyond_cap"):  # null: a record of a version without the count, or no censor
+    # null: a record of a version without the count, or no censor
+    for name in ("downweighted", "beyond_cap", "contradicted"):
         if row.get(name) is not None:
             out[f"{prefix}{name}"] = float(row[name])
     if row["value"] is not None:

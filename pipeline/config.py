@@ -619,6 +619,10 @@ class AdaptiveConfig:
     # Under the logit link, an answer at the cap reads as "at least logit_clip log-odds" (true) or as exactly the
     # cap (false, which pulls a far pair towards the cap).
     censor: bool = True
+    # A pair whose two orderings contradict each other (each confidently for the other item, after the position
+    # bias: a flipped answer) is left out of the fit (true; counted in rounds.parquet) or read as the average of
+    # its orderings, about 1/2, a tie (false).
+    drop_contradicted: bool = True
     # Candidates within this many places in the current ranking (reorder, locate, windowed); exploration share
     # (windowed).
     window: int = 8

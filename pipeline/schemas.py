@@ -200,6 +200,9 @@ ROUNDS = pa.schema(
         # answers at the log-odds cap that the fit places beyond it (adaptive.censor): read as "at least the cap",
         # they pull on nothing (null: without censor, or a record of a version without it)
         pa.field("beyond_cap", pa.int64()),
+        # pairs judged so far whose two orderings contradict each other (pipeline.methods.contradiction): left out
+        # of the fit under adaptive.drop_contradicted (null: a record of a version without the count)
+        pa.field("contradicted", pa.int64()),
         # Spearman with the human scores where the input has them
         pa.field("spearman", pa.float64()),
         pa.field("fit_seconds", pa.float64(), nullable=False),

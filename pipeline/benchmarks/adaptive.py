@@ -60,8 +60,9 @@ from scipy.stats import kendalltau, spearmanr
 from pipeline.config import AdaptiveConfig
 from pipeline.hardware import read_cpu
 from pipeline.methods._common import single_threaded_blas
+from pipeline.methods.contradiction import read_orderings
 from pipeline.methods.locate import select_locate
-from pipeline.methods.posterior import LOGIT_CLIP, fit_posterior
+from pipeline.methods.posterior import LOGIT_CLIP
 from pipeline.methods.reorder import select_reorder
 from pipeline.methods.rounds import Model, Prior, fit_round, run_rounds
 from pipeline.methods.selection import PairSet, greedy_optimal
@@ -127,18 +128,19 @@ def pairs_for(calls_per_item: float, n: int) -> int:
     return int(round(calls_per_item * n / 2))
 
 
-def scores_of(n: int, i, j, p, model: Model, ridge: float = 1e-2) -> np.ndarray:
-    return fit_posterior(
+def scores_of(n: int, i, j, orderings, model: Model, ridge: float = 1e-2) -> np.ndarray:
+    """The model's scores from pairs ``(i, j)`` judged in both orderings (rows ``(p_ij, p_ji)``): their debiased
+    average, the contradicting ones left out under ``model.drop_contradicted``, as every round's fit does."""
+    p, bad = read_orderings(orderings, clip=model.clip)
+    return fit_round(
         n,
-        i,
-        j,
+        np.asarray(i, dtype=np.int64),
+        np.asarray(j, dtype=np.int64),
         p,
+        model=model,
         ridge=ridge,
         variance="diagonal",  # the means only (a small ridge: the fit factorises if CG does not converge)
-        link=model.link,
-        clip=model.clip,
-        robust=model.robust,  # type: ignore[arg-type]
-        censor=model.censor,
+        contradicted=bad,
     ).mean
 
 
@@ -214,7 +216,7 @@ def _run_seed(
     # the all-pairs solution: PoE-Gaussian's average probability, or the model on every pair, whichever is closer
     # to the truth (the stricter reference)
     a, b = np.triu_indices(n, k=1)
-    candidates = [judge.all_pairs_scores(), scores_of(n, a, b, judge(a, b), model, ridge)]
+    candidates = [judge.all_pairs_scores(), scores_of(n, a, b, judge.orderings(a, b), model, ridge)]
     full = max(candidates, key=lambda x: spearmanr(x, truth).statistic)
     points = budgets(n)
     marks = tuple(pairs_for(b, n) for b in points)
@@ -232,7 +234,8 @@ def _run_seed(
             wanted = {m - offset: b for m, b in zip(marks, points, strict=True) if m - offset > 0}
             records, *_ = run_rounds(
                 n,
-                judge,
+                # both orderings (the rounds find the contradicting ones), or only their average
+                judge.orderings if model.drop_contradicted else judge,
                 strategy=strategy,
                 budget_pairs=max(wanted),
                 pairs_per_round=schedule(n, tuple(wanted)),
@@ -250,9 +253,9 @@ def _run_seed(
             for m, b in zip(marks, points, strict=True):
                 sel = oracle_design(judge.seen, m, np.random.default_rng([seed, n, m]))
                 if sel is not None:
-                    p = judge(sel[:, 0], sel[:, 1])
+                    q = judge.orderings(sel[:, 0], sel[:, 1])
                     results[b] = evaluate(
-                        scores_of(n, sel[:, 0], sel[:, 1], p, model, ORACLE_RIDGE), truth, full
+                        scores_of(n, sel[:, 0], sel[:, 1], q, model, ORACLE_RIDGE), truth, full
                     )
         elif arm == "greedy":
             picks = greedy_optimal(n, max(marks), np.random.default_rng([seed, n]))
@@ -260,17 +263,20 @@ def _run_seed(
                 if m >= n - 1:
                     sel = picks[:m]
                     results[b] = evaluate(
-                        scores_of(n, sel[:, 0], sel[:, 1], judge(sel[:, 0], sel[:, 1]), model, ridge),
+                        scores_of(
+                            n, sel[:, 0], sel[:, 1], judge.orderings(sel[:, 0], sel[:, 1]), model, ridge
+                        ),
                         truth,
                         full,
                     )
         else:
             sort = repeated_quicksort if arm == "quicksort" else merge_sort
             asked, _ = sort(n, judge, max(marks), arm_rng)
-            i, j, p = asked.arrays()
+            i, j, _ = asked.arrays()
+            q = np.stack([judge.ordered(i, j), judge.ordered(j, i)], axis=1)  # the answers the sort read
             for m, b in zip(marks, points, strict=True):
                 if m <= asked.spent:
-                    results[b] = evaluate(scores_of(n, i[:m], j[:m], p[:m], model, ridge), truth, full)
+                    results[b] = evaluate(scores_of(n, i[:m], j[:m], q[:m], model, ridge), truth, full)
         out[arm] = results
     return out
 
@@ -365,7 +371,7 @@ def large_round(n: int, calls_per_item: float, seed: int, model: Model) -> None:
     started = time.perf_counter()
     records, i, j, p = run_rounds(
         n,
-        judge,
+        judge.orderings if model.drop_contradicted else judge,
         strategy="reorder",
         budget_pairs=pairs_for(calls_per_item, n),
         pairs_per_round=schedule(n, ()),
@@ -378,10 +384,13 @@ def large_round(n: int, calls_per_item: float, seed: int, model: Model) -> None:
         f"({len(i):,} pairs) in {total:.1f} s; Spearman vs truth {spearmanr(records[-1].post.mean, truth).statistic:.3f}"
     )
     previous = records[-2].post.mean
+    q = np.stack([judge.ordered(i, j), judge.ordered(j, i)], axis=1)  # what was judged, both orderings
+    tc = time.perf_counter()
+    _, bad = read_orderings(q, clip=model.clip)
     t0 = time.perf_counter()
-    post = fit_round(n, i, j, p, model=model, x0=previous)
+    post = fit_round(n, i, j, p, model=model, x0=previous, contradicted=bad)
     t1 = time.perf_counter()
-    cold = fit_round(n, i, j, p, model=model)
+    cold = fit_round(n, i, j, p, model=model, contradicted=bad)
     t2 = time.perf_counter()
     judged = PairSet(n, np.stack([i, j], axis=1))
     t3 = time.perf_counter()
@@ -391,10 +400,16 @@ def large_round(n: int, calls_per_item: float, seed: int, model: Model) -> None:
     t5 = time.perf_counter()
     baseline = select_windowed(post.mean, k_round, judged, rng, window=1, explore=1.0)
     t6 = time.perf_counter()
-    located = select_locate(post, k_round, judged, i, j, p, rng, budget=k_round, clip=model.clip)
+    located = select_locate(
+        post, k_round, judged, i, j, p, rng, budget=k_round, clip=model.clip, contradicted=bad
+    )
     t7 = time.perf_counter()
     assert chosen.shape[0] == windowed.shape[0] == baseline.shape[0] == located.shape[0] == k_round
     print(f"one round at {calls_per_item:g} calls per item, selecting {k_round:,} pairs:")
+    print(
+        f"  contradicting orderings found:            {t0 - tc:.2f} s, {int(bad.sum()):,} pairs "
+        f"({'left out of the fit' if model.drop_contradicted else 'averaged'})"
+    )
     print(
         f"  fit (CG, warm start from the last round): {t1 - t0:.2f} s, {post.iterations} CG iterations; "
         f"{post.downweighted:,} answers down-weighted"
@@ -412,6 +427,7 @@ def large_round(n: int, calls_per_item: float, seed: int, model: Model) -> None:
     )
     print(f"  select uniform random (baseline):         {t6 - t5:.2f} s")
     print(f"  fit + reorder selection:                  {t1 - t0 + t4 - t3:.2f} s")
+    print(f"  the same with the contradiction rule:     {t1 - tc + t4 - t3:.2f} s")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         f"  peak memory of the process: {peak:.0f} MB (an N x N float matrix would be {n * n * 8 / 2**30:.0f} GiB)"
@@ -440,13 +456,24 @@ def main(argv: list[str] | None = None) -> None:
         help="read an answer at the log-odds cap as the cap, not as at least it",
     )
     parser.add_argument(
+        "--keep-contradicted",
+        action="store_true",
+        help="read a pair whose orderings contradict each other as their average (about 1/2), not leave it out",
+    )
+    parser.add_argument(
         "--ridge",
         type=float,
         default=1e-2,
         help="prior precision of every score (the rounds' adaptive.ridge); not the oracle design's",
     )
     args = parser.parse_args(argv)
-    model = Model(args.link, args.clip, args.robust if args.robust > 0 else None, not args.no_censor)
+    model = Model(
+        args.link,
+        args.clip,
+        args.robust if args.robust > 0 else None,
+        not args.no_censor,
+        not args.keep_contradicted,
+    )
     arms = tuple(a for a in args.arms.split(",") if a)
     unknown = set(arms) - set(ARMS)
     if unknown:
@@ -461,7 +488,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"# python {os.sys.version.split()[0]}, numpy {np.__version__}; {args.workers} worker process(es)")
     print(
         f"# model: link {model.link} (clip {model.clip:g}), robust {model.robust}, "
-        f"censor {model.censor and model.link == 'logit'}, ridge {args.ridge:g}"
+        f"censor {model.censor and model.link == 'logit'}, ridge {args.ridge:g}, "
+        f"contradicting orderings {'left out' if model.drop_contradicted else 'averaged'}"
     )
     started = time.perf_counter()
     for setting in () if args.skip_simulation else judges:

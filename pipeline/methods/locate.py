@@ -11,8 +11,9 @@ the end of a chain carries the error of every link. This design places every ite
    cap of it. Every item not yet judged is compared with it, in one round (a star: each score one measurement
    from the anchor).
 3. **Fix**, while any item needs it (one with :data:`FIX_MAX_PAIRS` comparisons is left to reorder): an item
-   whose answers are all at the cap is compared with the placed item nearest its current mean, which lies on its
-   side of the cap; an item whose only graded answer is ambiguous (within :data:`AMBIGUOUS` of 1/2: a true near-tie,
+   with no graded answer (all at the cap, which puts its current mean on its side of the cap, or from orderings
+   that contradict each other, :mod:`pipeline.methods.contradiction`, which say nothing) is compared with the
+   placed item nearest its current mean; an item whose only graded answer is ambiguous (within :data:`AMBIGUOUS` of 1/2: a true near-tie,
    or a flipped answer that the two orderings averaged to 1/2) is compared with a placed item a quarter to
    three quarters of the scores' spread away, on a random side.
 4. **Reorder**: the rest of each round by the reorder probability.
@@ -112,12 +113,15 @@ def fix_pairs(
     rng: np.random.Generator,
     *,
     clip: float,
+    contradicted: NDArray[np.bool_] | None = None,
 ) -> NDArray[np.int64]:
     """The fix pairs of the module docstring (step 3), rows ``(lo, hi)`` in order, new and distinct (a budget
-    that cannot pay for all of them takes the first)."""
+    that cannot pay for all of them takes the first). ``contradicted`` marks the answers that say nothing."""
     n = post.n
     q = np.clip(np.asarray(p, dtype=np.float64), 1e-300, 1.0 - 1e-16)
     graded = np.abs(np.log(q) - np.log1p(-q)) < clip
+    if contradicted is not None:
+        graded &= ~np.asarray(contradicted, dtype=bool)
     ambiguous = graded & (np.abs(q - 0.5) < AMBIGUOUS)
     deg = _degree(n, i, j)
     n_graded = _degree(n, i[graded], j[graded])
@@ -129,16 +133,16 @@ def fix_pairs(
     means = post.mean[order]
     mad = float(np.median(np.abs(means - np.median(means))))
     spread = 1.4826 * mad if mad > 0 else float(np.std(means))
-    capped_only = np.flatnonzero((deg > 0) & (n_graded == 0) & (deg < FIX_MAX_PAIRS))
+    ungraded = np.flatnonzero((deg > 0) & (n_graded == 0) & (deg < FIX_MAX_PAIRS))
     unsure = np.flatnonzero((n_graded == 1) & (n_ambiguous == 1) & (deg < FIX_MAX_PAIRS))
     targets = np.concatenate(
         [
-            post.mean[capped_only],
+            post.mean[ungraded],
             post.mean[unsure]
             + rng.uniform(0.25, 0.75, unsure.shape[0]) * spread * rng.choice([-1.0, 1.0], unsure.shape[0]),
         ]
     )
-    items = np.concatenate([capped_only, unsure])
+    items = np.concatenate([ungraded, unsure])
     rows: list[tuple[int, int]] = []
     taken: set[tuple[int, int]] = set()
     for x, t in zip(items.tolist(), targets.tolist(), strict=True):
@@ -179,15 +183,19 @@ def select_locate(
     budget: int,
     clip: float,
     window: int = 8,
+    contradicted: NDArray[np.bool_] | None = None,
 ) -> NDArray[np.int64]:
     """The next round (module docstring): the star while items are not compared, else the fix pairs (up to
-    ``budget``) and reorder's picks up to ``k`` pairs in all."""
+    ``budget``) and reorder's picks up to ``k`` pairs in all. ``contradicted`` marks the answers (of ``i, j,
+    p``) whose orderings contradict each other."""
     ii = np.asarray(i, dtype=np.int64)
     jj = np.asarray(j, dtype=np.int64)
     star = star_pairs(post, ii, jj, budget, rng)
     if star.shape[0]:
         return star
-    fixes = fix_pairs(post, ii, jj, np.asarray(p, dtype=np.float64), judged, rng, clip=clip)[:budget]
+    fixes = fix_pairs(
+        post, ii, jj, np.asarray(p, dtype=np.float64), judged, rng, clip=clip, contradicted=contradicted
+    )[:budget]
     rest = min(k, budget) - fixes.shape[0]
     if rest < 1:
         return fixes

@@ -14,7 +14,8 @@ round's fit: the scale between absolute and comparative scores is fitted by leas
 they come in, so the prior is on the comparisons' scale.
 
 Every round's fit reads the comparisons through a :class:`Model` (:func:`pipeline.methods.posterior.fit_posterior`):
-the link from a probability to a score difference, and the Huber threshold of the robust fit.
+the link from a probability to a score difference, the Huber threshold of the robust fit, and whether a pair
+whose two orderings contradict each other (:mod:`pipeline.methods.contradiction`) is left out.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from .contradiction import read_orderings
 from .locate import sample_pairs, select_locate
 from .posterior import LOGIT_CLIP, Posterior, expert_values, fit_posterior
 from .reorder import select_reorder
@@ -52,12 +54,15 @@ ROUND_STRATEGIES: tuple[str, ...] = ("reorder", "locate", "windowed", "random")
 class Model:
     """How a round's fit reads the comparisons: PoE-Gaussian on ``p - 1/2`` (``link="linear"``, the default) or on
     the capped log-odds (``"logit"``), with Gaussian experts (``robust=None``) or Huber's (``robust=c``); under the
-    logit link an answer at the cap reads as "at least the cap" (``censor``, the default) or as the cap."""
+    logit link an answer at the cap reads as "at least the cap" (``censor``, the default) or as the cap. A pair
+    whose two orderings contradict each other is left out of the fit (``drop_contradicted``, the default, when
+    the caller says which pairs those are) or read as the average of its orderings, about 1/2."""
 
     link: str = "linear"
     clip: float = LOGIT_CLIP
     robust: float | None = None
     censor: bool = True
+    drop_contradicted: bool = True
 
 
 @dataclass(frozen=True)
@@ -110,9 +115,14 @@ def fit_round(
     ridge: float = 1e-2,
     x0: NDArray[np.float64] | None = None,
     variance: str = "auto",
+    contradicted: NDArray[np.bool_] | None = None,
 ) -> Posterior:
-    """The posterior after everything judged so far (warm-started by ``prior`` when given)."""
+    """The posterior after everything judged so far (warm-started by ``prior`` when given). ``contradicted``
+    marks the pairs whose orderings contradict each other: left out when ``model.drop_contradicted``."""
     model = model or Model()
+    if contradicted is not None and model.drop_contradicted and contradicted.any():
+        keep = ~np.asarray(contradicted, dtype=bool)
+        i, j, p = i[keep], j[keep], p[keep]
     mean = weight = None
     if prior is not None:
         f = expert_values(np.asarray(p, dtype=np.float64), model.link, model.clip)
@@ -146,10 +156,11 @@ def select_round(
     answers: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]] | None = None,
     budget: int | None = None,
     clip: float = LOGIT_CLIP,
+    contradicted: NDArray[np.bool_] | None = None,
 ) -> NDArray[np.int64]:
     """The next ``k`` pairs ``(lo, hi)`` by ``strategy`` (:data:`ROUND_STRATEGIES`). ``"locate"`` also reads the
-    comparisons so far (``answers``: ``i, j, p``) and may take up to ``budget`` pairs (default ``k``) in its star
-    and fix rounds (:mod:`pipeline.methods.locate`)."""
+    comparisons so far (``answers``: ``i, j, p``, and which of them are ``contradicted``) and may take up to
+    ``budget`` pairs (default ``k``) in its star and fix rounds (:mod:`pipeline.methods.locate`)."""
     if strategy == "reorder":
         return select_reorder(post, k, judged, window=window)
     if strategy == "locate":
@@ -157,7 +168,17 @@ def select_round(
             raise ValueError("the locate strategy needs the comparisons so far (answers=(i, j, p))")
         i, j, p = answers
         return select_locate(
-            post, k, judged, i, j, p, rng, budget=k if budget is None else budget, clip=clip, window=window
+            post,
+            k,
+            judged,
+            i,
+            j,
+            p,
+            rng,
+            budget=k if budget is None else budget,
+            clip=clip,
+            window=window,
+            contradicted=contradicted,
         )
     if strategy == "windowed":
         return select_windowed(post.mean, k, judged, rng, window=window, explore=explore)
@@ -187,12 +208,14 @@ def round_schedule(
 
 @dataclass
 class RoundRecord:
-    """One round: its number, the pairs judged so far (after it), the stopping criterion, the posterior."""
+    """One round: its number, the pairs judged so far (after it), the stopping criterion, the posterior, and how
+    many of the pairs so far have contradicting orderings (0 when the judge gives only their average)."""
 
     round: int
     pairs: int
     criterion: float
     post: Posterior = field(repr=False)
+    contradicted: int = 0
 
 
 def run_rounds(
@@ -215,7 +238,11 @@ def run_rounds(
 ) -> tuple[list[RoundRecord], NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
     """Rounds until ``budget_pairs`` pairs are judged or ``stop`` is met (checked after each round's fit).
 
-    ``judge(i, j)`` gives the debiased probability that ``i`` beats ``j`` (a pair judged in both orderings).
+    ``judge(i, j)`` gives the debiased probability that ``i`` beats ``j`` (a pair judged in both orderings), shape
+    ``(k,)``, or both orderings' answers, shape ``(k, 2)``: P(slot A wins) with ``i`` in slot A, then with ``j``.
+    With both, the pairs whose orderings contradict each other are found (:mod:`pipeline.methods.contradiction`,
+    over everything judged, every round), left out of the fit under ``model.drop_contradicted`` and shown to the
+    strategy; the returned ``p`` is the debiased average either way.
     ``pairs_per_round``: a round's size, or a function of the pairs judged so far giving it (a schedule).
     ``checkpoints`` (pairs): no round crosses one, the star and fix rounds of ``"locate"`` included (a round
     ends at each, as a schedule cut at them does).
@@ -230,6 +257,9 @@ def run_rounds(
     ii = np.zeros(0, dtype=np.int64)
     jj = np.zeros(0, dtype=np.int64)
     pp = np.zeros(0)
+    both = np.zeros((0, 2))
+    bad: NDArray[np.bool_] | None = None
+    clip = (model or Model()).clip
     records: list[RoundRecord] = []
     post: Posterior | None = None
     previous = None
@@ -249,11 +279,16 @@ def run_rounds(
                 explore=explore,
                 answers=(ii, jj, pp),
                 budget=min([budget_pairs, *(c for c in checkpoints if c > len(judged))]) - len(judged),
-                clip=(model or Model()).clip,
+                clip=clip,
+                contradicted=bad,
             )
         if not pairs.shape[0]:
             break  # every pair judged
-        answers = judge(pairs[:, 0], pairs[:, 1])
+        answers = np.asarray(judge(pairs[:, 0], pairs[:, 1]), dtype=np.float64)
+        if answers.ndim == 2:
+            both = np.concatenate([both, answers])
+            answers = read_orderings(answers, clip=clip)[0]
+            bad = read_orderings(both, clip=clip)[1]
         judged.add(pairs)
         ii = np.concatenate([ii, pairs[:, 0]])
         jj = np.concatenate([jj, pairs[:, 1]])
@@ -268,9 +303,10 @@ def run_rounds(
             ridge=ridge,
             x0=None if post is None else post.mean,
             variance=variance,
+            contradicted=bad,
         )
         value = stop.value(post, previous) if stop is not None else float("nan")
-        record = RoundRecord(r, len(judged), value, post)
+        record = RoundRecord(r, len(judged), value, post, 0 if bad is None else int(bad.sum()))
         records.append(record)
         if on_round is not None:
             on_round(record)

@@ -283,14 +283,26 @@ class PoolJudge:
         key = np.asarray(a, dtype=np.int64) * self.n + np.asarray(b, dtype=np.int64)
         z = self._ndtri(_uniform(key, self.seed))
         p = expit(self.scale * (self.seen[a] - self.seen[b]) + self.bias + self.call_noise * z)
-        flipped = _uniform(key, self.seed + 1) < self.flip
-        return np.where(flipped, 1.0 - p, p)
+        return np.where(self.flipped(a, b), 1.0 - p, p)
+
+    def flipped(self, a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.bool_]:
+        """Whether the judge reverses its answer to each ordered pair (the known truth a test checks against)."""
+        key = np.asarray(a, dtype=np.int64) * self.n + np.asarray(b, dtype=np.int64)
+        return _uniform(key, self.seed + 1) < self.flip
 
     def __call__(self, a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.float64]:
         a = np.asarray(a, dtype=np.int64)
         b = np.asarray(b, dtype=np.int64)
         self.calls += 2 * a.shape[0]
         return (self.ordered(a, b) + 1.0 - self.ordered(b, a)) / 2.0
+
+    def orderings(self, a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.float64]:
+        """Each pair judged in both orderings, undebiased: rows ``(P(a in slot A wins), P(b in slot A wins))``
+        (what :func:`pipeline.methods.rounds.run_rounds` reads to find contradicting orderings)."""
+        a = np.asarray(a, dtype=np.int64)
+        b = np.asarray(b, dtype=np.int64)
+        self.calls += 2 * a.shape[0]
+        return np.stack([self.ordered(a, b), self.ordered(b, a)], axis=1)
 
     def all_pairs_scores(self) -> NDArray[np.float64]:
         """The all-pairs solution: PoE-Gaussian on every pair in both orderings, which is the average debiased

@@ -16,6 +16,9 @@ import polars as pl
 import psutil
 import pytest
 
+from pipeline.config import Debias, Orderings
+from pipeline.methods.contradiction import contradicted
+from pipeline.reduce import reduce_judgments
 from tests.conftest import judge_engines, started_engines, stored_replies, worker_pid
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
@@ -95,6 +98,11 @@ def test_a_pool_ranked_in_rounds_survives_a_kill_mid_round_and_judges_every_prom
 
     table = pl.read_parquet(folder / "tables" / "judgments.parquet")
     assert table.height == 64 and table.select(KEYS).n_unique() == 64
+    # the last fit's count of pairs whose orderings contradict each other is the rule's on the judged rows
+    pairs = reduce_judgments(table, Debias.average, Orderings.both).comparisons
+    expected = contradicted(pairs.get_column("p_ij").to_numpy(), pairs.get_column("p_ji").to_numpy())
+    assert pairs.height == 32 and rounds.get_column("contradicted").to_list()[-1] == int(expected.sum())
+    assert rounds.get_column("contradicted").null_count() == 0
     chosen = pl.read_parquet(folder / "tables" / "round_pairs.parquet")
     assert chosen.height == 64 and chosen.get_column("round").unique().sort().to_list() == [0, 1, 2, 3]
     # every judged row has its round, and every pair is there in both orderings
