@@ -118,6 +118,24 @@ ORACLE_SPACING = 16
 ORACLE_RIDGE = 1e-4
 
 
+# calls per item below the 2 that connect a pool, where connectivity_floor is computed
+FLOOR_POINTS = tuple(round(1.0 + 0.1 * k, 1) for k in range(11))
+
+
+def connectivity_floor(
+    seen: np.ndarray, truth: np.ndarray, calls_per_item: float, rng: np.random.Generator
+) -> float:
+    """Spearman with the truth of a reference for designs of ``calls_per_item``: ``m`` pairs join at most ``m + 1``
+    items into one connected set; rank those by the judge's own view of them (``seen``, what every pair of
+    them judged would give) and put the others, which no comparison relates to them, at the median. Below 2 calls
+    per item a share of the items is always left out, whatever the design."""
+    n = seen.shape[0]
+    joined = min(n, pairs_for(calls_per_item, n) + 1)
+    est = seen.astype(np.float64).copy()
+    est[rng.choice(n, n - joined, replace=False)] = np.median(seen)
+    return float(spearmanr(est, truth).statistic)
+
+
 def budgets(n: int) -> list[float]:
     """Calls per item: 2 to 64, and 0.5% of the ordered pairs; at most ``N - 1`` (every pair, both orderings)."""
     points = {2.0, 2.4, 2.8, round(0.005 * (n - 1), 2), 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0}
@@ -221,6 +239,8 @@ def _run_seed(
     points = budgets(n)
     marks = tuple(pairs_for(b, n) for b in points)
     out: dict = {"all_pairs": evaluate(full, truth, full)}
+    floor_rng = np.random.default_rng([seed, n, 7])
+    out["floor"] = {b: connectivity_floor(judge.seen, truth, b, floor_rng) for b in FLOOR_POINTS}
     for arm in arms:
         arm_rng = np.random.default_rng([seed, n, ARMS.index(arm)])
         results = {}
@@ -347,6 +367,16 @@ def reach_line(
         for arm in arms:
             if reach.get(arm) and arm != "greedy":
                 print(f"  {arm} / greedy calls (interpolated): {reach[arm] / reach['greedy']:.2f}x")
+        half = reach["greedy"] / 2
+        if half < FLOOR_POINTS[-1]:
+            floor = float(
+                np.interp(half, FLOOR_POINTS, [np.mean([r["floor"][b] for r in runs]) for b in FLOOR_POINTS])
+            )
+            joined = min(n, pairs_for(half, n) + 1)
+            print(
+                f"  half of greedy's calls ({half:.2f} per item) joins at most {joined} of the {n} items; those ranked "
+                f"by the judge's own view, the rest at the median: {floor:.3f}, {target - floor:.3f} below the line"
+            )
 
 
 def calls_to_reach(curve: list[tuple[float, float]], target: float) -> tuple[float | None, float | None]:

@@ -1,9 +1,12 @@
 """The adaptive benchmark's command line on a tiny pool: the chosen judges and truths, every arm's rows, the
-calls-to-reach summary; unknown names refused. (The numbers are the benchmark's business, not this test's.)"""
+calls-to-reach summary; unknown names refused; the connectivity floor. (The numbers are the benchmark's
+business, not this test's.)"""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from scipy.stats import spearmanr
 
 from pipeline.benchmarks import adaptive
 
@@ -40,3 +43,28 @@ def test_calls_to_reach_interpolates_between_budget_points():
     assert adaptive.calls_to_reach(curve, 0.96) == (6.0, pytest.approx(6.0))
     assert adaptive.calls_to_reach(curve, 0.75) == (2.0, 2.0)  # already there at the first point
     assert adaptive.calls_to_reach(curve, 0.99) == (None, None)
+
+
+def test_the_connectivity_floor_leaves_out_what_the_pairs_cannot_join():
+    rng = np.random.default_rng(0)
+    truth = rng.standard_normal(200)
+    seen = truth + 0.2 * rng.standard_normal(200)
+    # two calls per item: N pairs join every item, so the floor is the judge's own ranking
+    assert adaptive.connectivity_floor(seen, truth, 2.0, rng) == pytest.approx(
+        spearmanr(seen, truth).statistic
+    )
+    floors = [
+        np.mean([adaptive.connectivity_floor(seen, truth, b, np.random.default_rng(s)) for s in range(20)])
+        for b in adaptive.FLOOR_POINTS
+    ]
+    assert all(a < b for a, b in zip(floors, floors[1:], strict=False))
+    # one call per item joins 101 items: the other 99 at the median cost far more than 0.01
+    assert floors[0] < spearmanr(seen, truth).statistic - 0.2
+
+
+def test_the_header_says_how_contradicting_orderings_are_read(capsys):
+    common = ["--n", "16", "--seeds", "1", "--workers", "1", "--skip-large", "--judges", "confident"]
+    adaptive.main([*common, "--truths", "normal", "--arms", "greedy"])
+    assert "contradicting orderings left out" in capsys.readouterr().out
+    adaptive.main([*common, "--truths", "normal", "--arms", "greedy", "--keep-contradicted"])
+    assert "contradicting orderings averaged" in capsys.readouterr().out
