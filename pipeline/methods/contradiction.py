@@ -21,8 +21,8 @@ are none), robust to the contradicted pairs themselves. The adaptive rounds' fit
 judge is deterministic, so the same pair is never asked again: another partner is.
 
 With a flip rate of 2% per ordering, leaving the contradicted pairs out makes greedy-optimal's design reach the
-all-pairs Spearman within 0.01 with about a third fewer calls on the benchmark's confident judge, and ``locate``
-with about a fifth fewer (``make bench-adaptive``, BENCHMARKS.md).
+all-pairs Spearman within 0.01 with 28% fewer calls on the benchmark's confident judge (normal scores), and
+``locate`` with 20% fewer (``make bench-adaptive``, BENCHMARKS.md).
 """
 
 from __future__ import annotations
