@@ -6,8 +6,9 @@ slot A. On the log-odds scale each says how much better ``i`` is than ``j``, aft
 
     ``d_ij = logit(p_ij) - b``  and  ``d_ji = -(logit(p_ji) - b)``.
 
-A judge that answers the opposite of what it means in one ordering (a flipped label; a strong LLM does this on
-a few percent of prompts) gives two estimates of opposite sign, each confidently away from a tie. Their
+A judge that answers the opposite of what it means in one ordering (a flipped label; the simulated judges of
+``make bench-adaptive`` do it on 2-10% of prompts) gives two estimates of opposite sign, each confidently away
+from a tie. Their
 average, the debiased probability ``(p_ij + 1 - p_ji) / 2``, is then about 1/2 whatever the two items are: it
 reads as a tie, and a fit pulls the pair together (one such answer can move an item judged once by the whole
 spread of the scores). A true near-tie gives two estimates near 0, not two far ones of opposite sign.
