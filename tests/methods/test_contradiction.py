@@ -133,7 +133,7 @@ def test_locate_compares_an_item_whose_only_answer_was_contradicted_again_with_a
     post = Posterior(mean, np.ones(n), 1.0, "diagonal", link="logit")
     i = np.array([0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 5])
     j = np.array([5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 11])
-    p = expit(-(mean[i] - mean[j]) * -1.0)  # graded answers for items 0-10
+    p = expit(mean[i] - mean[j])  # graded answers for items 0-10
     p[-1] = 0.5
     bad = np.zeros(i.shape[0], dtype=bool)
     bad[-1] = True
