@@ -31,27 +31,23 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .posterior import LOGIT_CLIP
+from .posterior import LOGIT_CLIP, expert_values
 
 __all__ = ["MARGIN", "contradicted", "ordering_bias", "read_orderings"]
 
 # how far from a tie (log-odds, after the position bias) both orderings must be for their disagreement to count
 MARGIN = 2.0
-# log-odds of a probability of exactly 0 or 1 (a saturated answer): far beyond any cap
-_FAR = 50.0
 
 
-def _logits(p: ArrayLike) -> NDArray[np.float64]:
-    q = np.asarray(p, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.log(q) - np.log1p(-q)
-    return np.clip(out, -_FAR, _FAR)  # NaN (an ordering not judged) stays NaN
+def _logits(p: ArrayLike, clip: float) -> NDArray[np.float64]:
+    """Each ordering's log-odds, capped at ``±clip`` as the fit reads them; NaN (an ordering not judged) stays."""
+    return expert_values(np.asarray(p, dtype=np.float64), "logit", clip)
 
 
 def ordering_bias(p_ij: ArrayLike, p_ji: ArrayLike, *, clip: float = LOGIT_CLIP) -> float:
     """The judge's position bias in log-odds: the median of ``(logit p_ij + logit p_ji) / 2`` over the pairs with
     both orderings inside ``±clip`` (0 when there are none)."""
-    return _bias(_logits(p_ij), _logits(p_ji), clip)
+    return _bias(_logits(p_ij, clip), _logits(p_ji, clip), clip)
 
 
 def _bias(a: NDArray[np.float64], b: NDArray[np.float64], clip: float) -> float:
@@ -64,7 +60,7 @@ def contradicted(
 ) -> NDArray[np.bool_]:
     """Pairs whose two orderings contradict each other (module docstring); False where an ordering is missing
     (NaN)."""
-    a, b = _logits(p_ij), _logits(p_ji)
+    a, b = _logits(p_ij, clip), _logits(p_ji, clip)
     if a.shape != b.shape:
         raise ValueError(f"p_ij has shape {a.shape} and p_ji {b.shape}: one value of each per pair")
     bias = _bias(a, b, clip)

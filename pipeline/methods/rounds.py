@@ -285,10 +285,10 @@ def run_rounds(
         if not pairs.shape[0]:
             break  # every pair judged
         answers = np.asarray(judge(pairs[:, 0], pairs[:, 1]), dtype=np.float64)
-        if answers.ndim == 2:
+        if answers.ndim == 2:  # both orderings: the rule reads everything judged (its position bias included)
             both = np.concatenate([both, answers])
-            answers = read_orderings(answers, clip=clip)[0]
-            bad = read_orderings(both, clip=clip)[1]
+            debiased, bad = read_orderings(both, clip=clip)
+            answers = debiased[-pairs.shape[0] :]
         judged.add(pairs)
         ii = np.concatenate([ii, pairs[:, 0]])
         jj = np.concatenate([jj, pairs[:, 1]])
