@@ -17,13 +17,14 @@ The protocol of the adaptive-comparison literature (Fathullah & Gales 2025; Mays
   strategies in rounds (reorder probability with the diagonal variance, the same with the exact covariance,
   windowed neighbours with 10% exploration, reorder warm-started from one absolute score per item, which costs
   one call per item of the budget), locate (every item placed by a graded answer first, then reorder:
-  :mod:`pipeline.methods.locate`), repeated quicksort and merge sort (PairS-greedy), both scored by
-  PoE-Gaussian on their comparisons; and an **oracle** design that no selection can make, because it knows the
+  :mod:`pipeline.methods.locate`), repeated quicksort and merge sort (PairS-greedy); an **oracle** design that no selection can make, because it knows the
   judge's own view of every item (:func:`oracle_design`): it shows what a design could reach at a budget, not
-  what a strategy does;
-- every arm's comparisons scored by one model (``--link``, ``--robust``, ``--no-censor``; default the rounds' own:
-  the capped log-odds, an answer at the cap read as "at least the cap", with Huber's robust fit,
-  :class:`pipeline.methods.rounds.Model`), and so is the all-pairs solution
+  what a strategy does; and ``greedy_poe``, greedy-optimal's pairs scored as the PoE paper and the fixed-design
+  workflow (``pairs=greedy``, ``poe_gaussian``) score them: PoE-Gaussian on the debiased average probability,
+  the baseline as the product offered it before the rounds;
+- every arm's comparisons (but ``greedy_poe``'s) scored by one model (``--link``, ``--robust``, ``--no-censor``;
+  default the rounds' own: the capped log-odds, an answer at the cap read as "at least the cap", with Huber's
+  robust fit, :class:`pipeline.methods.rounds.Model`), and so is the all-pairs solution
   (the reference is the better of that and the PoE-Gaussian average probability, whichever is closer to the
   truth);
 - Spearman and Kendall against the truth and against the all-pairs solution, mean and 95% interval over seeds;
@@ -62,6 +63,7 @@ from pipeline.hardware import read_cpu
 from pipeline.methods._common import single_threaded_blas
 from pipeline.methods.contradiction import read_orderings
 from pipeline.methods.locate import select_locate
+from pipeline.methods.poe_gaussian import poe_gaussian
 from pipeline.methods.posterior import LOGIT_CLIP
 from pipeline.methods.reorder import select_reorder
 from pipeline.methods.rounds import Model, Prior, fit_round, run_rounds
@@ -111,6 +113,7 @@ ARMS = (
     "quicksort",
     "mergesort",
     "oracle",
+    "greedy_poe",
 )
 # the oracle design: hubs every ORACLE_SPACING places of the judge's own ranking; its fit's ridge (the rounds'
 # default, 1e-2, shrinks a chain of 40 hubs towards 0)
@@ -241,6 +244,7 @@ def _run_seed(
     out: dict = {"all_pairs": evaluate(full, truth, full)}
     floor_rng = np.random.default_rng([seed, n, 7])
     out["floor"] = {b: connectivity_floor(judge.seen, truth, b, floor_rng) for b in FLOOR_POINTS}
+    picks = None
     for arm in arms:
         arm_rng = np.random.default_rng([seed, n, ARMS.index(arm)])
         results = {}
@@ -277,18 +281,18 @@ def _run_seed(
                     results[b] = evaluate(
                         scores_of(n, sel[:, 0], sel[:, 1], q, model, ORACLE_RIDGE), truth, full
                     )
-        elif arm == "greedy":
-            picks = greedy_optimal(n, max(marks), np.random.default_rng([seed, n]))
+        elif arm in ("greedy", "greedy_poe"):
+            if picks is None:  # outcome-blind: the same picks serve both arms
+                picks = greedy_optimal(n, max(marks), np.random.default_rng([seed, n]))
             for m, b in zip(marks, points, strict=True):
                 if m >= n - 1:
                     sel = picks[:m]
-                    results[b] = evaluate(
-                        scores_of(
-                            n, sel[:, 0], sel[:, 1], judge.orderings(sel[:, 0], sel[:, 1]), model, ridge
-                        ),
-                        truth,
-                        full,
-                    )
+                    q = judge.orderings(sel[:, 0], sel[:, 1])
+                    if arm == "greedy":
+                        scores = scores_of(n, sel[:, 0], sel[:, 1], q, model, ridge)
+                    else:  # as the PoE paper and the fixed-design workflow score them
+                        scores = poe_gaussian(n, sel[:, 0], sel[:, 1], (q[:, 0] + 1.0 - q[:, 1]) / 2.0)
+                    results[b] = evaluate(scores, truth, full)
         else:
             sort = repeated_quicksort if arm == "quicksort" else merge_sort
             asked, _ = sort(n, judge, max(marks), arm_rng)
@@ -363,10 +367,12 @@ def reach_line(
                 else f"{hit:g} ({hit / (n - 1):.2%} of the ordered pairs); interpolated {between:.2f}"
             )
         )
+    for base in ("greedy", "greedy_poe"):
+        if reach.get(base):
+            for arm in arms:
+                if reach.get(arm) and arm not in ("greedy", "greedy_poe"):
+                    print(f"  {arm} / {base} calls (interpolated): {reach[arm] / reach[base]:.2f}x")
     if reach.get("greedy"):
-        for arm in arms:
-            if reach.get(arm) and arm != "greedy":
-                print(f"  {arm} / greedy calls (interpolated): {reach[arm] / reach['greedy']:.2f}x")
         half = reach["greedy"] / 2
         if half < FLOOR_POINTS[-1]:
             floor = float(

@@ -68,3 +68,22 @@ def test_the_header_says_how_contradicting_orderings_are_read(capsys):
     assert "contradicting orderings left out" in capsys.readouterr().out
     adaptive.main([*common, "--truths", "normal", "--arms", "greedy", "--keep-contradicted"])
     assert "contradicting orderings averaged" in capsys.readouterr().out
+
+
+def test_greedy_poe_scores_greedys_pairs_as_poe_gaussian_does():
+    """The same greedy-optimal pairs, two fits: at every pair (N - 1 calls per item) PoE-Gaussian's ranking is the
+    average probability's (PoE appendix A.3), and on fewer pairs the arm differs from the rounds' model."""
+    n, seed = 17, 3  # 16 calls per item, a budget point, is every pair
+    setting = next(s for s in adaptive.JUDGES if s.name == "confident")
+    model = adaptive.Model("logit", 10.0, 1.345, True, True)
+    out = adaptive.run_seed((seed, n, "normal", setting, ("greedy", "greedy_poe"), model, 1e-2))
+    assert set(out["greedy"]) == set(out["greedy_poe"])  # the same budget points
+    rng = np.random.default_rng([seed, n, adaptive.TRUTHS.index("normal"), adaptive.JUDGES.index(setting)])
+    truth = adaptive.pool_truth("normal", n, rng)
+    judge = adaptive.PoolJudge(
+        truth, rng, scale=setting.scale, bias=setting.bias, item_noise=setting.item_noise,
+        call_noise=setting.call_noise, flip=setting.flip,
+    )  # fmt: skip
+    every = float(n - 1)
+    assert out["greedy_poe"][every][0] == pytest.approx(spearmanr(judge.all_pairs_scores(), truth).statistic)
+    assert any(out["greedy"][b] != out["greedy_poe"][b] for b in out["greedy"] if b < every)
