@@ -543,8 +543,8 @@ class LeaderboardConfig:
     rounds: int = 100
     level: float = 0.90
     seed: int = 0
-    # Methods whose mean score over inputs is reported beside the win rate; None: bradley_terry and poe_gaussian
-    # where scoring.methods has them, and the absolute modes of the run. A list must name scored methods or modes.
+    # Methods whose mean score over inputs is reported beside the win rate; None: bradley_terry, poe_gaussian and
+    # poe_logit where scoring.methods has them, and the absolute modes of the run. A list must name scored methods or modes.
     methods: list[str] | None = None
 
 
@@ -984,7 +984,7 @@ def leaderboard_methods(cfg: RunConfig) -> list[str]:
     """The methods whose mean scores the leaderboard reports (``leaderboard.methods``, or its default)."""
     if cfg.leaderboard.methods is not None:
         return list(cfg.leaderboard.methods)
-    comparative = [m for m in ("bradley_terry", "poe_gaussian") if m in cfg.scoring.methods]
+    comparative = [m for m in ("bradley_terry", "poe_gaussian", "poe_logit") if m in cfg.scoring.methods]
     return comparative + [str(m) for m in cfg.absolute.modes]
 
 

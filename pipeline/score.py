@@ -2,9 +2,9 @@
 
 The maths is in :mod:`pipeline.methods`; this module only groups the comparisons by context, maps candidate
 ids to indices and back, and records contexts a method cannot score (e.g. a disconnected comparison graph)
-so they are counted and reported instead of dropped silently. The PoE-Gaussian methods also give each score
-its posterior standard error; with one ordering per pair and ``debias=mean_shift`` their expert mean is
-shifted by the observed P(A) (PoE appendix A.6).
+so they are counted and reported instead of dropped silently. The PoE-Gaussian methods and ``poe_logit`` also
+give each score its posterior standard error; with one ordering per pair and ``debias=mean_shift`` their expert
+mean is shifted by the observed P(A) (PoE appendix A.6), ``poe_logit``'s by the mean log-odds.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from scipy.stats import rankdata
 
 from pipeline.config import Debias
 from pipeline.data.contexts import group_by_context
-from pipeline.methods import poe_gaussian
+from pipeline.methods import poe_gaussian, poe_logit
 from pipeline.methods import score as run_scorer
+from pipeline.methods.contradiction import contradicted
 from pipeline.methods.errors import ComparisonError
 from pipeline.reduce import RAW_TO_SCORERS
 from pipeline.schemas import SCORES, UNSCORED
@@ -33,6 +34,8 @@ class Scored:
     scores: pl.DataFrame  # SCORES
     # (judge, attribute, template_id, method, context_id, reason) for every context a method could not score
     unscored: list[tuple[str, str, str, str, str, str]] = field(default_factory=list)
+    # pairs whose two orderings contradict each other, left out by the methods of CONTRADICTION_AWARE
+    contradicted: int = 0
 
     def unscored_table(self) -> pl.DataFrame:
         return pl.DataFrame(self.unscored, schema=UNSCORED.names, orient="row").cast(
@@ -52,6 +55,9 @@ SCORE_ROWS = {
     "stderr": pl.Float64,
 }
 
+# The methods that leave out a pair whose two orderings contradict each other (the rest average them).
+CONTRADICTION_AWARE = {"poe_logit"}
+
 # PoE-Gaussian methods (hard decisions or not): fitted with standard errors.
 GAUSSIAN = {"poe_gaussian": False, "poe_gaussian_hard": True}
 
@@ -64,13 +70,17 @@ def method_scores(
     p: np.ndarray,
     debias: Debias,
     tie: np.ndarray | None = None,
+    contradicted: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """(scores, standard errors or None) of one context. ``tie``: the tie probability of each comparison, read by
-    the tie model (davidson); every other scorer uses ``p``, in which the tie is split evenly."""
+    the tie model (davidson); every other scorer uses ``p``, in which the tie is split evenly. ``contradicted``:
+    the comparisons whose two orderings contradict each other, which ``poe_logit`` leaves out."""
     if method in GAUSSIAN:
         beta = "mean" if debias == Debias.mean_shift else 0.5
         fit = poe_gaussian.fit(n, i, j, p, hard=GAUSSIAN[method], beta=beta)
         return fit.scores, fit.stderr
+    if method == "poe_logit":
+        return poe_logit.fit(n, i, j, p, shift=debias == Debias.mean_shift, contradicted=contradicted)
     if method == "davidson":
         return np.asarray(run_scorer(method, n, i, j, p, tie=tie), dtype=np.float64), None
     return np.asarray(run_scorer(method, n, i, j, p), dtype=np.float64), None
@@ -100,6 +110,17 @@ def comparison_arrays(
     return i, j, np.concatenate([p_ij[has_ij], p_ji[has_ji]]), np.concatenate([tie[has_ij], tie[has_ji]])
 
 
+def contradicted_pairs(group: pl.DataFrame, debias: Debias) -> np.ndarray | None:
+    """Which comparisons of :func:`comparison_arrays` are pairs whose two orderings contradict each other
+    (:func:`pipeline.methods.contradiction.contradicted`); None when each judged ordering is its own comparison."""
+    if debias in RAW_TO_SCORERS:
+        return None
+    return contradicted(
+        group["p_ij"].to_numpy(allow_copy=True).astype(np.float64),
+        group["p_ji"].to_numpy(allow_copy=True).astype(np.float64),
+    )
+
+
 def score_comparisons(
     comparisons: pl.DataFrame,
     candidates: pa.Table,
@@ -112,15 +133,28 @@ def score_comparisons(
     rows: dict[str, list] = {k: [] for k in ("judge", "attribute", "template_id", "method", "context_id")}
     rows.update(candidate_id=[], score=[], stderr=[], rank=[])
     unscored = []
+    n_contradicted = 0
     for (judge, attribute, template_id, context_id), group in comparisons.group_by(
         ["judge", "attribute", "template_id", "context_id"], maintain_order=True
     ):
         cands = members[context_id]
         index = {c: n for n, c in enumerate(cands)}
         i, j, p, tie = comparison_arrays(group, index, debias)
+        flagged = contradicted_pairs(group, debias) if CONTRADICTION_AWARE & set(methods) else None
+        if flagged is not None:
+            n_contradicted += int(flagged.sum())
         for method in methods:
             try:
-                s, se = method_scores(method, len(cands), i, j, p, debias, tie)
+                s, se = method_scores(
+                    method,
+                    len(cands),
+                    i,
+                    j,
+                    p,
+                    debias,
+                    tie,
+                    flagged if method in CONTRADICTION_AWARE else None,
+                )
             except ComparisonError as exc:
                 named = f" (candidate(s) {', '.join(cands[k] for k in exc.items)})" if exc.items else ""
                 unscored.append((judge, attribute, template_id, method, context_id, f"{exc}{named}"))
@@ -135,6 +169,12 @@ def score_comparisons(
             rows["score"] += s.tolist()
             rows["stderr"] += se.tolist() if se is not None else [None] * n
             rows["rank"] += ranks(s).tolist()
+    if n_contradicted:
+        log.info(
+            "%d pair(s) whose two orderings contradict each other left out of %s (the other methods average them)",
+            n_contradicted,
+            ", ".join(sorted(CONTRADICTION_AWARE & set(methods))),
+        )
     if unscored:
         log.warning(
             "%d (context, method) group(s) could not be scored and are left out of the scores, e.g. %s / %s: %s",
@@ -147,7 +187,7 @@ def score_comparisons(
     scores = scores.join(human_scores, on=["context_id", "candidate_id", "attribute"], how="left").select(
         SCORES.names
     )
-    return Scored(scores=scores, unscored=unscored)
+    return Scored(scores=scores, unscored=unscored, contradicted=n_contradicted)
 
 
 def rank_and_join(rows: pl.DataFrame, human_scores: pl.DataFrame) -> pl.DataFrame:

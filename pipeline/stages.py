@@ -715,6 +715,8 @@ class Score(Stage):
             self.debias,
         )
         ctx.metrics["scoring/unscored_groups"] = float(len(scored.unscored))
+        if "poe_logit" in self.methods:
+            ctx.metrics["scoring/poe_logit_contradicted"] = float(scored.contradicted)
         return {"scores": scored.scores, "unscored": scored.unscored_table()}
 
 
@@ -932,7 +934,7 @@ class Report(Stage):
     """Write the summary table, CSV copies of the tables and the plots into the run folder; gather the metrics."""
 
     plots: bool
-    # The method drawn against the human scores (the first of scoring.methods unless poe_gaussian is among them).
+    # The method drawn against the human scores: poe_logit, else poe_gaussian, else the first of scoring.methods.
     plot_method: str
     # The leaderboard's interval coverage (for its printed header).
     level: float = 0.90

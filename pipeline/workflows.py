@@ -90,7 +90,7 @@ def assessment(cfg: RunConfig, root: Path) -> Workflow:
     methods = tuple(cfg.scoring.methods)
     comparative = cfg.workflow != WorkflowName.absolute
     if comparative:
-        plot_method = "poe_gaussian" if "poe_gaussian" in methods else methods[0]
+        plot_method = next((m for m in ("poe_logit", "poe_gaussian") if m in methods), methods[0])
     else:
         plot_method = str(cfg.absolute.modes[0])
     return Workflow(

@@ -13,11 +13,11 @@ poe_gaussian; poe_gaussian.fit(...)``); the scoring functions are in :data:`SCOR
 
 Modules: :mod:`.selection` (which pairs to judge), :mod:`.debias` (positional bias), one module per
 scorer (:mod:`.win_ratio`, :mod:`.average_probability`, :mod:`.bradley_terry`, :mod:`.poe_gaussian`,
-:mod:`.poe_bt`, :mod:`.poe_laplace`, :mod:`.ml_ranking`), :mod:`.metrics`, :mod:`.efficiency` (with the
-batched scorers of :mod:`.batched`), :mod:`.simulate`, :mod:`.validate` and :mod:`.errors`. Adaptive rounds
-(imported on demand): :mod:`.posterior` (the PoE-Gaussian posterior at any N), the round strategies
-:mod:`.reorder` and :mod:`.windowed`, the sorting baselines :mod:`.sorting`, :mod:`.stopping` and the round
-loop :mod:`.rounds`.
+:mod:`.poe_bt`, :mod:`.poe_laplace`, :mod:`.poe_logit`, :mod:`.ml_ranking`), :mod:`.metrics`,
+:mod:`.efficiency` (with the batched scorers of :mod:`.batched`), :mod:`.simulate`, :mod:`.validate` and
+:mod:`.errors`. Adaptive rounds (imported on demand): :mod:`.posterior` (the PoE-Gaussian posterior at any
+N), the round strategies :mod:`.reorder` and :mod:`.windowed`, the sorting baselines :mod:`.sorting`,
+:mod:`.stopping` and the round loop :mod:`.rounds`.
 
 Importing this package imports numpy only; scipy is imported inside the functions that use it.
 """
@@ -41,6 +41,7 @@ from . import (
     poe_bt,
     poe_gaussian,
     poe_laplace,
+    poe_logit,
     selection,
     simulate,
     validate,
@@ -65,6 +66,7 @@ __all__ = [
     "poe_bt",
     "poe_gaussian",
     "poe_laplace",
+    "poe_logit",
     "score",
     "selection",
     "simulate",
@@ -83,6 +85,8 @@ SCORERS: dict[str, Scorer] = {
     "poe_gaussian_hard": poe_gaussian.poe_gaussian_hard,
     "poe_bt": poe_bt.poe_bt,
     "poe_laplace": poe_laplace.poe_laplace,
+    # the adaptive rounds' model: capped log-odds, censored at the cap, Huber's experts
+    "poe_logit": poe_logit.poe_logit,
     "ml_ranking": ml_ranking.ml_ranking,
     # Davidson's tie model: reads the tie probability (``tie=``) as well; without it, BT on soft outcomes.
     "davidson": davidson.davidson,

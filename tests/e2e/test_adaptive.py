@@ -121,6 +121,9 @@ def test_a_pool_ranked_in_rounds_survives_a_kill_mid_round_and_judges_every_prom
     # the final scores are the comparative methods on the adaptive comparisons, correlated with humans
     scores = pl.read_parquet(folder / "tables" / "scores.parquet")
     assert scores.filter(pl.col("method") == "poe_gaussian").height == n_items
+    # the preset's first method, the rounds' model, with a standard error for every item
+    logit_scores = scores.filter(pl.col("method") == "poe_logit")
+    assert logit_scores.height == n_items and logit_scores.get_column("stderr").null_count() == 0
 
     # the curve: one point per round in the resumed run's MLflow run (earlier rounds logged again)
     import mlflow
@@ -130,3 +133,6 @@ def test_a_pool_ranked_in_rounds_survives_a_kill_mid_round_and_judges_every_prom
     history = client.get_metric_history(tracking["run_id"], "adaptive/calls")
     assert sorted((m.step, m.value) for m in history) == [(r, 16.0 * r) for r in range(5)]
     assert [m.step for m in client.get_metric_history(tracking["run_id"], "adaptive/spearman")] != []
+    # the scoring stage left out (and counted) the same contradicting pairs as the rounds' last fit
+    metrics = client.get_run(tracking["run_id"]).data.metrics
+    assert metrics["scoring/poe_logit_contradicted"] == float(expected.sum())

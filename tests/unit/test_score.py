@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from pipeline.config import Debias, Orderings
-from pipeline.methods import poe_gaussian
+from pipeline.methods import poe_gaussian, poe_logit
 from pipeline.reduce import reduce_judgments
 from pipeline.score import ranks, score_comparisons
 from tests.conftest import judgment_rows, judgments_table
@@ -114,3 +114,30 @@ def test_every_debias_mode_scores_every_candidate(debias):
     comp = comparisons(debias=debias, n=5)
     out = score_comparisons(comp, candidates(5), human(5), ["avg_prob", "bradley_terry", "poe_bt"], debias)
     assert out.scores.height == 15 and not out.unscored
+
+
+def test_poe_logit_leaves_out_a_pair_whose_orderings_contradict_each_other():
+    """One ordering of the farthest pair answers the opposite of what the judge means (a flipped label): averaged,
+    the pair reads as a tie; poe_logit leaves it out and counts it, and the other methods still average it."""
+    rows, truth = judgment_rows(n=7, bias=0.3, seed=4)
+    top, bottom = f"k{int(np.argmax(truth))}", f"k{int(np.argmin(truth))}"
+    assert truth.max() - truth.min() > 3.0  # far enough apart for both orderings to be confident
+    for row in rows:
+        if (row["cand_a"], row["cand_b"]) == (bottom, top):
+            row["p_a"] = 1.0 - row["p_a"]
+    comp = reduce_judgments(pl.DataFrame(rows), Debias.average, Orderings.both).comparisons
+    out = score_comparisons(comp, candidates(7), human(7), ["poe_logit", "poe_gaussian"], Debias.average)
+    assert out.contradicted == 1 and not out.unscored
+    index = {f"k{m}": m for m in range(7)}
+    i = np.array([index[c] for c in comp["cand_i"]])
+    j = np.array([index[c] for c in comp["cand_j"]])
+    flipped = ((comp["cand_i"] == bottom) & (comp["cand_j"] == top)) | (
+        (comp["cand_i"] == top) & (comp["cand_j"] == bottom)
+    )
+    keep = ~flipped.to_numpy()
+    got = out.scores.filter(pl.col("method") == "poe_logit").sort("candidate_id")["score"].to_numpy()
+    np.testing.assert_allclose(got, poe_logit.fit(7, i[keep], j[keep], comp["p"].to_numpy()[keep])[0])
+    assert not np.allclose(got, poe_logit.fit(7, i, j, comp["p"].to_numpy())[0])
+    # without poe_logit nothing is looked for, and nothing is counted
+    plain = score_comparisons(comp, candidates(7), human(7), ["poe_gaussian"], Debias.average)
+    assert plain.contradicted == 0

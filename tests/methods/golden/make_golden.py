@@ -327,6 +327,50 @@ def ml_ranking_cases():
     ]
 
 
+def poe_logit_cases():
+    """The rounds' model: least squares on capped log-odds with a ridge r = 0.01 on every score (mean pinned).
+    Fewer than 8 comparisons are checked by others in each case, so Huber's weights are all 1."""
+    r = 0.01
+    f9 = logit(0.999)
+    return [
+        case(
+            "two items, p=0.8: the ridge shrinks the difference, s0 - s1 = logit(0.8) / (1 + r/2)",
+            2,
+            [(0, 1, 0.8)],
+            [logit(0.8) / (2 + r), -logit(0.8) / (2 + r)],
+        ),
+        case(
+            "an answer beyond the cap (p = 1 - 1e-9) reads as at least 10: the hinge and the ridge meet at "
+            "s0 - s1 = 10 / (1 + r/2)",
+            2,
+            [(0, 1, 1 - 1e-9)],
+            [10 / (2 + r), -10 / (2 + r)],
+        ),
+        case(
+            "a path 0-1-2 at p=0.999 each puts 0 and 2 2 logit(0.999) = 13.8 apart, beyond their capped answer: "
+            "that answer pulls on nothing, s = (f, 0, -f) / (1 + r)",
+            3,
+            [(0, 1, 0.999), (1, 2, 0.999), (0, 2, 1 - 1e-9)],
+            [f9 / (1 + r), 0.0, -f9 / (1 + r)],
+        ),
+        case(
+            "the same read as the cap itself (censor=False): a triangle, centred s = W^T f / (3 + r) with "
+            "W^T f = (f + 10, 0, -f - 10)",
+            3,
+            [(0, 1, 0.999), (1, 2, 0.999), (0, 2, 1 - 1e-9)],
+            [(f9 + 10) / (3 + r), 0.0, -(f9 + 10) / (3 + r)],
+            censor=False,
+        ),
+        case(
+            "the pair in two rows, the second reversed: (0, 1, 0.8) and (1, 0, 0.2) are two measurements of "
+            "logit(0.8), s0 - s1 = logit(0.8) / (1 + r/4)",
+            2,
+            [(0, 1, 0.8), (1, 0, 0.2)],
+            [logit(0.8) / (2 + r / 2), -logit(0.8) / (2 + r / 2)],
+        ),
+    ]
+
+
 def main() -> None:
     files = {
         "win_ratio": win_ratio_cases(),
@@ -338,6 +382,7 @@ def main() -> None:
         "poe_laplace": poe_laplace_cases(),
         "davidson": davidson_cases(),
         "ml_ranking": ml_ranking_cases(),
+        "poe_logit": poe_logit_cases(),
     }
     for name, cases in files.items():
         (HERE / f"{name}.json").write_text(json.dumps({"scorer": name, "cases": cases}, indent=1) + "\n")
