@@ -31,7 +31,7 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
-from .posterior import Posterior
+from .posterior import Posterior, expert_values
 from .reorder import select_reorder
 from .selection import PairSet
 
@@ -118,8 +118,8 @@ def fix_pairs(
     """The fix pairs of the module docstring (step 3), rows ``(lo, hi)`` in order, new and distinct (a budget
     that cannot pay for all of them takes the first). ``contradicted`` marks the answers that say nothing."""
     n = post.n
-    q = np.clip(np.asarray(p, dtype=np.float64), 1e-300, 1.0 - 1e-16)
-    graded = np.abs(np.log(q) - np.log1p(-q)) < clip
+    q = np.asarray(p, dtype=np.float64)
+    graded = np.abs(expert_values(q, "logit", clip)) < clip  # inside the cap, as the fit reads it
     if contradicted is not None:
         graded &= ~np.asarray(contradicted, dtype=bool)
     ambiguous = graded & (np.abs(q - 0.5) < AMBIGUOUS)
