@@ -6,6 +6,7 @@ the workflow named by ``cfg.workflow`` and executes its list.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 
@@ -33,6 +34,8 @@ from pipeline.stages import (
     ShardContexts,
 )
 from pipeline.workflow import Workflow
+
+log = logging.getLogger("pipeline")
 
 
 def judging_identity(cfg: RunConfig) -> dict:
@@ -172,7 +175,15 @@ def adaptive(cfg: RunConfig, root: Path) -> Workflow:
     until its budget is spent or its ranking has settled; then scored, correlated and reported as a comparative
     run (:mod:`pipeline.adaptive`)."""
     from pipeline.adaptive import Rounds
+    from pipeline.config import RoundLink
 
+    if cfg.adaptive.link == RoundLink.logit and "poe_logit" not in cfg.scoring.methods:
+        log.warning(
+            "the rounds fit the capped log-odds, but scoring.methods=%s has no poe_logit: the report ranks by %s; "
+            "add poe_logit, the rounds' model (the summeval_pool preset lists it first)",
+            list(cfg.scoring.methods),
+            "poe_gaussian" if "poe_gaussian" in cfg.scoring.methods else cfg.scoring.methods[0],
+        )
     stages = list(assessment(cfg, root).stages)
     names = [s.name for s in stages]
     judge = stages[names.index("judge")]

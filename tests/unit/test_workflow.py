@@ -103,6 +103,20 @@ def test_the_comparative_workflow_is_its_declared_list():
     assert written["prompt_plan"].type is not None and written["judge"].file == "judge"
 
 
+def test_an_adaptive_run_without_the_rounds_model_among_its_methods_is_warned(caplog):
+    from pipeline.workflows import adaptive
+
+    with caplog.at_level("WARNING", logger="pipeline"):
+        adaptive(compose(["workflow=adaptive", "adaptive.budget.calls_per_item=4"]), ROOT)
+    assert "has no poe_logit: the report ranks by poe_gaussian" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="pipeline"):
+        workflow = adaptive(compose(["experiment=summeval_pool"]), ROOT)
+    assert "poe_logit" not in caplog.text
+    report = next(s for s in workflow.stages if s.name == "report")
+    assert report.plot_method == "poe_logit"  # the preset's report draws the rounds' model
+
+
 def test_the_readme_lists_the_stages_as_declared():
     readme = (ROOT / "README.md").read_text()
     table = assessment(compose(), ROOT).describe()
