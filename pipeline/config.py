@@ -544,7 +544,8 @@ class LeaderboardConfig:
     level: float = 0.90
     seed: int = 0
     # Methods whose mean score over inputs is reported beside the win rate; None: bradley_terry, poe_gaussian and
-    # poe_logit where scoring.methods has them, and the absolute modes of the run. A list must name scored methods or modes.
+    # poe_logit where scoring.methods has them, and the absolute modes of the run. A list must name scored methods
+    # or modes.
     methods: list[str] | None = None
 
 

@@ -19,9 +19,8 @@ from scipy.stats import rankdata
 
 from pipeline.config import Debias
 from pipeline.data.contexts import group_by_context
-from pipeline.methods import poe_gaussian, poe_logit
+from pipeline.methods import contradiction, poe_gaussian, poe_logit
 from pipeline.methods import score as run_scorer
-from pipeline.methods.contradiction import contradicted
 from pipeline.methods.errors import ComparisonError
 from pipeline.reduce import RAW_TO_SCORERS
 from pipeline.schemas import SCORES, UNSCORED
@@ -115,7 +114,7 @@ def contradicted_pairs(group: pl.DataFrame, debias: Debias) -> np.ndarray | None
     (:func:`pipeline.methods.contradiction.contradicted`); None when each judged ordering is its own comparison."""
     if debias in RAW_TO_SCORERS:
         return None
-    return contradicted(
+    return contradiction.contradicted(
         group["p_ij"].to_numpy(allow_copy=True).astype(np.float64),
         group["p_ji"].to_numpy(allow_copy=True).astype(np.float64),
     )

@@ -17,11 +17,11 @@ The protocol of the adaptive-comparison literature (Fathullah & Gales 2025; Mays
   strategies in rounds (reorder probability with the diagonal variance, the same with the exact covariance,
   windowed neighbours with 10% exploration, reorder warm-started from one absolute score per item, which costs
   one call per item of the budget), locate (every item placed by a graded answer first, then reorder:
-  :mod:`pipeline.methods.locate`), repeated quicksort and merge sort (PairS-greedy); an **oracle** design that no selection can make, because it knows the
-  judge's own view of every item (:func:`oracle_design`): it shows what a design could reach at a budget, not
-  what a strategy does; and ``greedy_poe``, greedy-optimal's pairs scored as the PoE paper and the fixed-design
-  workflow (``pairs=greedy``, ``poe_gaussian``) score them: PoE-Gaussian on the debiased average probability,
-  the baseline as the product offered it before the rounds;
+  :mod:`pipeline.methods.locate`), repeated quicksort and merge sort (PairS-greedy); an **oracle** design that
+  no selection can make, because it knows the judge's own view of every item (:func:`oracle_design`): it shows
+  what a design could reach at a budget, not what a strategy does; and ``greedy_poe``, greedy-optimal's pairs
+  scored as the PoE paper and the fixed-design workflow (``pairs=greedy``, ``poe_gaussian``) score them:
+  PoE-Gaussian on the debiased average probability, the baseline as the product offered it before the rounds;
 - every arm's comparisons (but ``greedy_poe``'s) scored by one model (``--link``, ``--robust``, ``--no-censor``;
   default the rounds' own: the capped log-odds, an answer at the cap read as "at least the cap", with Huber's
   robust fit, :class:`pipeline.methods.rounds.Model`), and so is the all-pairs solution
