@@ -871,12 +871,18 @@ class Leaderboard(Stage):
                     if r[name] is not None and np.isfinite(r[name]):
                         ctx.metrics[f"{prefix}/win_rate_{name}"] = float(r[name])
         if board.height:
+            inputs = int(board["n_inputs"].max())
             log.info(
                 "leaderboard: %d model(s) over %d input(s), %d bootstrap rounds",
                 board["model"].n_unique(),
-                int(board["n_inputs"].max()),
+                inputs,
                 self.rounds,
             )
+            if inputs == 1:
+                log.warning(
+                    "leaderboard: one input (a pool is one), so the bootstrap over inputs has nothing to resample "
+                    "and every interval is a point; the models' order is the estimate alone"
+                )
         return {"leaderboard": board}
 
 

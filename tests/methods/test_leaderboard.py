@@ -147,3 +147,23 @@ def test_candidates_without_systems_have_no_leaderboard():
         cands.schema.get_field_index("system"), "system", pa.nulls(cands.num_rows, pa.string())
     )
     assert leaderboard_table(comps, scores, nameless, ["poe_gaussian"], 10, 0.9, 0).height == 0
+
+
+def test_a_leaderboard_over_one_input_warns_that_its_intervals_are_points(caplog):
+    from pipeline.stages import Leaderboard
+
+    class Ctx:
+        metrics: dict[str, float] = {}
+
+    comps, scores, cands = run_tables(["m-a", "m-b", "m-c"], ["pool"])
+    stage = Leaderboard(("poe_gaussian",), 50, 0.9, 0)
+    with caplog.at_level("WARNING", logger="pipeline"):
+        out = stage.run(Ctx(), comparisons=comps.to_arrow(), scores=scores.to_arrow(), candidates=cands)
+    win = out["leaderboard"].filter(pl.col("metric") == "win_rate")
+    assert (win["lower"] == win["upper"]).all()  # nothing to resample
+    assert "one input" in caplog.text and "every interval is a point" in caplog.text
+    caplog.clear()
+    comps, scores, cands = run_tables(["m-a", "m-b", "m-c"], ["in0", "in1", "in2"])
+    with caplog.at_level("WARNING", logger="pipeline"):
+        stage.run(Ctx(), comparisons=comps.to_arrow(), scores=scores.to_arrow(), candidates=cands)
+    assert "one input" not in caplog.text
