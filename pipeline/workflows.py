@@ -7,7 +7,7 @@ the workflow named by ``cfg.workflow`` and executes its list.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from pipeline.config import RunConfig, leaderboard_methods, reasons_per_group
@@ -85,6 +85,12 @@ def judgement_store(cfg: RunConfig, root: Path, cache_dir: Path) -> Path | None:
     )
 
 
+def drawn_method(methods: Sequence[str]) -> str:
+    """The comparative method the report draws against the human scores: poe_logit, else poe_gaussian, else the
+    first of ``methods``."""
+    return next((m for m in ("poe_logit", "poe_gaussian") if m in methods), methods[0])
+
+
 def assessment(cfg: RunConfig, root: Path) -> Workflow:
     """Comparative assessment (every pair judged in both orderings, debiased, scored) and, with
     ``absolute.modes``, absolute assessment of every candidate beside it, combined with it, correlated and costed.
@@ -93,7 +99,7 @@ def assessment(cfg: RunConfig, root: Path) -> Workflow:
     methods = tuple(cfg.scoring.methods)
     comparative = cfg.workflow != WorkflowName.absolute
     if comparative:
-        plot_method = next((m for m in ("poe_logit", "poe_gaussian") if m in methods), methods[0])
+        plot_method = drawn_method(methods)
     else:
         plot_method = str(cfg.absolute.modes[0])
     return Workflow(
@@ -182,7 +188,7 @@ def adaptive(cfg: RunConfig, root: Path) -> Workflow:
             "the rounds fit the capped log-odds, but scoring.methods=%s has no poe_logit: the report ranks by %s; "
             "add poe_logit, the rounds' model (the summeval_pool preset lists it first)",
             list(cfg.scoring.methods),
-            "poe_gaussian" if "poe_gaussian" in cfg.scoring.methods else cfg.scoring.methods[0],
+            drawn_method(cfg.scoring.methods),
         )
     stages = list(assessment(cfg, root).stages)
     names = [s.name for s in stages]

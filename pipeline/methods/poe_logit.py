@@ -22,6 +22,7 @@ the rounds leave them out. The scoring stage marks them when each comparison is 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -62,50 +63,26 @@ def fit(
     identified), as the other PoE scorers do."""
     from scipy.special import expit
 
-    from .posterior import expert_values, fit_posterior
+    from .posterior import expert_values
+    from .rounds import Model, fit_round
 
     n, ii, jj, pp = as_comparisons(n_items, i, j, p)
     check_pin(pin, n)
     if not (clip > 0 and math.isfinite(clip)):
         raise ValueError(f"clip must be positive and finite, got {clip!r}")
-    if contradicted is not None:
-        flags = np.asarray(contradicted, dtype=bool).reshape(-1)
-        if flags.shape != ii.shape:
-            raise ValueError(f"contradicted has {flags.shape[0]} flags for {ii.shape[0]} comparisons")
-        ii, jj, pp = ii[~flags], jj[~flags], pp[~flags]
-    check_connected(n, ii, jj, method="poe_logit")
-    if shift and pp.shape[0]:
+    flags = np.zeros(ii.shape, dtype=bool) if contradicted is None else np.asarray(contradicted, dtype=bool)
+    if flags.shape != ii.shape:
+        raise ValueError(f"contradicted has {flags.size} flags for {ii.shape[0]} comparisons")
+    check_connected(n, ii[~flags], jj[~flags], method="poe_logit")
+    if shift and (~flags).any():
         f = expert_values(pp, "logit", clip)
-        pp = expit(f - f.mean())
-    post = fit_posterior(
-        n, ii, jj, pp, ridge=RIDGE, link="logit", clip=clip, robust=robust, censor=censor, variance="auto"
-    )
+        pp = expit(f - f[~flags].mean())
+    # the rounds' own fit, which leaves the flagged comparisons out
+    model = Model("logit", clip, robust, censor, drop_contradicted=True)
+    post = fit_round(n, ii, jj, pp, model=model, ridge=RIDGE, variance="auto", contradicted=flags)
     return apply_pin(post.mean, pin), np.sqrt(np.maximum(post.var, 0.0))
 
 
-def poe_logit(
-    n_items: int,
-    i: ArrayLike,
-    j: ArrayLike,
-    p: ArrayLike,
-    *,
-    clip: float = CLIP,
-    robust: float | None = ROBUST,
-    censor: bool = True,
-    shift: bool = False,
-    contradicted: ArrayLike | None = None,
-    pin: Pin = "mean",
-) -> NDArray[np.float64]:
-    """The scores of :func:`fit`, without standard errors."""
-    return fit(
-        n_items,
-        i,
-        j,
-        p,
-        clip=clip,
-        robust=robust,
-        censor=censor,
-        shift=shift,
-        contradicted=contradicted,
-        pin=pin,
-    )[0]
+def poe_logit(n_items: int, i: ArrayLike, j: ArrayLike, p: ArrayLike, **options: Any) -> NDArray[np.float64]:
+    """The scores of :func:`fit` (its options), without standard errors."""
+    return fit(n_items, i, j, p, **options)[0]
