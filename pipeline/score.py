@@ -70,16 +70,20 @@ def method_scores(
     debias: Debias,
     tie: np.ndarray | None = None,
     contradicted: np.ndarray | None = None,
+    logit: poe_logit.Settings = poe_logit.DEFAULTS,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """(scores, standard errors or None) of one context. ``tie``: the tie probability of each comparison, read by
     the tie model (davidson); every other scorer uses ``p``, in which the tie is split evenly. ``contradicted``:
-    the comparisons whose two orderings contradict each other, which ``poe_logit`` leaves out."""
+    the comparisons whose two orderings contradict each other, which ``poe_logit`` leaves out; ``logit``: how
+    ``poe_logit`` fits."""
     if method in GAUSSIAN:
         beta = "mean" if debias == Debias.mean_shift else 0.5
         fit = poe_gaussian.fit(n, i, j, p, hard=GAUSSIAN[method], beta=beta)
         return fit.scores, fit.stderr
     if method == "poe_logit":
-        return poe_logit.fit(n, i, j, p, shift=debias == Debias.mean_shift, contradicted=contradicted)
+        return poe_logit.fit(
+            n, i, j, p, shift=debias == Debias.mean_shift, contradicted=contradicted, **logit.fit_options()
+        )
     if method == "davidson":
         return np.asarray(run_scorer(method, n, i, j, p, tie=tie), dtype=np.float64), None
     return np.asarray(run_scorer(method, n, i, j, p), dtype=np.float64), None
@@ -109,14 +113,18 @@ def comparison_arrays(
     return i, j, np.concatenate([p_ij[has_ij], p_ji[has_ji]]), np.concatenate([tie[has_ij], tie[has_ji]])
 
 
-def contradicted_pairs(group: pl.DataFrame, debias: Debias) -> np.ndarray | None:
+def contradicted_pairs(
+    group: pl.DataFrame, debias: Debias, clip: float = contradiction.LOGIT_CLIP
+) -> np.ndarray | None:
     """Which comparisons of :func:`comparison_arrays` are pairs whose two orderings contradict each other
-    (:func:`pipeline.methods.contradiction.contradicted`); None when each judged ordering is its own comparison."""
+    (:func:`pipeline.methods.contradiction.contradicted`, on log-odds capped at ``clip``); None when each judged
+    ordering is its own comparison."""
     if debias in RAW_TO_SCORERS:
         return None
     return contradiction.contradicted(
         group["p_ij"].to_numpy(allow_copy=True).astype(np.float64),
         group["p_ji"].to_numpy(allow_copy=True).astype(np.float64),
+        clip=clip,
     )
 
 
@@ -126,8 +134,10 @@ def score_comparisons(
     human_scores: pl.DataFrame,
     methods: list[str],
     debias: Debias,
+    logit: poe_logit.Settings = poe_logit.DEFAULTS,
 ) -> Scored:
-    """SCORES rows for every (judge, attribute, template, context) group and method."""
+    """SCORES rows for every (judge, attribute, template, context) group and method; ``logit``: how
+    ``poe_logit`` fits, and whether it leaves out the pairs whose orderings contradict each other."""
     members = {ctx.context_id: list(ctx.candidate_ids) for ctx in group_by_context(candidates)}
     rows: dict[str, list] = {k: [] for k in ("judge", "attribute", "template_id", "method", "context_id")}
     rows.update(candidate_id=[], score=[], stderr=[], rank=[])
@@ -139,7 +149,8 @@ def score_comparisons(
         cands = members[context_id]
         index = {c: n for n, c in enumerate(cands)}
         i, j, p, tie = comparison_arrays(group, index, debias)
-        flagged = contradicted_pairs(group, debias) if CONTRADICTION_AWARE & set(methods) else None
+        aware = logit.drop_contradicted and CONTRADICTION_AWARE & set(methods)
+        flagged = contradicted_pairs(group, debias, logit.clip) if aware else None
         if flagged is not None:
             n_contradicted += int(flagged.sum())
         for method in methods:
@@ -153,6 +164,7 @@ def score_comparisons(
                     debias,
                     tie,
                     flagged if method in CONTRADICTION_AWARE else None,
+                    logit,
                 )
             except ComparisonError as exc:
                 named = f" (candidate(s) {', '.join(cands[k] for k in exc.items)})" if exc.items else ""

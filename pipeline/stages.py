@@ -48,6 +48,7 @@ from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.watchdog import Interruptions, interruptions, read_events
 from pipeline.judge.worker import JudgeWorker
 from pipeline.logs import FILE_ONLY
+from pipeline.methods import poe_logit
 from pipeline.models import resolve_judge
 from pipeline.pairs import build_contexts, generate_prompts, k_adjustments, split_shards
 from pipeline.preflight import check_prompt_lengths
@@ -699,6 +700,8 @@ class Score(Stage):
 
     methods: tuple[str, ...]
     debias: Debias
+    # How poe_logit fits: the rounds' defaults, or the run's adaptive.* settings in workflow=adaptive.
+    logit: poe_logit.Settings = poe_logit.DEFAULTS
 
     name = "score"
     reads = (ports.COMPARISONS, ports.CANDIDATES, ports.HUMAN_SCORES)
@@ -713,6 +716,7 @@ class Score(Stage):
             pl.from_arrow(human_scores),
             list(self.methods),
             self.debias,
+            self.logit,
         )
         ctx.metrics["scoring/unscored_groups"] = float(len(scored.unscored))
         if "poe_logit" in self.methods:

@@ -6,6 +6,7 @@ the workflow named by ``cfg.workflow`` and executes its list.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 from pipeline.config import RunConfig, leaderboard_methods, reasons_per_group
 from pipeline.config import Workflow as WorkflowName
 from pipeline.data.source import resolve_path
+from pipeline.methods import poe_logit
 from pipeline.stages import (
     Combine,
     Correlate,
@@ -192,6 +194,10 @@ def adaptive(cfg: RunConfig, root: Path) -> Workflow:
         )
     stages = list(assessment(cfg, root).stages)
     names = [s.name for s in stages]
+    # poe_logit scores with the rounds' settings, so that the report ranks by the model the rounds fitted
+    a = cfg.adaptive
+    logit = poe_logit.Settings(a.logit_clip, a.robust, a.censor, a.ridge, a.drop_contradicted)
+    stages[names.index("score")] = dataclasses.replace(stages[names.index("score")], logit=logit)
     judge = stages[names.index("judge")]
     rounds = Rounds(cfg.adaptive, judge)  # type: ignore[arg-type]
     at = names.index("shard_contexts")

@@ -5,7 +5,7 @@ approximation of PoE-BT, PoE eq. 3) instead of PoE-Gaussian's ``p - 1/2`` (PoE e
 as "at least the cap" (``censor``), and Huber's expert (``robust``) down-weights answers that the rest contradict.
 The fit is :func:`pipeline.methods.posterior.fit_posterior` with ``link="logit"``, the one the rounds use
 (:class:`pipeline.methods.rounds.Model`); this module only fixes its defaults and reads its scores and standard
-errors.
+errors. The scoring stage of an adaptive run fits it with the run's ``adaptive.*`` settings (:class:`Settings`).
 
 Why it exists beside PoE-Gaussian: a confident judge (a strong LLM's first-token probabilities) answers most
 pairs within a hair of 0 or 1, where ``p - 1/2`` says only which item is better, and its log-odds still say how
@@ -22,6 +22,7 @@ the rounds leave them out. The scoring stage marks them when each comparison is 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,7 @@ from numpy.typing import ArrayLike, NDArray
 from ._common import Pin, apply_pin, check_pin
 from .validate import as_comparisons, check_connected
 
-__all__ = ["CLIP", "RIDGE", "ROBUST", "fit", "poe_logit"]
+__all__ = ["CLIP", "DEFAULTS", "RIDGE", "ROBUST", "Settings", "fit", "poe_logit"]
 
 #: The log-odds cap (the rounds' ``adaptive.logit_clip``): answers beyond it read as "at least the cap".
 CLIP = 10.0
@@ -39,6 +40,28 @@ ROBUST = 1.345
 #: The weak prior precision of every score (the rounds' ``adaptive.ridge``): it fixes the common shift, which the
 #: pin then sets, and keeps an item that only answers at the cap at a finite score.
 RIDGE = 1e-2
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the scoring stage runs the fit: the rounds' defaults, or a run's ``adaptive.*`` settings when the run
+    is adaptive (``logit_clip``, ``robust``, ``censor``, ``ridge``, ``drop_contradicted``), so that the scorer and
+    the rounds are one model. ``drop_contradicted``: leave out the pairs whose orderings contradict each other
+    (the contradiction rule reads log-odds capped at ``clip`` too)."""
+
+    clip: float = CLIP
+    robust: float | None = ROBUST
+    censor: bool = True
+    ridge: float = RIDGE
+    drop_contradicted: bool = True
+
+    def fit_options(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`fit` these settings fix."""
+        return {"clip": self.clip, "robust": self.robust, "censor": self.censor, "ridge": self.ridge}
+
+
+#: The rounds' defaults (``AdaptiveConfig``'s).
+DEFAULTS = Settings()
 
 
 def fit(
@@ -50,6 +73,7 @@ def fit(
     clip: float = CLIP,
     robust: float | None = ROBUST,
     censor: bool = True,
+    ridge: float = RIDGE,
     shift: bool = False,
     contradicted: ArrayLike | None = None,
     pin: Pin = "mean",
@@ -70,6 +94,8 @@ def fit(
     check_pin(pin, n)
     if not (clip > 0 and math.isfinite(clip)):
         raise ValueError(f"clip must be positive and finite, got {clip!r}")
+    if not (ridge > 0 and math.isfinite(ridge)):
+        raise ValueError(f"ridge must be positive and finite, got {ridge!r}")
     flags = np.zeros(ii.shape, dtype=bool) if contradicted is None else np.asarray(contradicted, dtype=bool)
     if flags.shape != ii.shape:
         raise ValueError(f"contradicted has {flags.size} flags for {ii.shape[0]} comparisons")
@@ -79,7 +105,7 @@ def fit(
         pp = expit(f - f[~flags].mean())
     # the rounds' own fit, which leaves the flagged comparisons out
     model = Model("logit", clip, robust, censor, drop_contradicted=True)
-    post = fit_round(n, ii, jj, pp, model=model, ridge=RIDGE, variance="auto", contradicted=flags)
+    post = fit_round(n, ii, jj, pp, model=model, ridge=ridge, variance="auto", contradicted=flags)
     return apply_pin(post.mean, pin), np.sqrt(np.maximum(post.var, 0.0))
 
 

@@ -141,3 +141,43 @@ def test_poe_logit_leaves_out_a_pair_whose_orderings_contradict_each_other():
     # without poe_logit nothing is looked for, and nothing is counted
     plain = score_comparisons(comp, candidates(7), human(7), ["poe_gaussian"], Debias.average)
     assert plain.contradicted == 0
+
+
+def test_poe_logit_fits_with_the_settings_it_is_given():
+    """The scoring stage fits poe_logit with its settings (the adaptive workflow passes the rounds'): a tighter
+    cap, another ridge and Gaussian experts change the scores exactly as the scorer's own options do, and with
+    ``drop_contradicted`` off the flipped pair is averaged like the other methods average it, and not counted."""
+    rows, truth = judgment_rows(n=7, bias=0.3, seed=4)
+    top, bottom = f"k{int(np.argmax(truth))}", f"k{int(np.argmin(truth))}"
+    for row in rows:
+        if (row["cand_a"], row["cand_b"]) == (bottom, top):
+            row["p_a"] = 1.0 - row["p_a"]
+    comp = reduce_judgments(pl.DataFrame(rows), Debias.average, Orderings.both).comparisons
+    index = {f"k{m}": m for m in range(7)}
+    i = np.array([index[c] for c in comp["cand_i"]])
+    j = np.array([index[c] for c in comp["cand_j"]])
+    p = comp["p"].to_numpy()
+
+    def scored(settings):
+        out = score_comparisons(comp, candidates(7), human(7), ["poe_logit"], Debias.average, settings)
+        return out, out.scores.sort("candidate_id")["score"].to_numpy()
+
+    default, s_default = scored(poe_logit.DEFAULTS)
+    settings = poe_logit.Settings(clip=3.0, robust=None, censor=False, ridge=0.5, drop_contradicted=False)
+    other, s_other = scored(settings)
+    assert default.contradicted == 1 and other.contradicted == 0
+    np.testing.assert_allclose(
+        s_other, poe_logit.fit(7, i, j, p, clip=3.0, robust=None, censor=False, ridge=0.5)[0]
+    )
+    assert not np.allclose(s_other, s_default)
+
+
+def test_poe_logit_defaults_are_the_rounds_defaults():
+    """One definition: the scorer's defaults are AdaptiveConfig's, so a run that changes nothing scores every
+    workflow's poe_logit with the model its rounds fit."""
+    from pipeline.config import AdaptiveConfig
+
+    a = AdaptiveConfig()
+    assert poe_logit.DEFAULTS == poe_logit.Settings(
+        a.logit_clip, a.robust, a.censor, a.ridge, a.drop_contradicted
+    )

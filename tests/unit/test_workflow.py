@@ -117,6 +117,26 @@ def test_an_adaptive_run_without_the_rounds_model_among_its_methods_is_warned(ca
     assert report.plot_method == "poe_logit"  # the preset's report draws the rounds' model
 
 
+def test_an_adaptive_run_scores_poe_logit_with_the_rounds_settings():
+    """The rounds' adaptive.* model settings reach the score stage's poe_logit; other workflows keep the
+    defaults."""
+    from pipeline.methods import poe_logit
+    from pipeline.workflows import adaptive, assessment
+
+    overrides = [
+        "experiment=summeval_pool",
+        "adaptive.logit_clip=6",
+        "adaptive.robust=null",
+        "adaptive.censor=false",
+        "adaptive.ridge=0.1",
+        "adaptive.drop_contradicted=false",
+    ]
+    score = next(s for s in adaptive(compose(overrides), ROOT).stages if s.name == "score")
+    assert score.logit == poe_logit.Settings(6.0, None, False, 0.1, False)
+    plain = next(s for s in assessment(compose(overrides[1:]), ROOT).stages if s.name == "score")
+    assert plain.logit == poe_logit.DEFAULTS
+
+
 def test_the_readme_lists_the_stages_as_declared():
     readme = (ROOT / "README.md").read_text()
     table = assessment(compose(), ROOT).describe()
