@@ -1,6 +1,10 @@
 """The model leaderboard of a run: per system (model), its win rate and mean scores with bootstrap intervals over
 inputs (the maths is :mod:`pipeline.methods.leaderboard`), for every judge, attribute (criterion) and template.
 
+A run of one context (a pool, ``dataset.pool=true``) has one input, where a bootstrap over inputs has nothing to
+resample: there the units are the pool's items. Each round draws the items with replacement, so a model's value is
+over a random sample of its own items; the draw is not paired across models (a pool's items share no input).
+
 Candidates name their model in ``system`` (generated outputs, or data sets such as SummEval whose summaries come
 from named systems); a run whose candidates name none has no leaderboard.
 """
@@ -21,6 +25,8 @@ from pipeline.methods.leaderboard import (
 from pipeline.schemas import LEADERBOARD
 
 WIN_RATE = "win_rate"
+# What the bootstrap resamples (the LEADERBOARD's unit): the inputs (contexts), or a one-context pool's items.
+INPUT, ITEM = "input", "item"
 
 
 def _empty() -> pl.DataFrame:
@@ -54,21 +60,32 @@ def leaderboard_table(
         ).drop_nulls(["sys_i", "sys_j"])
         if not with_sys.height:
             continue
-        # the games of each model in each input, won when the debiased P(i beats j) says so (a draw at 1/2 each)
+        # the bootstrap's units: the inputs (contexts); in a run of one context (a pool) its items, each game
+        # counted for the item on each side
+        unit = ITEM if with_sys["context_id"].n_unique() == 1 else INPUT
+        unit_i, unit_j = (
+            (
+                pl.col("context_id") + "\x1f" + pl.col("cand_i"),
+                pl.col("context_id") + "\x1f" + pl.col("cand_j"),
+            )
+            if unit == ITEM
+            else (pl.col("context_id"), pl.col("context_id"))
+        )
+        # the games of each model in each unit, won when the debiased P(i beats j) says so (a draw at 1/2 each)
         won = pl.when(pl.col("p") > 0.5).then(1.0).when(pl.col("p") < 0.5).then(0.0).otherwise(0.5)
         games = pl.concat(
             [
-                with_sys.select("context_id", model="sys_i", win=won),
-                with_sys.select("context_id", model="sys_j", win=1.0 - won),
+                with_sys.select(unit=unit_i, model="sys_i", win=won),
+                with_sys.select(unit=unit_j, model="sys_j", win=1.0 - won),
             ]
         )
-        inputs = sorted(games["context_id"].unique().to_list())
+        inputs = sorted(games["unit"].unique().to_list())
         models = sorted(games["model"].unique().to_list())
         row_of = {c: k for k, c in enumerate(inputs)}
         col_of = {m: k for k, m in enumerate(models)}
         wins = np.zeros((len(inputs), len(models)))
         played = np.zeros_like(wins)
-        r = np.array([row_of[c] for c in games["context_id"].to_list()], dtype=np.int64)
+        r = np.array([row_of[c] for c in games["unit"].to_list()], dtype=np.int64)
         c = np.array([col_of[m] for m in games["model"].to_list()], dtype=np.int64)
         np.add.at(wins, (r, c), games["win"].to_numpy())
         np.add.at(played, (r, c), 1.0)
@@ -80,18 +97,18 @@ def leaderboard_table(
             # a comparative method's scores of this template; an absolute method's whatever its own template
             if part.filter(pl.col("template_id") == template_id).height:
                 part = part.filter(pl.col("template_id") == template_id)
+            item = pl.col("context_id") + "\x1f" + pl.col("candidate_id")
             part = part.with_columns(
-                model=(pl.col("context_id") + "\x1f" + pl.col("candidate_id")).replace_strict(
-                    system_of, default=None
-                )
+                model=item.replace_strict(system_of, default=None),
+                unit=item if unit == ITEM else pl.col("context_id"),
             )
-            part = part.filter(pl.col("model").is_in(models) & pl.col("context_id").is_in(inputs))
+            part = part.filter(pl.col("model").is_in(models) & pl.col("unit").is_in(inputs))
             if not part.height:
                 continue
-            means = part.group_by("context_id", "model").agg(pl.col("score").mean())
+            means = part.group_by("unit", "model").agg(pl.col("score").mean())
             values = np.full((len(inputs), len(models)), np.nan)
             values[
-                [row_of[x] for x in means["context_id"].to_list()],
+                [row_of[x] for x in means["unit"].to_list()],
                 [col_of[m] for m in means["model"].to_list()],
             ] = means["score"].to_numpy()
             metrics[method] = bootstrap_means(values, counts, level)
@@ -111,6 +128,7 @@ def leaderboard_table(
                         "upper": float(interval.upper[m]),
                         "rank": int(ranks[m]),
                         "tied_with": ", ".join(tied[m]),
+                        "unit": unit,
                         "n_inputs": int((played[:, m] > 0).sum()),
                         "n_games": int(played[:, m].sum()),
                     }
@@ -132,8 +150,9 @@ def leaderboard_text(board: pl.DataFrame, level: float) -> str:
     for (judge, attribute, template_id), group in board.group_by(
         ["judge", "attribute", "template_id"], maintain_order=True
     ):
+        over = "the pool's items" if group["unit"][0] == ITEM else "inputs"
         lines.append(
-            f"leaderboard {attribute} ({template_id}, judge {judge}): {lo:g}-{hi:g}% bootstrap intervals over inputs"
+            f"leaderboard {attribute} ({template_id}, judge {judge}): {lo:g}-{hi:g}% bootstrap intervals over {over}"
         )
         metrics = group["metric"].unique(maintain_order=True).to_list()
         header = f"  {'rank':>4} {'model':<28}" + "".join(f" {m:>26}" for m in metrics) + "  tied with"

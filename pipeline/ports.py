@@ -135,7 +135,8 @@ ASSESSMENT = Port(
 )
 LEADERBOARD = Port(
     "leaderboard",
-    "per model (the candidates' system) and metric: win rate and mean scores with bootstrap intervals over inputs",
+    "per model (the candidates' system) and metric: win rate and mean scores with bootstrap intervals over inputs "
+    "(a pool's items)",
     schema=schemas.LEADERBOARD,
     file="leaderboard",
 )

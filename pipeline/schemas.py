@@ -20,7 +20,8 @@
 - TASKS: one row per task input of a generate-then-evaluate run: its id and the filled task prompt.
 - GENERATIONS: one row per task input and generator model: the output, why it ended, its tokens.
 - REASONS: one row per comparison the judge was asked about: the decision and its explanation.
-- LEADERBOARD: per model (the candidates' system) and metric: the estimate with a bootstrap interval over inputs.
+- LEADERBOARD: per model (the candidates' system) and metric: the estimate with a bootstrap interval over inputs
+  (or over a pool's items).
 """
 
 from __future__ import annotations
@@ -403,6 +404,9 @@ LEADERBOARD = pa.schema(
         # 1 + the number of models whose interval lies wholly above this one's (equal ranks: statistically tied)
         pa.field("rank", pa.int32(), nullable=False),
         pa.field("tied_with", pa.string(), nullable=False),
+        # what the bootstrap resamples: "input" (the contexts), or "item" when the run has one context (a pool: its
+        # candidates, so each model's items are drawn with replacement); n_inputs counts the model's units
+        pa.field("unit", pa.string(), nullable=False),
         pa.field("n_inputs", pa.int64(), nullable=False),
         pa.field("n_games", pa.int64(), nullable=False),
     ]

@@ -843,7 +843,8 @@ class Combine(Stage):
 @dataclass(frozen=True)
 class Leaderboard(Stage):
     """Rank the models that made the candidates (their ``system``): win rate and mean scores per model with
-    bootstrap intervals over inputs, and which models are statistically tied."""
+    bootstrap intervals over inputs (over the items when the run has one context, a pool), and which models are
+    statistically tied."""
 
     methods: tuple[str, ...]
     rounds: int
@@ -857,7 +858,7 @@ class Leaderboard(Stage):
     def run(
         self, ctx: StageContext, *, comparisons: pa.Table, scores: pa.Table, candidates: pa.Table
     ) -> dict[str, Any]:
-        from pipeline.leaderboard import WIN_RATE, leaderboard_table
+        from pipeline.leaderboard import ITEM, WIN_RATE, leaderboard_table
 
         board = leaderboard_table(
             pl.from_arrow(comparisons),
@@ -875,17 +876,19 @@ class Leaderboard(Stage):
                     if r[name] is not None and np.isfinite(r[name]):
                         ctx.metrics[f"{prefix}/win_rate_{name}"] = float(r[name])
         if board.height:
-            inputs = int(board["n_inputs"].max())
+            units = int(board["n_inputs"].max())
+            pooled = bool((board["unit"] == ITEM).any())
             log.info(
-                "leaderboard: %d model(s) over %d input(s), %d bootstrap rounds",
+                "leaderboard: %d model(s) over %s, %d bootstrap rounds",
                 board["model"].n_unique(),
-                inputs,
+                f"one pool (up to {units} item(s) per model, resampled)" if pooled else f"{units} input(s)",
                 self.rounds,
             )
-            if inputs == 1:
+            if units == 1:
                 log.warning(
-                    "leaderboard: one input (a pool is one), so the bootstrap over inputs has nothing to resample "
-                    "and every interval is a point; the models' order is the estimate alone"
+                    "leaderboard: every model has one %s, so the bootstrap has nothing to resample and every "
+                    "interval is a point; the models' order is the estimate alone",
+                    "item in the one input" if pooled else "input",
                 )
         return {"leaderboard": board}
 

@@ -149,7 +149,73 @@ def test_candidates_without_systems_have_no_leaderboard():
     assert leaderboard_table(comps, scores, nameless, ["poe_gaussian"], 10, 0.9, 0).height == 0
 
 
-def test_a_leaderboard_over_one_input_warns_that_its_intervals_are_points(caplog):
+def pool_tables(models: list[str], per_model: int, pairs: int, seed: int = 0):
+    """One context (a pool) holding ``per_model`` items of each model, a known strength per model plus each item's
+    own spread, and ``pairs`` comparisons between items of different models (every item in one at least)."""
+    rng = np.random.default_rng(seed)
+    strength = {m: k * 0.4 for k, m in enumerate(sorted(models))}
+    items = [(m, f"{m}/{k}", strength[m] + float(rng.normal())) for m in models for k in range(per_model)]
+    cands = [
+        {
+            "context_id": "pool",
+            "context": "",
+            "candidate_id": c,
+            "candidate_index": n,
+            "system": m,
+            "text": "t",
+        }
+        for n, (m, c, _) in enumerate(items)
+    ]
+    group = {"judge": "j", "attribute": "quality", "template_id": "t1", "context_id": "pool"}
+    scores = [{**group, "method": "poe_gaussian", "candidate_id": c, "score": v} for _, c, v in items]
+    comps = []
+    while len(comps) < pairs:
+        # every item is compared at least once (as in a connected pool), then random pairs
+        a = len(comps) if len(comps) < len(items) else int(rng.integers(len(items)))
+        b = int(rng.integers(len(items)))
+        if items[a][0] == items[b][0]:
+            continue
+        d = items[a][2] - items[b][2]
+        comps.append(
+            {**group, "cand_i": items[a][1], "cand_j": items[b][1], "p": float(1 / (1 + np.exp(-d)))}
+        )
+    return pl.DataFrame(comps), pl.DataFrame(scores), pa.Table.from_pylist(cands, schema=CANDIDATES), items
+
+
+def test_a_pool_is_resampled_over_its_items():
+    """One context (a pool) has one input, so the bootstrap draws its items: each model's mean score gets an
+    interval about as wide as the normal one of the mean of its items, and the win rate one too."""
+    models = ["m-a", "m-b", "m-c", "m-d"]
+    comps, scores, cands, items = pool_tables(models, per_model=60, pairs=600)
+    board = leaderboard_table(comps, scores, cands, ["poe_gaussian"], 2000, 0.9, 0)
+    assert (board["unit"] == "item").all()
+    mean = board.filter(pl.col("metric") == "poe_gaussian").sort("model")
+    assert (mean["n_inputs"] == 60).all()
+    for row in mean.iter_rows(named=True):
+        values = np.array([v for m, _, v in items if m == row["model"]])
+        assert row["estimate"] == pytest.approx(values.mean())
+        normal = 2 * 1.645 * values.std(ddof=1) / np.sqrt(values.size)
+        assert row["upper"] - row["lower"] == pytest.approx(normal, rel=0.2)
+    win = board.filter(pl.col("metric") == "win_rate")
+    assert (win["upper"] > win["lower"]).all()
+    assert win.sort("estimate")["model"].to_list() == models  # strengths 0, 0.4, 0.8, 1.2 apart by 0.4
+    assert (win["n_games"].sum()) == 2 * comps.height
+    # the pool's items are the units: the models' order does not depend on the order of items or comparisons
+    shuffled = leaderboard_table(
+        comps.sample(fraction=1.0, shuffle=True, seed=1),
+        scores.sample(fraction=1.0, shuffle=True, seed=2),
+        cands.take(np.random.default_rng(3).permutation(cands.num_rows)),
+        ["poe_gaussian"],
+        2000,
+        0.9,
+        0,
+    )
+    assert board.sort(["metric", "model"]).equals(shuffled.sort(["metric", "model"]))
+
+
+def test_a_leaderboard_with_one_unit_per_model_warns_that_its_intervals_are_points(caplog):
+    """One input with one candidate per model: nothing to resample, said once; a pool of several items per model
+    is resampled and not warned about."""
     from pipeline.stages import Leaderboard
 
     class Ctx:
@@ -157,13 +223,23 @@ def test_a_leaderboard_over_one_input_warns_that_its_intervals_are_points(caplog
 
     comps, scores, cands = run_tables(["m-a", "m-b", "m-c"], ["pool"])
     stage = Leaderboard(("poe_gaussian",), 50, 0.9, 0)
-    with caplog.at_level("WARNING", logger="pipeline"):
+    with caplog.at_level("INFO", logger="pipeline"):
         out = stage.run(Ctx(), comparisons=comps.to_arrow(), scores=scores.to_arrow(), candidates=cands)
     win = out["leaderboard"].filter(pl.col("metric") == "win_rate")
     assert (win["lower"] == win["upper"]).all()  # nothing to resample
-    assert "one input" in caplog.text and "every interval is a point" in caplog.text
+    assert (
+        "every model has one item in the one input" in caplog.text
+        and "every interval is a point" in caplog.text
+    )
+    caplog.clear()
+    comps, scores, cands, _ = pool_tables(["m-a", "m-b", "m-c"], per_model=10, pairs=60)
+    with caplog.at_level("INFO", logger="pipeline"):
+        stage.run(Ctx(), comparisons=comps.to_arrow(), scores=scores.to_arrow(), candidates=cands)
+    assert (
+        "one pool (up to 10 item(s) per model, resampled)" in caplog.text and "is a point" not in caplog.text
+    )
     caplog.clear()
     comps, scores, cands = run_tables(["m-a", "m-b", "m-c"], ["in0", "in1", "in2"])
-    with caplog.at_level("WARNING", logger="pipeline"):
+    with caplog.at_level("INFO", logger="pipeline"):
         stage.run(Ctx(), comparisons=comps.to_arrow(), scores=scores.to_arrow(), candidates=cands)
-    assert "one input" not in caplog.text
+    assert "over 3 input(s)" in caplog.text and "is a point" not in caplog.text
