@@ -199,16 +199,18 @@ def schedule(n: int, checkpoints: tuple[int, ...]):
     return AdaptiveConfig().schedule(n, checkpoints)
 
 
-def evaluate(scores, truth, full) -> tuple[float, float, float]:
+def evaluate(scores, truth, full) -> tuple[float, float, float, float]:
+    """(Spearman vs truth, Kendall vs truth, Spearman vs all-pairs, Kendall vs all-pairs)."""
     return (
         float(spearmanr(scores, truth).statistic),
         float(kendalltau(scores, truth).statistic),
         float(spearmanr(scores, full).statistic),
+        float(kendalltau(scores, full).statistic),
     )
 
 
 def run_seed(task: tuple[int, int, str, JudgeSetting, tuple[str, ...], Model, float]) -> dict:
-    """Every arm on one simulated pool: {arm: {budget: (spearman, kendall, spearman vs all-pairs)}}."""
+    """Every arm on one simulated pool: {arm: {budget: :func:`evaluate`'s four correlations}}."""
     seed, n, truth_kind, setting, arms, model, ridge = task
     with single_threaded_blas():  # one BLAS thread per worker process: the workers share the cores
         return _run_seed(seed, n, truth_kind, setting, arms, model, ridge)
@@ -325,6 +327,7 @@ def report(name: str, n: int, runs: list[dict], arms: tuple[str, ...]) -> None:
         (0, 3, "Spearman vs truth"),
         (1, 3, "Kendall vs truth"),
         (2, 3, "Spearman vs all-pairs"),
+        (3, 3, "Kendall vs all-pairs"),
     ):
         print(f"\n{label} (mean ± 95% CI) by judge calls per item")
         print("| arm | " + " | ".join(f"{b:g}" for b in points) + " |")

@@ -22,10 +22,22 @@ def test_tiny_run_reports_the_chosen_judge_and_truth(capsys):
     assert out.count("## judge ") == 1
     assert "judge confident (scale 8.0" in out and "truth normal" in out
     for arm in ("random", "greedy", "reorder"):
-        assert out.count(f"| {arm} | ") == 3  # Spearman, Kendall, Spearman vs all-pairs
+        assert out.count(f"| {arm} | ") == 4  # Spearman and Kendall, vs truth and vs all-pairs
+    for label in ("Spearman vs truth", "Kendall vs truth", "Spearman vs all-pairs", "Kendall vs all-pairs"):
+        assert f"\n{label} (mean ± 95% CI)" in out
     assert "windowed" not in out
     assert "Calls per item to reach the all-pairs Spearman within 0.01 " in out
     assert "Calls per item to reach the all-pairs Spearman within 0.002 " in out
+
+
+def test_evaluate_compares_with_the_truth_and_with_the_all_pairs_solution():
+    """Spearman and Kendall against the truth, then against the all-pairs solution: one swap of neighbours among
+    five items costs Kendall 2/10 pairs' worth (tau 0.8) and Spearman 1 - 6 * 2 / 120 (0.9)."""
+    truth = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
+    full = np.array([0.0, 1.0, 2.0, 4.0, 3.0])
+    rho, tau, rho_full, tau_full = adaptive.evaluate(truth, truth, full)
+    assert (rho, tau) == (pytest.approx(1.0), pytest.approx(1.0))
+    assert (rho_full, tau_full) == (pytest.approx(0.9), pytest.approx(0.8))
 
 
 @pytest.mark.parametrize(
