@@ -119,22 +119,26 @@ def run_tables(models: list[str], inputs: list[str], seed: int = 0):
     return pl.DataFrame(comps), pl.DataFrame(scores), pa.Table.from_pylist(cands, schema=CANDIDATES)
 
 
+def shuffled_board(comps: pl.DataFrame, scores: pl.DataFrame, cands: pa.Table, rounds: int) -> pl.DataFrame:
+    """The leaderboard of the same tables with their rows shuffled (seeded)."""
+    return leaderboard_table(
+        comps.sample(fraction=1.0, shuffle=True, seed=1),
+        scores.sample(fraction=1.0, shuffle=True, seed=2),
+        cands.take(np.random.default_rng(3).permutation(cands.num_rows)),
+        ["poe_gaussian"],
+        rounds,
+        0.9,
+        0,
+    )
+
+
 def test_the_leaderboard_does_not_depend_on_the_order_of_models_or_inputs():
     models = ["m-a", "m-b", "m-c", "m-d"]
     inputs = [f"in{k:02d}" for k in range(20)]
     comps, scores, cands = run_tables(models, inputs)
     board = leaderboard_table(comps, scores, cands, ["poe_gaussian"], 200, 0.9, 0)
-    shuffled = leaderboard_table(
-        comps.sample(fraction=1.0, shuffle=True, seed=1),
-        scores.sample(fraction=1.0, shuffle=True, seed=2),
-        cands.take(np.random.default_rng(3).permutation(cands.num_rows)),
-        ["poe_gaussian"],
-        200,
-        0.9,
-        0,
-    )
     key = ["metric", "model"]
-    assert board.sort(key).equals(shuffled.sort(key))
+    assert board.sort(key).equals(shuffled_board(comps, scores, cands, 200).sort(key))
     win = board.filter(pl.col("metric") == "win_rate").sort("estimate", descending=True)
     assert win["model"].to_list() == ["m-d", "m-c", "m-b", "m-a"]
     assert (win["n_inputs"] == 20).all() and (win["n_games"] == 60).all()
@@ -200,17 +204,9 @@ def test_a_pool_is_resampled_over_its_items():
     assert (win["upper"] > win["lower"]).all()
     assert win.sort("estimate")["model"].to_list() == models  # strengths 0, 0.4, 0.8, 1.2 apart by 0.4
     assert (win["n_games"].sum()) == 2 * comps.height
-    # the pool's items are the units: the models' order does not depend on the order of items or comparisons
-    shuffled = leaderboard_table(
-        comps.sample(fraction=1.0, shuffle=True, seed=1),
-        scores.sample(fraction=1.0, shuffle=True, seed=2),
-        cands.take(np.random.default_rng(3).permutation(cands.num_rows)),
-        ["poe_gaussian"],
-        2000,
-        0.9,
-        0,
-    )
-    assert board.sort(["metric", "model"]).equals(shuffled.sort(["metric", "model"]))
+    # the pool's items are the units: the board does not depend on the order of items or comparisons
+    key = ["metric", "model"]
+    assert board.sort(key).equals(shuffled_board(comps, scores, cands, 2000).sort(key))
 
 
 def test_a_leaderboard_with_one_unit_per_model_warns_that_its_intervals_are_points(caplog):
