@@ -1,5 +1,6 @@
 """Plots of a finished run (matplotlib, no screen needed): predicted vs human scores, correlation per method,
-and position bias. Used by the run (files logged to MLflow) and by the notebook."""
+position bias, the leaderboard, and an adaptive run's criterion over rounds and ranking with intervals. Used by
+the run (files logged to MLflow) and by the notebook."""
 
 from __future__ import annotations
 
@@ -146,9 +147,83 @@ def leaderboard(board: pl.DataFrame, path: Path | None = None):
         ax.set_yticks(y, order if ax is axes[0][0] else [""] * len(order))
         ax.set_title(metric)
         ax.grid(axis="x", alpha=0.3)
+    over = "the pool's items" if first.get("unit") == "item" else "inputs"
     fig.suptitle(
-        f"{first['attribute']} ({first['template_id']}): estimate and bootstrap interval over inputs"
+        f"{first['attribute']} ({first['template_id']}): estimate and bootstrap interval over {over}"
     )
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+    return fig
+
+
+def rounds_curve(rounds: pl.DataFrame, path: Path | None = None):
+    """Adaptive rounds: the stopping criterion's value (expected tau without a criterion) and, where the input has
+    human scores, the Spearman with them, against judge calls per item; one line per context (the first 10)."""
+    plt = _pyplot()
+    data = rounds.sort("round").with_columns(per_item=pl.col("calls") / pl.col("items"))
+    criteria = [c for c in data["criterion"].unique(maintain_order=True).to_list() if c]
+    value, label = (
+        ("value", f"stopping criterion: {criteria[0]}")
+        if len(criteria) == 1
+        else ("expected_tau", "expected_tau" + ("" if criteria else " (no stopping rule)"))
+    )
+    human = data["spearman"].is_not_null().any()
+    fig, axes = plt.subplots(1, 2 if human else 1, figsize=(9 if human else 5, 3.6), squeeze=False)
+    contexts = data["context_id"].unique(maintain_order=True).to_list()
+    for cid in contexts[:10]:
+        part = data.filter(pl.col("context_id") == cid)
+        axes[0][0].plot(part["per_item"].to_numpy(), part[value].to_numpy(), marker="o", label=str(cid)[:20])
+        if human:
+            axes[0][1].plot(part["per_item"].to_numpy(), part["spearman"].to_numpy(), marker="o")
+    axes[0][0].set_ylabel(label)
+    axes[0][0].set_title("criterion over rounds")
+    if human:
+        axes[0][1].set_ylabel("Spearman with the human scores")
+        axes[0][1].set_title("agreement over rounds")
+    for ax in axes[0]:
+        ax.set_xlabel("judge calls per item")
+        ax.grid(alpha=0.3)
+    if len(contexts) > 1:
+        axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    if path is not None:
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+    return fig
+
+
+def ranking(table: pl.DataFrame, method: str, level: float, path: Path | None = None):
+    """The first context's ranking (first attribute and template): each item's score with its interval, best
+    first; the human score as the colour where the input has it."""
+    plt = _pyplot()
+    first = table.row(0, named=True)
+    part = table.filter(
+        (pl.col("judge") == first["judge"])
+        & (pl.col("attribute") == first["attribute"])
+        & (pl.col("template_id") == first["template_id"])
+        & (pl.col("context_id") == first["context_id"])
+    ).sort("rank")
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    x = part["rank"].to_numpy()
+    score = part["score"].to_numpy()
+    if part["stderr"].is_not_null().any():
+        low = (part["score"] - part["lower"]).fill_null(0.0).to_numpy()
+        high = (part["upper"] - part["score"]).fill_null(0.0).to_numpy()
+        ax.errorbar(x, score, yerr=[low, high], fmt="none", ecolor="grey", alpha=0.5, linewidth=0.8)
+    if part["human_score"].is_not_null().all():
+        dots = ax.scatter(x, score, c=part["human_score"].to_numpy(), s=8, cmap="viridis", zorder=3)
+        fig.colorbar(dots, ax=ax, label=f"human {first['attribute']}")
+    else:
+        ax.scatter(x, score, s=8, zorder=3)
+    ax.set_xlabel("rank (1 = best)")
+    ax.set_ylabel(f"{method} score")
+    ax.set_title(
+        f"{first['attribute']} ({first['template_id']}), {first['context_id']}: {part.height:,} items, "
+        f"{100 * level:g}% intervals"
+    )
+    ax.grid(alpha=0.3)
     fig.tight_layout()
     if path is not None:
         fig.savefig(path, dpi=110)

@@ -1053,6 +1053,44 @@ class Report(Stage):
         return {"summary": summary}
 
 
+@dataclass(frozen=True)
+class ReportRounds(Stage):
+    """Add the adaptive rounds to the report: the stopping criterion over rounds, and the ranking with per-item
+    intervals (rounds.csv, ranking.csv, plots/rounds.png, plots/ranking.png, and the summary)."""
+
+    plots: bool
+    # The method whose ranking is shown (the report's drawn method: poe_logit, the rounds' model, where listed).
+    method: str
+    # The coverage of the per-item intervals (score ± z standard errors).
+    level: float = 0.95
+
+    name = "report_rounds"
+    reads = (ports.ROUNDS, ports.SCORES, ports.SUMMARY)
+    writes = (ports.SUMMARY,)
+
+    def run(self, ctx: StageContext, *, rounds: pa.Table, scores: pa.Table, summary: str) -> dict[str, Any]:
+        from pipeline.rounds_report import ranking_table, ranking_text, rounds_text
+
+        run_dir = ctx.run_dir
+        frame = pl.from_arrow(rounds)
+        ranking = ranking_table(pl.from_arrow(scores), self.method, self.level)
+        parts = [summary, rounds_text(frame), ranking_text(ranking, self.method, self.level)]
+        summary = "\n\n".join(p for p in parts if p)
+        for name, table in (("rounds.csv", frame), ("ranking.csv", ranking)):
+            if table.height:
+                table.write_csv(run_dir / name)
+                ctx.files.append(run_dir / name)
+        (run_dir / "summary.txt").write_text(summary + "\n")
+        if self.plots:
+            plot_dir = run_dir / "plots"
+            plot_dir.mkdir(exist_ok=True)
+            if frame.height:
+                plots.rounds_curve(frame, plot_dir / "rounds.png")
+            if ranking.height:
+                plots.ranking(ranking, self.method, self.level, plot_dir / "ranking.png")
+        return {"summary": summary}
+
+
 # --- generate, then evaluate ----------------------------------------------------------------------------------
 
 

@@ -31,6 +31,7 @@ from pipeline.stages import (
     Reasons,
     Reduce,
     Report,
+    ReportRounds,
     ResolveJudge,
     Score,
     ShardContexts,
@@ -200,6 +201,8 @@ def adaptive(cfg: RunConfig, root: Path) -> Workflow:
     stages[names.index("score")] = dataclasses.replace(stages[names.index("score")], logit=logit)
     judge = stages[names.index("judge")]
     rounds = Rounds(cfg.adaptive, judge)  # type: ignore[arg-type]
+    report = stages[names.index("report")]
+    stages.append(ReportRounds(cfg.tracking.plots, report.plot_method))  # type: ignore[attr-defined]
     at = names.index("shard_contexts")
     stages[at : names.index("judge") + 1] = [rounds]
     return Workflow("adaptive", tuple(stages))

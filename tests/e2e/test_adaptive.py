@@ -125,6 +125,15 @@ def test_a_pool_ranked_in_rounds_survives_a_kill_mid_round_and_judges_every_prom
     logit_scores = scores.filter(pl.col("method") == "poe_logit")
     assert logit_scores.height == n_items and logit_scores.get_column("stderr").null_count() == 0
 
+    # the report: the criterion over rounds, and the ranking by the rounds' model with per-item intervals
+    summary = (folder / "summary.txt").read_text()
+    assert f"adaptive rounds, pool ({n_items} items): stopping criterion none (the budget only)" in summary
+    assert "call budget spent" in summary and "ranking by poe_logit with 95% intervals" in summary
+    ranking = pl.read_csv(folder / "ranking.csv")
+    assert ranking.height == n_items and ranking.get_column("lower").null_count() == 0
+    assert pl.read_csv(folder / "rounds.csv").get_column("calls").to_list() == [0, 16, 32, 48, 64]
+    assert (folder / "plots" / "rounds.png").exists() and (folder / "plots" / "ranking.png").exists()
+
     # the curve: one point per round in the resumed run's MLflow run (earlier rounds logged again)
     import mlflow
 
