@@ -103,10 +103,13 @@ def ranking_text(ranking: pl.DataFrame, method: str, level: float = 0.95) -> str
         f"ranking by {method} with {100 * level:g}% intervals (score ± {z_of(level):.2f} standard errors; every "
         "item: ranking.csv)"
     ]
-    groups = ranking.group_by(["judge", "attribute", "template_id", "context_id"], maintain_order=True)
-    for n, ((_, attribute, template_id, context_id), part) in enumerate(groups):
+    keys = ["judge", "attribute", "template_id", "context_id"]
+    total = ranking.select(keys).n_unique()
+    for n, ((_, attribute, template_id, context_id), part) in enumerate(
+        ranking.group_by(keys, maintain_order=True)
+    ):
         if n == RANKED_CONTEXTS:
-            lines.append(f"  ... and {ranking['context_id'].n_unique() - n} more context(s)")
+            lines.append(f"  ... and {total - n} more ranking(s) in ranking.csv")
             break
         lines.append(f"  {attribute} ({template_id}), {context_id}: {part.height:,} items")
         shown = part if part.height <= 2 * SHOWN else pl.concat([part.head(SHOWN), part.tail(SHOWN)])

@@ -97,6 +97,12 @@ def test_the_ranking_text_shows_both_ends_with_intervals_and_human_scores():
     assert "/M1" in ranking_text(ranking_table(long_id, "poe_logit"), "poe_logit")
 
 
+def test_only_the_first_rankings_are_shown():
+    many = pl.concat([scores(4).with_columns(context_id=pl.lit(f"ctx{k}")) for k in range(5)])
+    text = ranking_text(ranking_table(many, "poe_logit"), "poe_logit")
+    assert text.count(": 4 items") == 3 and "... and 2 more ranking(s) in ranking.csv" in text
+
+
 def test_the_rounds_text_is_the_criterion_curve_round_by_round():
     text = rounds_text(rounds(["pool"]))
     lines = text.splitlines()
