@@ -18,6 +18,20 @@ def _pyplot():
     return plt
 
 
+def _save(fig, path: Path | None):
+    """Write the figure to ``path`` and close it (the figure is returned either way, for a notebook)."""
+    if path is not None:
+        fig.savefig(path, dpi=110)
+        _pyplot().close(fig)
+    return fig
+
+
+def _first_group(frame: pl.DataFrame, keys: list[str]) -> tuple[dict, pl.DataFrame]:
+    """The first row, and the rows that share its ``keys`` (the one group a plot draws)."""
+    first = frame.row(0, named=True)
+    return first, frame.filter(pl.all_horizontal(pl.col(k) == first[k] for k in keys))
+
+
 def predicted_vs_human(scores: pl.DataFrame, method: str, path: Path | None = None):
     """One panel per attribute: the method's score (centred per context) against the human score."""
     plt = _pyplot()
@@ -38,10 +52,7 @@ def predicted_vs_human(scores: pl.DataFrame, method: str, path: Path | None = No
     if not attributes:
         axes[0][0].text(0.5, 0.5, "no human scores", ha="center", va="center")
     fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-    return fig
+    return _save(fig, path)
 
 
 def correlation_by_method(correlations: pl.DataFrame, metric: str = "spearman", path: Path | None = None):
@@ -62,10 +73,7 @@ def correlation_by_method(correlations: pl.DataFrame, metric: str = "spearman", 
     ax.axhline(0, color="black", linewidth=0.5)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-    return fig
+    return _save(fig, path)
 
 
 def position_bias(bias: pl.DataFrame, path: Path | None = None):
@@ -81,10 +89,7 @@ def position_bias(bias: pl.DataFrame, path: Path | None = None):
     ax.set_ylabel("P(A)")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-    return fig
+    return _save(fig, path)
 
 
 APPROACH_COLOURS = {"comparative": "tab:blue", "absolute": "tab:orange", "combined": "tab:green"}
@@ -116,22 +121,14 @@ def spearman_by_mode(assessment: pl.DataFrame, path: Path | None = None):
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in APPROACH_COLOURS.values()]
     axes[0][0].legend(handles, list(APPROACH_COLOURS), fontsize=8)
     fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-    return fig
+    return _save(fig, path)
 
 
 def leaderboard(board: pl.DataFrame, path: Path | None = None):
     """Each model's win rate and mean scores with their bootstrap intervals, one panel per metric (first
     attribute and template)."""
     plt = _pyplot()
-    first = board.row(0, named=True)
-    part = board.filter(
-        (pl.col("judge") == first["judge"])
-        & (pl.col("attribute") == first["attribute"])
-        & (pl.col("template_id") == first["template_id"])
-    )
+    first, part = _first_group(board, ["judge", "attribute", "template_id"])
     metrics = part["metric"].unique(maintain_order=True).to_list()
     order = part.filter(pl.col("metric") == metrics[0]).sort("estimate")["model"].to_list()
     fig, axes = plt.subplots(
@@ -152,10 +149,7 @@ def leaderboard(board: pl.DataFrame, path: Path | None = None):
         f"{first['attribute']} ({first['template_id']}): estimate and bootstrap interval over {over}"
     )
     fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-    return fig
+    return _save(fig, path)
 
 
 def rounds_curve(rounds: pl.DataFrame, path: Path | None = None):
@@ -188,23 +182,15 @@ def rounds_curve(rounds: pl.DataFrame, path: Path | None = None):
     if len(contexts) > 1:
         axes[0][0].legend(fontsize=7)
     fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-    return fig
+    return _save(fig, path)
 
 
 def ranking(table: pl.DataFrame, method: str, level: float, path: Path | None = None):
     """The first context's ranking (first attribute and template): each item's score with its interval, best
     first; the human score as the colour where the input has it."""
     plt = _pyplot()
-    first = table.row(0, named=True)
-    part = table.filter(
-        (pl.col("judge") == first["judge"])
-        & (pl.col("attribute") == first["attribute"])
-        & (pl.col("template_id") == first["template_id"])
-        & (pl.col("context_id") == first["context_id"])
-    ).sort("rank")
+    first, part = _first_group(table, ["judge", "attribute", "template_id", "context_id"])
+    part = part.sort("rank")
     fig, ax = plt.subplots(figsize=(8, 3.8))
     x = part["rank"].to_numpy()
     score = part["score"].to_numpy()
@@ -225,7 +211,4 @@ def ranking(table: pl.DataFrame, method: str, level: float, path: Path | None = 
     )
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    if path is not None:
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-    return fig
+    return _save(fig, path)
