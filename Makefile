@@ -49,7 +49,7 @@ run: $(STAMP) ## set up and run the main job on the embedded default (demo data,
 	$(BIN)/python -m pipeline.cli $(ARGS)
 
 stages: $(STAMP) ## print the workflow's stages and the tables they pass, from their declarations (ARGS: overrides)
-	$(BIN)/python -m pipeline.describe $(ARGS)
+	$(BIN)/python -m pipeline.workflows.describe $(ARGS)
 
 test: $(STAMP) $(CHROMIUM) ## run every test: unit, config, real CPU vLLM engine, end to end on a local Ray, the review page in headless Chromium
 	$(BIN)/python -m pytest $(PYTEST_ARGS)

@@ -12,37 +12,31 @@ import os
 import sys
 import traceback
 from datetime import datetime
-from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
-from pipeline.config import RunConfig, register_configs, to_run_config
-from pipeline.errors import UserError
-from pipeline.logs import capture_process_output, captured_output_path, console, results, setup_logging
+from pipeline import PROJECT_ROOT
+from pipeline.config.hydra import CONF_DIR, register_configs, to_run_config
+from pipeline.contracts.errors import UserError
+from pipeline.runtime.logs import (
+    capture_process_output,
+    captured_output_path,
+    console,
+    results,
+    setup_logging,
+)
 
 register_configs()
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CONF_DIR = str(PROJECT_ROOT / "conf")
 # Exit status of an expected error (config, input, model) and of anything else.
 USER_ERROR, FAILURE = 2, 1
-
-
-def compose(overrides: list[str] | None = None) -> RunConfig:
-    """The config of ``conf/`` with command-line style overrides, composed and converted as a run does (for
-    tests, benchmarks and notebooks that do not go through ``@hydra.main``)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return to_run_config(hydra_compose("config", overrides=overrides or []))
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def _main(cfg: DictConfig) -> None:
     run_cfg = to_run_config(cfg)
     if not run_cfg.verbose:
-        from pipeline.data.source import resolve_path
+        from pipeline.config.derived import resolve_path
 
         stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
         pending = (
@@ -50,7 +44,7 @@ def _main(cfg: DictConfig) -> None:
         )
         capture_process_output(pending)  # moved into the run folder's run.log once it exists
     setup_logging(str(run_cfg.log_level), run_cfg.verbose)
-    from pipeline.run import run
+    from pipeline.run.context import run
 
     result = run(run_cfg, PROJECT_ROOT)
     console().flush()

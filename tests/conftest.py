@@ -35,7 +35,7 @@ def cache_dir() -> Path:
 @pytest.fixture(scope="session")
 def judge_model(cache_dir: Path) -> str:
     """The real default judge (SmolLM2-135M-Instruct), converted into the cache once."""
-    from pipeline.models import resolve_model
+    from pipeline.judge.models import resolve_model
 
     return resolve_model("smollm2-135m-instruct", cache_dir).path
 
@@ -133,7 +133,7 @@ def compose(overrides: list[str] | None = None):
     """The real Hydra config (conf/), composed as the CLI does, converted to a RunConfig. The judgement store
     (pipeline.judge.memo) is off unless a test sets ``judge.store`` or ``judge.store_path``: a test of the engine
     or of resuming must see the engine judge, not answers an earlier test left in the project's cache."""
-    from pipeline.cli import compose as compose_config
+    from pipeline.config.hydra import compose as compose_config
 
     overrides = list(overrides or [])
     if not any(o.startswith(("judge.store", "+judge.store")) for o in overrides):
@@ -146,7 +146,7 @@ def compose(overrides: list[str] | None = None):
 
 def candidates_table(sizes: dict[str, int]) -> pa.Table:
     """CANDIDATES: contexts named by ``sizes`` with that many candidates each (ids ``<context>:<k>``)."""
-    from pipeline.schemas import CANDIDATES
+    from pipeline.contracts.schemas import CANDIDATES
 
     rows: dict[str, list] = {name: [] for name in CANDIDATES.names}
     for cid, n in sizes.items():
@@ -172,7 +172,7 @@ def judgment_rows(
 
     Two label words per side and some probability mass outside the labels, as a real judge has.
     """
-    from pipeline.judge.labels import label_mass, p_a_wins, side_logprobs
+    from pipeline.methods.labels import label_mass, p_a_wins, side_logprobs
 
     rng = np.random.default_rng(seed)
     s = rng.normal(size=n)
@@ -211,7 +211,7 @@ def judgment_rows(
 
 def judgments_table(**kwargs) -> pa.Table:
     """JUDGMENTS (Arrow) from :func:`judgment_rows`."""
-    from pipeline.schemas import JUDGMENTS
+    from pipeline.contracts.schemas import JUDGMENTS
 
     rows, _ = judgment_rows(**kwargs)
     return pa.Table.from_pylist(rows, schema=JUDGMENTS)

@@ -58,8 +58,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
-from pipeline.config import AdaptiveConfig
-from pipeline.hardware import read_cpu
+from pipeline.config.rounds import AdaptiveConfig
+from pipeline.judge.hardware import read_cpu
 from pipeline.methods._common import single_threaded_blas
 from pipeline.methods.contradiction import read_orderings
 from pipeline.methods.locate import select_locate

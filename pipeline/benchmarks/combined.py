@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import spearmanr
 
-from pipeline.hardware import read_cpu
+from pipeline.judge.hardware import read_cpu
 from pipeline.methods import poe_gaussian
 from pipeline.methods.combined import ContextData, combine, estimate
 from pipeline.methods.simulate import simulate_assessment

@@ -22,23 +22,19 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from pipeline import PROJECT_ROOT
 from pipeline.benchmarks.judge import TimedJudgeWorker
-from pipeline.cli import compose
-from pipeline.generate import (
-    DEMO_TICKETS,
-    Generator,
-    generation_prompts,
-    generation_step,
-    generator_judge_config,
-    generator_read,
-    load_tasks,
-)
-from pipeline.hardware import read_cpu
-from pipeline.judge.engines import HFEngine, VLLMEngine
-from pipeline.logs import capture_process_output, console, setup_logging
-from pipeline.models import resolve_judge
-from pipeline.prompts import encode_prompts
-from pipeline.run import PROJECT_ROOT
+from pipeline.config.hydra import compose
+from pipeline.contracts.frame import encode_prompts
+from pipeline.data.tasks import DEMO_TICKETS, load_tasks
+from pipeline.judge.generators import Generator, generator_judge_config, generator_read
+from pipeline.judge.hardware import read_cpu
+from pipeline.judge.hf_engine import HFEngine
+from pipeline.judge.models import resolve_judge
+from pipeline.judge.vllm_engine import VLLMEngine
+from pipeline.prompts.generation import generation_prompts
+from pipeline.runtime.logs import capture_process_output, console, setup_logging
+from pipeline.stages.generation import generation_step
 
 
 def write_inputs(folder: Path, n: int) -> Path:

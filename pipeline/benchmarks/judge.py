@@ -34,18 +34,21 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipeline.cli import compose
-from pipeline.config import EngineProcess
-from pipeline.hardware import read_cpu
-from pipeline.judge.engines import HFEngine, VLLMEngine, engine_inside
-from pipeline.judge.labels import p_a_wins, side_logprobs
+from pipeline import PROJECT_ROOT
+from pipeline.config.enums import EngineProcess
+from pipeline.config.hydra import compose
+from pipeline.contracts.frame import encode_prompts
+from pipeline.judge.cores import engine_inside
+from pipeline.judge.hardware import read_cpu
+from pipeline.judge.hf_engine import HFEngine
 from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.vllm_engine import VLLMEngine
 from pipeline.judge.worker import JudgeWorker
-from pipeline.logs import capture_process_output, captured_output_path, console, setup_logging
-from pipeline.pairs import generate_prompts, split_shards
-from pipeline.prompts import encode_prompts
-from pipeline.run import PROJECT_ROOT, run
-from pipeline.stages import judge_steps
+from pipeline.methods.labels import p_a_wins, side_logprobs
+from pipeline.prompts.pairs import generate_prompts, split_shards
+from pipeline.run.context import run
+from pipeline.runtime.logs import capture_process_output, captured_output_path, console, setup_logging
+from pipeline.stages.judging import judge_steps
 
 log = logging.getLogger("pipeline.benchmarks.judge")
 
@@ -134,7 +137,7 @@ def run_hf(spec, plan, ids: list[list[int]], dtype: str) -> tuple[Timing, np.nda
 def run_api(cfg, shards, plan, spec, dtype: str, rounds: int, work: Path) -> tuple[list[Timing], pa.Table]:
     """The pipeline with its judge behind a local vLLM server on the same checkpoint and dtype (no reply cache:
     every round sends every prompt); timed as :func:`run_pipeline`, the server's start-up excluded."""
-    from pipeline.config import Backend
+    from pipeline.config.enums import Backend
     from pipeline.judge.serve import LocalVLLMServer
 
     served = "bench-judge"

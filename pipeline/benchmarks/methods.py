@@ -39,7 +39,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pipeline.hardware import read_cpu
+from pipeline.judge.hardware import read_cpu
 from pipeline.methods import efficiency, selection, simulate
 from pipeline.methods.bradley_terry import bradley_terry
 from pipeline.methods.poe_gaussian import fit as gaussian_fit
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(("  PoE finding: loss(PoE-Gaussian), loss(PoE-BT) < loss(win-ratio)", "", status(finding)))
 
     # 5. leaderboard bootstrap --------------------------------------------------------------------------------
-    from pipeline.methods.leaderboard import bootstrap_counts, bootstrap_means, bootstrap_ratio
+    from pipeline.methods.bootstrap import bootstrap_counts, bootstrap_means, bootstrap_ratio
 
     n_models, n_inputs, n_rounds = 10, 10_000, 1_000
     scores = rng.standard_normal((n_inputs, n_models)) + np.linspace(0, 0.1, n_models)

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.config import DemoConfig
-from pipeline.errors import ConfigError
+from pipeline.config.assessment import DemoConfig
+from pipeline.contracts.errors import ConfigError
 
 ATTRIBUTES = ("coherence", "fluency")
 META = {

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.data.errors import InputError, Problem
-from pipeline.errors import ConfigError
+from pipeline.contracts.errors import ConfigError, InputError, Problem
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.config import Correlation, DatasetConfig
+from pipeline.config.assessment import DatasetConfig
+from pipeline.config.derived import resolve_path
+from pipeline.config.enums import Correlation
+from pipeline.contracts.errors import ConfigError
 from pipeline.data.demo import write_demo
 from pipeline.data.load import DatasetMeta, default_meta_path, read_meta, read_records
 from pipeline.data.validate import InputReport, ValidationRules, validate_records
-from pipeline.errors import ConfigError
-from pipeline.prompts import PromptWords, resolve_adjectives
+from pipeline.data.words import PromptWords, resolve_adjectives
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +36,6 @@ class LoadedInput:
     human_scores: pa.Table  # HUMAN_SCORES
     report: InputReport
     info: DatasetInfo
-
-
-def resolve_path(path: str, root: Path) -> Path:
-    p = Path(path).expanduser()
-    return p if p.is_absolute() else (root / p)
 
 
 def dataset_path(cfg: DatasetConfig, root: Path, cache_dir: Path) -> Path:

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from pipeline.config import Correlation, EmptyText
-from pipeline.data.errors import InputError, Problem
+from pipeline.config.enums import Correlation, EmptyText
+from pipeline.contracts.errors import InputError, Problem
+from pipeline.contracts.schemas import CANDIDATES, HUMAN_SCORES
 from pipeline.data.load import Record
-from pipeline.schemas import CANDIDATES, HUMAN_SCORES
 
 
 @dataclass

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pipeline.config import Backend, EngineProcess
+from pipeline.config.enums import Backend, EngineProcess
 
 # vLLM engine settings that change where and how fast the engine runs, not what it computes: a resumed run may
 # change them (e.g. a lower gpu_memory_utilization after running out of memory). Every other engine key, the

@@ -17,13 +17,13 @@ from collections.abc import Mapping
 
 import pyarrow as pa
 
-from pipeline.absolute import Read
-from pipeline.judge.engines import EngineResult, make_engine
-from pipeline.judge.memo import JudgementStore
+from pipeline.contracts.engine import EngineResult, Read
+from pipeline.contracts.frame import PromptFrame, encode_prompts
+from pipeline.contracts.schemas import PROMPTS, RESPONSES, check_schema
+from pipeline.judge.engines import make_engine
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.watchdog import EngineWatch, Reaper, engine_processes, record_event
-from pipeline.prompts import PromptFrame, encode_prompts
-from pipeline.schemas import PROMPTS, RESPONSES, check_schema
+from pipeline.storage.judgements import JudgementStore
 
 
 def batch_key(batch: pa.Table) -> str:

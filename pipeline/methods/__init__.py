@@ -14,8 +14,8 @@ poe_gaussian; poe_gaussian.fit(...)``); the scoring functions are in :data:`SCOR
 Modules: :mod:`.selection` (which pairs to judge), :mod:`.debias` (positional bias), one module per
 scorer (:mod:`.win_ratio`, :mod:`.average_probability`, :mod:`.bradley_terry`, :mod:`.poe_gaussian`,
 :mod:`.poe_bt`, :mod:`.poe_laplace`, :mod:`.poe_logit`, :mod:`.ml_ranking`), :mod:`.metrics`,
-:mod:`.efficiency` (with the batched scorers of :mod:`.batched`), :mod:`.simulate`, :mod:`.validate` and
-:mod:`.errors`. Adaptive rounds (imported on demand): :mod:`.posterior` (the PoE-Gaussian posterior at any
+:mod:`.efficiency` (with the batched scorers of :mod:`.batched`), :mod:`.simulate` and :mod:`.validate` (with
+:class:`ComparisonError`). Adaptive rounds (imported on demand): :mod:`.posterior` (the PoE-Gaussian posterior at any
 N), the round strategies :mod:`.reorder` and :mod:`.windowed`, the sorting baselines :mod:`.sorting`,
 :mod:`.stopping` and the round loop :mod:`.rounds`.
 
@@ -35,7 +35,6 @@ from . import (
     bradley_terry,
     davidson,
     debias,
-    errors,
     metrics,
     ml_ranking,
     poe_bt,
@@ -47,9 +46,8 @@ from . import (
     validate,
     win_ratio,
 )
-from .errors import ComparisonError
 from .poe_gaussian import GaussianFit
-from .validate import check_comparisons
+from .validate import ComparisonError, check_comparisons
 
 __all__ = [
     "SCORERS",
@@ -60,7 +58,6 @@ __all__ = [
     "check_comparisons",
     "davidson",
     "debias",
-    "errors",
     "metrics",
     "ml_ranking",
     "poe_bt",

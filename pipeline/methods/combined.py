@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from . import poe_gaussian
-from .errors import ComparisonError
+from .validate import ComparisonError
 
 __all__ = ["CombineEstimate", "ContextData", "combine", "estimate"]
 

@@ -82,7 +82,7 @@ def fit(
     the mean of the scores. ``shift``: ``p`` is one ordering's raw answer, and the mean of its capped log-odds (the
     position bias when the design puts each item in slot A as often as in slot B) is taken out first, as
     PoE-Gaussian's ``beta="mean"`` does on its scale (PoE appendix A.6). ``contradicted``: one flag per
-    comparison; the flagged ones are left out. Raises :class:`pipeline.methods.errors.ComparisonError` on a
+    comparison; the flagged ones are left out. Raises :class:`pipeline.methods.validate.ComparisonError` on a
     comparison graph (without the flagged comparisons) that is not connected (the components' offsets are not
     identified), as the other PoE scorers do."""
     from scipy.special import expit

@@ -19,7 +19,7 @@ Graph requirements
 Win-ratio, average probability and the ML ranking need every item in at least one comparison
 (:func:`check_covered`). PoE-Gaussian, Bradley-Terry, PoE-BT and PoE-Laplace identify scores only up to
 one additive constant per connected component of the comparison graph, so they require a connected graph
-(:func:`check_connected`) and raise :class:`~pipeline.methods.errors.ComparisonError` otherwise, naming
+(:func:`check_connected`) and raise :class:`~pipeline.methods.validate.ComparisonError` otherwise, naming
 an isolated item or the components.
 """
 
@@ -30,12 +30,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from .errors import ComparisonError
-
 if TYPE_CHECKING:
     from scipy.sparse import csr_matrix
 
 __all__ = [
+    "ComparisonError",
     "as_comparisons",
     "check_comparisons",
     "check_connected",
@@ -45,6 +44,24 @@ __all__ = [
 
 # How many members of a component to list in an error message.
 _MAX_LISTED = 8
+
+
+class ComparisonError(ValueError):
+    """A comparison table that a method cannot use.
+
+    Raised for malformed input (shapes, dtypes, indices out of range, an item compared with itself,
+    probabilities that are NaN or outside [0, 1], forbidden duplicates) and for comparison graphs on
+    which a score is not identified (an item in no comparison, a disconnected graph). The message names
+    the offending comparison index, the items involved and the field, e.g.
+    ``"comparison 17 (i=3, j=5): p=nan is not a probability in [0, 1]"``.
+
+    ``items`` holds the indices of the items at fault where there are some (an item in no comparison, the
+    smallest component of a disconnected graph), so a caller can name them by their own ids.
+    """
+
+    def __init__(self, message: str, items: tuple[int, ...] = ()):
+        super().__init__(message)
+        self.items = tuple(int(k) for k in items)
 
 
 def _describe(k: int, i: NDArray[np.int64], j: NDArray[np.int64]) -> str:

@@ -17,14 +17,14 @@ import logging
 import sys
 from pathlib import Path
 
-from pipeline.errors import UserError
+from pipeline import PROJECT_ROOT
+from pipeline.contracts.errors import UserError
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 def _run_dir(value: str | None) -> Path:
-    from pipeline.results import latest_run_dir
+    from pipeline.run.results import latest_run_dir
 
     if value:
         path = Path(value).resolve()
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from pipeline.review import report
+    from pipeline.review import agreement as report
     from pipeline.review.answers import AnswerLog, check_reviewer
     from pipeline.review.sample import Strategy, open_sample
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline.errors import UserError
+from pipeline.contracts.errors import UserError
 
 CHOICES = ("1", "2", "tie")
 REVIEWER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")

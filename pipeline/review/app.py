@@ -28,8 +28,8 @@ import polars as pl
 from flask import Flask, Response, abort, redirect, request, url_for
 from jinja2 import Environment, StrictUndefined
 
-from pipeline.errors import UserError
-from pipeline.review import report
+from pipeline.contracts.errors import UserError
+from pipeline.review import agreement as report
 from pipeline.review.answers import CHOICES, MAX_NOTE, AnswerLog, check_reviewer
 from pipeline.review.sample import LABELS, ReviewSample, criterion_text, reviewer_order, swapped
 

@@ -31,8 +31,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline.errors import UserError
-from pipeline.prompts import DEFAULT_ADJECTIVES
+from pipeline.contracts.errors import UserError
+from pipeline.data.words import DEFAULT_ADJECTIVES
 
 
 class Strategy(StrEnum):

@@ -15,8 +15,8 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from pipeline.config import Executor as ExecutorKind
-from pipeline.config import RuntimeConfig
+from pipeline.config.enums import Executor as ExecutorKind
+from pipeline.config.run import RuntimeConfig
 
 
 @dataclass(frozen=True)

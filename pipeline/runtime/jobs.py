@@ -8,9 +8,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from pipeline.config import RunConfig
-from pipeline.data.source import resolve_path
-from pipeline.errors import ConfigError
+from pipeline.config.derived import resolve_path
+from pipeline.config.run import RunConfig
+from pipeline.contracts.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from pipeline.config import RuntimeConfig
-from pipeline.logs import redirect_output
+from pipeline.config.run import RuntimeConfig
 from pipeline.runtime import MapStep, step_key
 from pipeline.runtime.local import batches
+from pipeline.runtime.logs import redirect_output
 
 log = logging.getLogger(__name__)
 

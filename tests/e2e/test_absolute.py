@@ -10,8 +10,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.absolute import COMPARE
-from pipeline.run import run
+from pipeline.contracts.keys import COMPARE
+from pipeline.run.context import run
 from tests.conftest import compose, run_notebook
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]

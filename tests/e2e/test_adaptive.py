@@ -16,9 +16,9 @@ import polars as pl
 import psutil
 import pytest
 
-from pipeline.config import Debias, Orderings
+from pipeline.config.enums import Debias, Orderings
 from pipeline.methods.contradiction import contradicted
-from pipeline.reduce import reduce_judgments
+from pipeline.scoring.reduce import reduce_judgments
 from tests.conftest import judge_engines, started_engines, stored_replies, worker_pid
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]

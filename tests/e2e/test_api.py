@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from pipeline.judge.serve import LocalVLLMServer
-from pipeline.run import run
+from pipeline.run.context import run
 from tests.conftest import compose
 
 pytestmark = [pytest.mark.api, pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]

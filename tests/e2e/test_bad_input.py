@@ -6,9 +6,8 @@ import json
 
 import pytest
 
-from pipeline.data.errors import InputError
-from pipeline.errors import ConfigError
-from pipeline.run import run
+from pipeline.contracts.errors import ConfigError, InputError
+from pipeline.run.context import run
 from tests.conftest import compose
 
 

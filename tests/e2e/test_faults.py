@@ -15,7 +15,7 @@ import polars as pl
 import psutil
 import pytest
 
-from pipeline.run import run
+from pipeline.run.context import run
 from tests.conftest import (
     ROOT,
     compose,
@@ -170,7 +170,7 @@ def test_an_engine_killed_more_often_than_allowed_stops_the_run_with_what_was_ju
 def test_an_engine_that_cannot_start_stops_the_run_at_once(tmp_path, ray_cluster):
     """A checkpoint whose weights are cut short (the driver reads its config and tokenizer; the engine cannot
     load it): the run stops after one attempt with the engine's error, and no engine is left behind."""
-    from pipeline.models import resolve_model
+    from pipeline.judge.models import resolve_model
 
     source = Path(
         resolve_model("smollm2-135m-instruct", ROOT / ".cache").path

@@ -10,7 +10,7 @@ import shutil
 import polars as pl
 import pytest
 
-from pipeline.run import run
+from pipeline.run.context import run
 from tests.conftest import compose
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]

@@ -18,12 +18,12 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
-from pipeline import schemas
-from pipeline.errors import ConfigError
-from pipeline.hardware import engine_dtype
-from pipeline.judge.labels import p_a_wins, side_logprobs
+from pipeline.contracts import schemas
+from pipeline.contracts.errors import ConfigError
+from pipeline.judge.hardware import engine_dtype
 from pipeline.methods import poe_gaussian
-from pipeline.run import run
+from pipeline.methods.labels import p_a_wins, side_logprobs
+from pipeline.run.context import run
 from tests.conftest import ROOT, compose, run_notebook
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
@@ -50,7 +50,7 @@ def outputs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def demo_run(outputs, ray_cluster):
-    from pipeline.store import JudgmentStore
+    from pipeline.storage.parts import JudgmentStore
 
     cfg = compose([*OVERRIDES, f"paths.output_root={outputs}"])
     add = JudgmentStore.add

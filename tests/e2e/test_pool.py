@@ -7,7 +7,7 @@ import json
 import polars as pl
 import pytest
 
-from pipeline.run import run
+from pipeline.run.context import run
 from tests.conftest import compose
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
@@ -27,7 +27,7 @@ QUESTIONS = [
 
 
 def test_a_pool_spreads_over_two_actors(tmp_path, monkeypatch, ray_cluster):
-    from pipeline.store import JudgmentStore
+    from pipeline.storage.parts import JudgmentStore
 
     # the driver's view of the stream: rows must arrive one engine batch at a time, not at the end of a task
     arrived: list[int] = []

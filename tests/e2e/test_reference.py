@@ -30,7 +30,7 @@ def answers(case: str) -> pl.DataFrame:
 
 
 def same_instruction_set() -> bool:
-    from pipeline.hardware import read_cpu
+    from pipeline.judge.hardware import read_cpu
 
     return sorted(read_cpu().speed_flags()) == meta()["cpu_flags"]
 
@@ -41,14 +41,14 @@ def case_config(case: str, output_root, *more: str):
 
 @pytest.fixture(scope="module")
 def judge_spec(cache_dir):
-    from pipeline.models import resolve_judge
+    from pipeline.judge.models import resolve_judge
 
     return resolve_judge(compose([*COMMON]).judge, cache_dir)
 
 
 @pytest.fixture(scope="module")
 def engine(judge_spec):
-    from pipeline.judge.engines import VLLMEngine
+    from pipeline.judge.vllm_engine import VLLMEngine
 
     made = VLLMEngine(judge_spec)
     yield made
@@ -57,8 +57,8 @@ def engine(judge_spec):
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_engine_answers_every_reference_prompt_as_recorded(case, engine):
-    from pipeline.absolute import Read
-    from pipeline.prompts import PromptFrame, encode_prompts
+    from pipeline.contracts.engine import Read
+    from pipeline.contracts.frame import PromptFrame, encode_prompts
 
     recorded = answers(case)
     texts_checked = same_instruction_set()
@@ -82,10 +82,9 @@ def test_the_engine_answers_every_reference_prompt_as_recorded(case, engine):
 def test_every_table_computed_from_the_reference_answers_equals_the_reference(
     case, judge_spec, tmp_path, ray_cluster
 ):
-    from pipeline.absolute import Read
-    from pipeline.judge.engines import EngineResult
-    from pipeline.judge.memo import JudgementStore
-    from pipeline.run import run
+    from pipeline.contracts.engine import EngineResult, Read
+    from pipeline.run.context import run
+    from pipeline.storage.judgements import JudgementStore
 
     store_path = tmp_path / "judgements.sqlite"
     store = JudgementStore(store_path, judge_spec.identity())
@@ -93,8 +92,10 @@ def test_every_table_computed_from_the_reference_answers_equals_the_reference(
         fields = json.loads(request[0])
         read = Read(**{**fields, "token_ids": tuple(fields["token_ids"]), "stop": tuple(fields["stop"])})
         results = [
-            EngineResult(**{k: row[k] for k in ("token_logprobs", "texts", "finish_reasons")},
-                         **{k: row[k] for k in ("prompt_tokens", "cached_tokens", "generated_tokens")})
+            EngineResult(
+                **{k: row[k] for k in ("token_logprobs", "texts", "finish_reasons")},
+                **{k: row[k] for k in ("prompt_tokens", "cached_tokens", "generated_tokens")},
+            )
             for row in group.iter_rows(named=True)
         ]
         store.put(group["prompt"].to_list(), read, results)

@@ -18,7 +18,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.run import run
+from pipeline.run.context import run
 from tests.conftest import ROOT, compose
 
 pytestmark = [pytest.mark.browser, pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]

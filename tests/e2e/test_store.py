@@ -6,7 +6,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.run import run
+from pipeline.run.context import run
 from tests.conftest import compose
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 from scipy.stats import spearmanr
 
-from pipeline.run import run
+from pipeline.run.context import run
 from tests.conftest import compose
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]

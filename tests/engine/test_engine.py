@@ -11,14 +11,19 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.absolute import Read, resolve_absolute
-from pipeline.config import AbsoluteConfig, AbsoluteMode, Backend, PromptConfig
-from pipeline.judge.engines import HFEngine
-from pipeline.judge.labels import judgments_from_responses, p_a_wins, resolve_labels, side_logprobs
+from pipeline.config.assessment import AbsoluteConfig, PromptConfig
+from pipeline.config.enums import AbsoluteMode, Backend
+from pipeline.contracts.engine import Read
+from pipeline.contracts.schemas import JUDGMENTS, PROMPTS, RESPONSES
+from pipeline.data.words import PromptWords
+from pipeline.judge.hf_engine import HFEngine
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.worker import JudgeWorker
-from pipeline.prompts import PromptWords, plan_prompts
-from pipeline.schemas import JUDGMENTS, PROMPTS, RESPONSES
+from pipeline.methods.labels import p_a_wins, side_logprobs
+from pipeline.prompts.absolute import resolve_absolute
+from pipeline.prompts.labels import resolve_labels
+from pipeline.prompts.plan import plan_prompts
+from pipeline.scoring.responses import judgments_from_responses
 
 pytestmark = pytest.mark.engine
 
@@ -116,7 +121,7 @@ def test_worker_writes_the_judgment_schema(worker, plan):
 
 def test_label_logprobs_match_transformers(worker, plan, judge_model):
     """vLLM's first-token log-probabilities of the label words equal a full forward pass in transformers."""
-    from pipeline.prompts import encode_prompts
+    from pipeline.contracts.frame import encode_prompts
 
     batch = pairs(plan, [("g", "b", GOOD, BAD), ("b", "g", BAD, GOOD)])
     ids = encode_prompts(worker.engine.tokenizer, batch.column("prompt").to_pylist(), plan.frame)
@@ -153,7 +158,7 @@ def test_sampled_generation_is_seeded(worker, plan):
     sampled = Read(max_tokens=4, n=5, temperature=1.0, seed=7)
     template = plan.absolute[0]
     prompt = plan.rate_prompt(template, "coherence", PASSAGE, GOOD)
-    from pipeline.prompts import encode_prompts
+    from pipeline.contracts.frame import encode_prompts
 
     ids = encode_prompts(worker.engine.tokenizer, [prompt], plan.frame)
     first = worker.engine.run(ids, sampled)[0].texts

@@ -5,12 +5,14 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from pipeline.config import PromptConfig, TooLong
-from pipeline.data.errors import InputError
-from pipeline.judge.labels import LabelError, resolve_labels
-from pipeline.preflight import TRUNCATION_MARK, check_prompt_lengths
-from pipeline.prompts import PromptWords, plan_prompts
-from pipeline.schemas import CANDIDATES
+from pipeline.config.assessment import PromptConfig
+from pipeline.config.enums import TooLong
+from pipeline.contracts.errors import InputError
+from pipeline.contracts.schemas import CANDIDATES
+from pipeline.data.words import PromptWords
+from pipeline.prompts.labels import LabelError, resolve_labels
+from pipeline.prompts.plan import plan_prompts
+from pipeline.prompts.preflight import TRUNCATION_MARK, check_prompt_lengths
 
 pytestmark = pytest.mark.engine
 WORDS = PromptWords("passage", "summary", {"coherence": "coherent"})
@@ -81,8 +83,9 @@ def test_candidates_too_long_for_any_context_are_refused(tokenizer, plan):
 def test_absolute_prompts_are_measured_with_the_tokens_they_generate(tokenizer, plan):
     """workflow=absolute: the longest prompt is the longest candidate's absolute prompt plus the tokens its mode may
     generate (absolute.max_tokens), and a context too long for it is truncated like a comparison's."""
-    from pipeline.absolute import resolve_absolute
-    from pipeline.config import AbsoluteConfig, AbsoluteMode
+    from pipeline.config.assessment import AbsoluteConfig
+    from pipeline.config.enums import AbsoluteMode
+    from pipeline.prompts.absolute import resolve_absolute
 
     rated = resolve_absolute(
         AbsoluteConfig(modes=[AbsoluteMode.prompt_score], max_tokens=7), tokenizer, "smollm2"

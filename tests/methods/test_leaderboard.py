@@ -8,15 +8,15 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from pipeline.leaderboard import leaderboard_table
-from pipeline.methods.leaderboard import (
+from pipeline.contracts.schemas import CANDIDATES
+from pipeline.methods.bootstrap import (
     bootstrap_counts,
     bootstrap_means,
     bootstrap_ratio,
     statistical_ranks,
     tied_groups,
 )
-from pipeline.schemas import CANDIDATES
+from pipeline.scoring.leaderboard import leaderboard_table
 
 
 def test_counts_draw_every_input_count_times_per_round():
@@ -212,7 +212,7 @@ def test_a_pool_is_resampled_over_its_items():
 def test_a_leaderboard_with_one_unit_per_model_warns_that_its_intervals_are_points(caplog):
     """One input with one candidate per model: nothing to resample, said once; a pool of several items per model
     is resampled and not warned about."""
-    from pipeline.stages import Leaderboard
+    from pipeline.stages.scoring import Leaderboard
 
     class Ctx:
         metrics: dict[str, float] = {}

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from pipeline.adaptive import PoolState, Rounds, _stable
-from pipeline.config import AdaptiveConfig, BudgetConfig, RoundStrategy
+from pipeline.config.enums import RoundStrategy
+from pipeline.config.rounds import AdaptiveConfig, BudgetConfig
 from pipeline.data.contexts import Context
 from pipeline.methods.locate import (
     AMBIGUOUS,
@@ -23,6 +23,7 @@ from pipeline.methods.posterior import Posterior, fit_posterior
 from pipeline.methods.rounds import Model, fit_round, run_rounds
 from pipeline.methods.selection import PairSet
 from pipeline.methods.simulate import PoolJudge, pool_truth
+from pipeline.stages.rounds import PoolState, Rounds, _stable
 
 MODEL = Model(link="logit", robust=1.345, censor=True)
 

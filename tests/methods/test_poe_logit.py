@@ -9,11 +9,11 @@ import pytest
 from scipy.special import expit
 from scipy.stats import spearmanr
 
-from pipeline.config import Debias
+from pipeline.config.enums import Debias
 from pipeline.methods import ComparisonError, poe_gaussian, poe_logit
 from pipeline.methods.selection import balanced_random
 from pipeline.methods.simulate import PoolJudge
-from pipeline.score import method_scores
+from pipeline.scoring.comparative import method_scores
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

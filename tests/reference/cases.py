@@ -51,9 +51,7 @@ CASES: dict[str, list[str]] = {
 
 # Columns that measure the engine (time, the process, what its prefix cache held: two prompts with the same text are
 # one answer of the judgement store, two engine calls without it): not part of what a run computes.
-TIMING = frozenset(
-    {"seconds", "worker", "fit_seconds", "select_seconds", "cached_tokens", "cache_share"}
-)
+TIMING = frozenset({"seconds", "worker", "fit_seconds", "select_seconds", "cached_tokens", "cache_share"})
 # Tables a run computes (the ports with a schema), compared with the reference's.
 TABLES = (
     "candidates",
@@ -117,7 +115,9 @@ def assert_tables_equal(name: str, got: pl.DataFrame, want: pl.DataFrame, tol: f
             y = _floats(b)
             assert x.shape == y.shape, f"{name}.{column}: shapes {x.shape} != {y.shape}"
             same_nan = np.isnan(x) == np.isnan(y)
-            assert same_nan.all(), f"{name}.{column}: nulls/NaN differ at rows {np.flatnonzero(~same_nan)[:5]}"
+            assert same_nan.all(), (
+                f"{name}.{column}: nulls/NaN differ at rows {np.flatnonzero(~same_nan)[:5]}"
+            )
             ok = np.isnan(y) | np.isclose(x, y, rtol=tol, atol=tol)
             assert ok.all(), (
                 f"{name}.{column}: {int((~ok).sum())} value(s) differ beyond {tol:g}, e.g. "

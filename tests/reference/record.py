@@ -25,7 +25,7 @@ from tests.reference.cases import CASES, COMMON, HERE, TABLES, folder, table_fra
 
 def record(case: str, work: Path) -> dict:
     from pipeline.judge.worker import JudgeWorker
-    from pipeline.run import run
+    from pipeline.run.context import run
 
     captured: list[dict] = []
     judge = JudgeWorker.judge
@@ -63,7 +63,7 @@ def record(case: str, work: Path) -> dict:
 
 
 def main() -> None:
-    from pipeline.hardware import read_cpu
+    from pipeline.judge.hardware import read_cpu
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("cases", nargs="*", default=list(CASES))

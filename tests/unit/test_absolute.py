@@ -8,23 +8,18 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from pipeline.absolute import (
-    AbsoluteLabelError,
-    expected_score,
-    implicit_max,
-    parse_score,
-    rating_failures,
-    rating_scores,
-    ratings_from_responses,
-    resolve_absolute,
-    yes_probability,
-)
-from pipeline.config import AbsoluteConfig, AbsoluteMode, AbsoluteTemplateConfig, Debias, Orderings
-from pipeline.errors import ConfigError
-from pipeline.judge.labels import p_a_wins, p_tie, resolve_labels, side_logprobs, tie_logprob
-from pipeline.reduce import reduce_judgments
-from pipeline.schemas import RESPONSES
-from pipeline.score import method_scores
+from pipeline.config.assessment import AbsoluteConfig, AbsoluteTemplateConfig
+from pipeline.config.enums import AbsoluteMode, Debias, Orderings
+from pipeline.contracts.errors import ConfigError
+from pipeline.contracts.schemas import RESPONSES
+from pipeline.methods.absolute import expected_score, implicit_max, parse_score, yes_probability
+from pipeline.methods.labels import p_a_wins, p_tie, side_logprobs, tie_logprob
+from pipeline.prompts.absolute import AbsoluteLabelError, resolve_absolute
+from pipeline.prompts.labels import resolve_labels
+from pipeline.scoring.comparative import method_scores
+from pipeline.scoring.ratings import rating_failures, rating_scores
+from pipeline.scoring.reduce import reduce_judgments
+from pipeline.scoring.responses import ratings_from_responses
 from tests.conftest import compose, judgment_rows
 
 
@@ -180,7 +175,7 @@ def test_ratings_keep_failures_and_never_score_them_zero(tokenizer):
 
 
 def test_averaged_samples_count_each_failure():
-    from pipeline.absolute import sample_scores
+    from pipeline.methods.absolute import sample_scores
 
     score, values, failures = sample_scores([" 4", "8", "no idea", " 6 out of 10"], 1, 10)
     assert score == pytest.approx(6.0) and values == [4.0, 8.0, None, 6.0] and failures == ["no number"]
@@ -281,7 +276,7 @@ def test_a_user_template_joins_the_library():
     """A template added in a YAML file (as conf/absolute/*.yaml or an experiment preset does) joins the shipped ones."""
     from omegaconf import OmegaConf
 
-    from pipeline.config import to_run_config
+    from pipeline.config.hydra import to_run_config
 
     mine = {"mode": "prompt_score", "text": "{candidate} Rate it {low}-{high}.", "high": 5}
     cfg = to_run_config(
@@ -305,7 +300,7 @@ def test_a_user_template_joins_the_library():
 
 
 def test_criterion_options_are_read_by_letter_and_scored(tokenizer):
-    from pipeline.config import CriterionOption
+    from pipeline.config.assessment import CriterionOption
 
     options = {
         "useful": [

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.adaptive import read_rounds, step_metrics, write_rounds
-from pipeline.schemas import ROUNDS
+from pipeline.contracts.schemas import ROUNDS
+from pipeline.stages.rounds import read_rounds, step_metrics, write_rounds
 
 
 def record(

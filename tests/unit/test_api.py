@@ -16,18 +16,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import polars as pl
 import pytest
 
-from pipeline.absolute import Read
-from pipeline.judge.api import (
-    ApiClient,
-    ApiSettings,
-    backoff_delay,
-    chat_body,
-    completion_body,
-    parse_chat,
-    parse_completion,
-    retry_after,
-    split_prompt,
-)
+from pipeline.contracts.engine import Read
+from pipeline.contracts.frame import split_prompt
+from pipeline.judge.api.bodies import chat_body, completion_body, parse_chat, parse_completion
+from pipeline.judge.api.client import ApiClient, ApiSettings, backoff_delay, retry_after
 
 KEY = "sk-test-0123456789abcdef-do-not-leak"
 
@@ -288,8 +280,8 @@ class FakeJudge(StandIn):
 
 
 def test_prompts_that_keep_failing_stop_the_run_and_a_rerun_judges_only_those(tmp_path, judge_model):
-    from pipeline.run import run
-    from pipeline.stages import JudgeFailed
+    from pipeline.run.context import run
+    from pipeline.stages.accounting import JudgeFailed
     from tests.conftest import compose
 
     fake = FakeJudge()
@@ -333,8 +325,8 @@ def test_prompts_that_keep_failing_stop_the_run_and_a_rerun_judges_only_those(tm
 def test_the_key_is_read_on_the_driver_and_never_described(tmp_path, monkeypatch, judge_model):
     import pickle
 
-    from pipeline.errors import ConfigError
-    from pipeline.models import resolve_judge
+    from pipeline.contracts.errors import ConfigError
+    from pipeline.judge.models import resolve_judge
     from tests.conftest import compose
 
     overrides = ["judge=api", "judge.api.base_url=http://127.0.0.1:9/v1", "judge.api.api_key_env=CA_TEST_KEY"]
@@ -364,7 +356,7 @@ def judge_model_cache(judge_model: str):
 
 
 def test_prompts_split_into_message_and_prefix_and_chat_bodies_prefill_the_answer():
-    from pipeline.prompts import PromptFrame
+    from pipeline.contracts.frame import PromptFrame
 
     frame = PromptFrame(head="<s>user\n", tail="</s>\n<s>assistant\n")
     message, prefix = split_prompt("<s>user\nWhich summary? A or B</s>\n<s>assistant\nSummary", frame)
@@ -411,8 +403,8 @@ def test_chat_replies_give_the_words_among_the_alternatives_and_floor_the_rest()
 
 
 def test_the_path_is_probed_once_token_ids_where_the_server_takes_them(tmp_path, judge_model):
-    from pipeline.judge.api import ApiEngine
-    from pipeline.models import resolve_judge
+    from pipeline.judge.api.engine import ApiEngine
+    from pipeline.judge.models import resolve_judge
     from tests.conftest import compose
 
     fake = FakeJudge()

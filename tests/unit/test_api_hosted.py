@@ -141,7 +141,7 @@ def hosted_overrides(server: Hosted, tmp_path, *extra: str) -> list[str]:
 def test_a_hosted_judge_without_a_tokenizer_judges_by_the_chat_path_after_a_test_request(
     hosted, tmp_path, caplog
 ):
-    from pipeline.run import run
+    from pipeline.run.context import run
     from tests.conftest import compose
 
     server = hosted()
@@ -167,8 +167,8 @@ def test_a_hosted_judge_without_a_tokenizer_judges_by_the_chat_path_after_a_test
 
 
 def test_label_words_the_hosted_judge_never_answers_with_are_refused_at_start(hosted, tmp_path):
-    from pipeline.judge.labels import LabelError
-    from pipeline.run import run
+    from pipeline.prompts.labels import LabelError
+    from pipeline.run.context import run
     from tests.conftest import compose
 
     server = hosted([" A", "A", "Yes", "No", "The"])  # never B
@@ -183,7 +183,7 @@ def test_generators_and_the_judge_behind_a_hosted_api(hosted, tmp_path):
     """Generate, then evaluate with every model behind the API: each generator's system prompt goes as its own
     message with its own sampling, the outputs become candidates, the judge compares them by the chat path and
     the reasons are asked as a conversation."""
-    from pipeline.run import run
+    from pipeline.run.context import run
     from tests.conftest import compose
 
     server = hosted()
@@ -227,8 +227,8 @@ def test_generators_and_the_judge_behind_a_hosted_api(hosted, tmp_path):
 def test_generations_that_keep_failing_stop_the_run_and_a_rerun_generates_only_those(hosted, tmp_path):
     """A refused generation is not an empty output: it is kept out of the outputs, reported, and the rerun in
     the same folder asks for it alone; the generators' requests, cache hits and cost are in the metrics."""
-    from pipeline.run import run
-    from pipeline.stages import JudgeFailed
+    from pipeline.run.context import run
+    from pipeline.stages.accounting import JudgeFailed
     from tests.conftest import compose
 
     server = hosted()

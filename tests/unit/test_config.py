@@ -4,17 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.config import (
-    Backend,
-    ChatTemplate,
-    Debias,
-    Executor,
-    RunConfig,
-    Strategy,
-    to_flat_dict,
-)
-from pipeline.errors import ConfigError
-from pipeline.pairs import resolve_k
+from pipeline.config.derived import to_flat_dict
+from pipeline.config.enums import Backend, ChatTemplate, Debias, Executor, Strategy
+from pipeline.config.run import RunConfig
+from pipeline.contracts.errors import ConfigError
+from pipeline.prompts.pairs import resolve_k
 from tests.conftest import ROOT, compose
 
 GROUPS = {
@@ -186,7 +180,7 @@ def test_the_pool_preset_composes_an_adaptive_run():
 
 def test_the_round_sizes_come_from_one_schedule():
     """The pipeline's rounds and bench-adaptive both size rounds with AdaptiveConfig.schedule."""
-    from pipeline.config import AdaptiveConfig
+    from pipeline.config.rounds import AdaptiveConfig
 
     size = AdaptiveConfig(first_round=0.5, later_round=0.125, growth=0.25).schedule(100)
     assert size(0) == 50  # a matching first

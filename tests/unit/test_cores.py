@@ -13,7 +13,7 @@ import pytest
 CLAIM = textwrap.dedent(
     """
     import os, sys, time
-    from pipeline.judge.engines import resolve_env
+    from pipeline.judge.cores import resolve_env
     env = resolve_env({"VLLM_CPU_OMP_THREADS_BIND": "auto", "CA_CORES_PER_WORKER": sys.argv[1]})
     print(env["VLLM_CPU_OMP_THREADS_BIND"], sorted(os.sched_getaffinity(0)), flush=True)
     sys.stdin.readline()  # hold the claim until told
@@ -47,7 +47,7 @@ def test_engines_claim_disjoint_cores_and_release_them_when_they_end(tmp_path):
 
 
 def test_all_binds_every_core_of_the_process():
-    from pipeline.judge.engines import resolve_env
+    from pipeline.judge.cores import resolve_env
 
     env = resolve_env({"VLLM_CPU_OMP_THREADS_BIND": "all", "CA_CORES_PER_WORKER": "1"})
     assert env == {"VLLM_CPU_OMP_THREADS_BIND": ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))}

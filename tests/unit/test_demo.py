@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.config import DemoConfig
+from pipeline.config.assessment import DemoConfig
 from pipeline.data.demo import demo_records, write_demo
 from pipeline.data.load import read_meta, read_records
 from pipeline.data.validate import ValidationRules, validate_records
@@ -34,8 +34,8 @@ def test_damage_is_progressive():
 def test_contexts_pooled_into_one_keep_every_candidate_and_its_human_scores():
     import pyarrow as pa
 
+    from pipeline.contracts.schemas import CANDIDATES, HUMAN_SCORES
     from pipeline.data.source import POOL, as_pool
-    from pipeline.schemas import CANDIDATES, HUMAN_SCORES
 
     candidates = pa.Table.from_pylist(
         [

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.config import MULTIPROCESSING_ENV, Backend, EngineProcess, GeneratorConfig
-from pipeline.errors import ConfigError
-from pipeline.generate import generator_judge_config
-from pipeline.judge.engines import bound_cores, engine_inside, vllm_env
+from pipeline.config.enums import MULTIPROCESSING_ENV, Backend, EngineProcess
+from pipeline.config.judging import GeneratorConfig
+from pipeline.contracts.errors import ConfigError
+from pipeline.judge.cores import bound_cores, engine_inside, vllm_env
+from pipeline.judge.generators import generator_judge_config
 from pipeline.judge.spec import JudgeSpec
 from tests.conftest import compose
 

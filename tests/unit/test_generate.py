@@ -10,17 +10,12 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from pipeline.config import GenerateConfig, GeneratorConfig, OutputHandling
-from pipeline.data.errors import InputError
-from pipeline.errors import ConfigError, ModelError
-from pipeline.generate import (
-    DEMO_TASK,
-    candidates_from_generations,
-    load_tasks,
-    write_demo_tasks,
-)
-from pipeline.models import resolve_model
-from pipeline.schemas import GENERATIONS
+from pipeline.config.enums import OutputHandling
+from pipeline.config.judging import GenerateConfig, GeneratorConfig
+from pipeline.contracts.errors import ConfigError, InputError, ModelError
+from pipeline.contracts.schemas import GENERATIONS
+from pipeline.data.tasks import DEMO_TASK, candidates_from_generations, load_tasks, write_demo_tasks
+from pipeline.judge.models import resolve_model
 from tests.conftest import compose
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.hardware import engine_dtype, read_cpu
+from pipeline.judge.hardware import engine_dtype, read_cpu
 
 EPYC_AVX2 = """processor\t: 0
 vendor_id\t: AuthenticAMD

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline.errors import ConfigError
+from pipeline.contracts.errors import ConfigError
 from pipeline.runtime.jobs import check_job_storage, ray_working_dir
 from tests.conftest import ROOT, compose
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-from pipeline.logs import FILE_ONLY, ConsoleFilter, RunLog
+from pipeline.runtime.logs import FILE_ONLY, ConsoleFilter, RunLog
 from tests.conftest import ROOT
 
 
@@ -49,7 +49,7 @@ def test_the_process_output_is_captured_and_moved_into_the_run_folder(tmp_path):
         f"""
         import logging, os, subprocess, sys
         from pathlib import Path
-        from pipeline.logs import capture_process_output, console, results, setup_logging, RunLog
+        from pipeline.runtime.logs import capture_process_output, console, results, setup_logging, RunLog
         capture_process_output(Path({str(tmp_path / "pending" / "out.log")!r}))
         setup_logging("INFO")
         run_log = RunLog("INFO")

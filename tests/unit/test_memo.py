@@ -3,9 +3,8 @@ not kept; a batch is looked up and kept in one go."""
 
 from __future__ import annotations
 
-from pipeline.absolute import Read
-from pipeline.judge.engines import EngineResult
-from pipeline.judge.memo import JudgementStore
+from pipeline.contracts.engine import EngineResult, Read
+from pipeline.storage.judgements import JudgementStore
 
 READ = Read(token_ids=(1, 2), max_tokens=1)
 ANSWER = EngineResult([-0.1, -0.2], ["A"], 5, 2, 1, ["length"])

@@ -7,11 +7,16 @@ import itertools
 import pyarrow as pa
 import pytest
 
-from pipeline.config import Orderings, PairsConfig, Strategy, TemplateConfig, validate
+from pipeline.config.assessment import PairsConfig, TemplateConfig
+from pipeline.config.enums import Orderings, Strategy
+from pipeline.config.validate import validate
+from pipeline.contracts.errors import ConfigError
+from pipeline.contracts.schemas import JUDGED_KEYS
 from pipeline.data.contexts import group_by_context
-from pipeline.errors import ConfigError
-from pipeline.judge.labels import Labels
-from pipeline.pairs import (
+from pipeline.data.words import PromptWords
+from pipeline.prompts.chat import plain_frame
+from pipeline.prompts.labels import Labels
+from pipeline.prompts.pairs import (
     build_contexts,
     context_rng,
     generate_prompts,
@@ -21,8 +26,8 @@ from pipeline.pairs import (
     shard_contexts,
     split_shards,
 )
-from pipeline.prompts import PromptPlan, PromptWords, plain_frame, render_answer_prefix
-from pipeline.schemas import JUDGED_KEYS
+from pipeline.prompts.plan import PromptPlan
+from pipeline.prompts.render import render_answer_prefix
 from tests.conftest import candidates_table as candidates
 
 WORDS = PromptWords("passage", "summary", {"coherence": "coherent", "fluency": "fluent"})
@@ -140,7 +145,7 @@ def test_one_ordering_of_unordered_pairs_balances_slots():
 
 
 def test_strategy_errors():
-    from pipeline.config import RunConfig
+    from pipeline.config.run import RunConfig
 
     def check(**pairs):
         cfg = RunConfig()

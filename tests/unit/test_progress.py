@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.progress import Progress, format_seconds
+from pipeline.runtime.progress import Progress, format_seconds
 
 
 class Clock:

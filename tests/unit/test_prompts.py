@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.config import ChatTemplate, PromptConfig, TemplateConfig
-from pipeline.errors import ConfigError
-from pipeline.judge.labels import Labels
-from pipeline.prompts import (
-    PromptWords,
-    chat_frame,
-    plan_prompts,
-    render_answer_prefix,
-    render_message,
-    resolve_adjectives,
-    template_problems,
-    uses_chat_template,
-)
+from pipeline.config.assessment import PromptConfig, TemplateConfig
+from pipeline.config.enums import ChatTemplate
+from pipeline.config.templates import template_problems
+from pipeline.contracts.errors import ConfigError
+from pipeline.data.words import PromptWords, resolve_adjectives
+from pipeline.prompts.chat import chat_frame, uses_chat_template
+from pipeline.prompts.labels import Labels
+from pipeline.prompts.plan import plan_prompts
+from pipeline.prompts.render import render_answer_prefix, render_message
 from tests.conftest import compose
 
 WORDS = PromptWords("passage", "summary", {"coherence": "coherent"})

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import polars as pl
 
-from pipeline.config import ReasonSample
-from pipeline.reasons import choose
+from pipeline.config.enums import ReasonSample
+from pipeline.prompts.reasons import choose
 
 
 def comparisons() -> pl.DataFrame:

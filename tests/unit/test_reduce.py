@@ -6,8 +6,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.config import Debias, Orderings
-from pipeline.reduce import CoverageError, reduce_judgments
+from pipeline.config.enums import Debias, Orderings
+from pipeline.scoring.reduce import CoverageError, reduce_judgments
 from tests.conftest import judgments_table
 
 

@@ -13,8 +13,9 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.errors import UserError
-from pipeline.review import report
+from pipeline.contracts.errors import UserError
+from pipeline.contracts.schemas import CANDIDATES, COMPARISONS
+from pipeline.review import agreement as report
 from pipeline.review.answers import AnswerLog, check_reviewer
 from pipeline.review.sample import (
     BANDS,
@@ -26,7 +27,6 @@ from pipeline.review.sample import (
     reviewer_order,
     swapped,
 )
-from pipeline.schemas import CANDIDATES, COMPARISONS
 
 HTML = '<script>window.__pwned = 1</script><b>bold</b> & "quoted"'
 

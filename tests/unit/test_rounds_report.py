@@ -9,8 +9,8 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from pipeline.rounds_report import SHOWN, ranking_table, ranking_text, rounds_text, z_of
-from pipeline.schemas import ROUNDS, SCORES
+from pipeline.contracts.schemas import ROUNDS, SCORES
+from pipeline.reporting.rounds import SHOWN, ranking_table, ranking_text, rounds_text, z_of
 
 
 def scores(n: int, method: str = "poe_logit", stderr: bool = True) -> pl.DataFrame:
@@ -136,7 +136,7 @@ def test_many_contexts_get_one_line_each():
 
 
 def test_the_stage_adds_the_rounds_and_the_ranking_to_the_report(tmp_path: Path):
-    from pipeline.stages import ReportRounds
+    from pipeline.stages.reporting import ReportRounds
 
     class Ctx:
         run_dir = tmp_path
@@ -161,7 +161,7 @@ def test_the_stage_adds_the_rounds_and_the_ranking_to_the_report(tmp_path: Path)
 
 
 def test_the_adaptive_workflow_ends_with_the_rounds_report():
-    from pipeline.workflows import adaptive
+    from pipeline.workflows.catalog import adaptive
     from tests.unit.test_workflow import ROOT, compose
 
     workflow = adaptive(compose(["experiment=summeval_pool"]), ROOT)

@@ -6,17 +6,17 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.config import Debias, Orderings
+from pipeline.config.enums import Debias, Orderings
 from pipeline.methods import poe_gaussian, poe_logit
-from pipeline.reduce import reduce_judgments
-from pipeline.score import ranks, score_comparisons
+from pipeline.scoring.comparative import ranks, score_comparisons
+from pipeline.scoring.reduce import reduce_judgments
 from tests.conftest import judgment_rows, judgments_table
 
 
 def candidates(n: int, context: str = "c"):
     import pyarrow as pa
 
-    from pipeline.schemas import CANDIDATES
+    from pipeline.contracts.schemas import CANDIDATES
 
     return pa.table(
         {
@@ -175,7 +175,7 @@ def test_poe_logit_fits_with_the_settings_it_is_given():
 def test_poe_logit_defaults_are_the_rounds_defaults():
     """One definition: the scorer's defaults are AdaptiveConfig's, so a run that changes nothing scores every
     workflow's poe_logit with the model its rounds fit."""
-    from pipeline.config import AdaptiveConfig
+    from pipeline.config.rounds import AdaptiveConfig
 
     a = AdaptiveConfig()
     assert poe_logit.DEFAULTS == poe_logit.Settings(

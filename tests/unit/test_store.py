@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.errors import ConfigError
-from pipeline.schemas import JUDGMENTS, SchemaError
-from pipeline.store import JudgmentStore
+from pipeline.contracts.errors import ConfigError
+from pipeline.contracts.schemas import JUDGMENTS, SchemaError
+from pipeline.storage.parts import JudgmentStore
 from tests.conftest import judgments_table
 
 LABELS = (" A", "A", " B", "B")

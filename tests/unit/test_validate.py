@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from pipeline.data.errors import InputError
+from pipeline.contracts.errors import ConfigError, InputError
 from pipeline.data.load import Record, read_meta, read_records
 from pipeline.data.validate import ValidationRules, validate_records
-from pipeline.errors import ConfigError
 
 RULES = ValidationRules(attributes=("coherence",))
 

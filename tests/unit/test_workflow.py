@@ -10,10 +10,11 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from pipeline import ports
-from pipeline.schemas import HUMAN_SCORES, SchemaError
-from pipeline.workflow import Port, Stage, Workflow, WorkflowError
-from pipeline.workflows import assessment
+from pipeline.contracts.schemas import HUMAN_SCORES, SchemaError
+from pipeline.stages import ports
+from pipeline.stages.base import Port, Stage
+from pipeline.workflows.catalog import assessment
+from pipeline.workflows.core import Workflow, WorkflowError
 from tests.conftest import ROOT, compose
 
 NUMBER = Port("number", "a number", type=int)
@@ -104,7 +105,7 @@ def test_the_comparative_workflow_is_its_declared_list():
 
 
 def test_an_adaptive_run_without_the_rounds_model_among_its_methods_is_warned(caplog):
-    from pipeline.workflows import adaptive
+    from pipeline.workflows.catalog import adaptive
 
     with caplog.at_level("WARNING", logger="pipeline"):
         adaptive(compose(["workflow=adaptive", "adaptive.budget.calls_per_item=4"]), ROOT)
@@ -121,7 +122,7 @@ def test_an_adaptive_run_scores_poe_logit_with_the_rounds_settings():
     """The rounds' adaptive.* model settings reach the score stage's poe_logit; other workflows keep the
     defaults."""
     from pipeline.methods import poe_logit
-    from pipeline.workflows import adaptive, assessment
+    from pipeline.workflows.catalog import adaptive, assessment
 
     overrides = [
         "experiment=summeval_pool",

@@ -1,0 +1,110 @@
+"""Settings derived from the config: paths, the identities a run folder is resumed with, and the defaults that
+depend on the workflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from pipeline.config.enums import Workflow
+from pipeline.config.run import RunConfig
+
+
+def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted keys of a nested dict / dataclass (lists of dicts are indexed: ``prompt.templates.0.id``)."""
+    if hasattr(tree, "__dataclass_fields__"):
+        tree = asdict(tree)
+    out: dict[str, Any] = {}
+    if isinstance(tree, dict):
+        if not tree and prefix:
+            out[prefix] = "{}"
+        for k, v in tree.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(tree, list) and tree and isinstance(tree[0], dict):
+        for n, v in enumerate(tree):
+            out.update(flatten(v, f"{prefix}.{n}"))
+    else:
+        out[prefix] = tree
+    return out
+
+
+def to_flat_dict(cfg: RunConfig) -> dict[str, Any]:
+    """The resolved config as dotted keys (for MLflow params); enum values as their plain strings."""
+    return {k: (str(v) if isinstance(v, StrEnum) else v) for k, v in flatten(cfg).items()}
+
+
+def reasons_per_group(cfg: RunConfig) -> int:
+    """How many comparisons per attribute and template get the judge's reasons (``reasons.n`` or its default)."""
+    if cfg.reasons.n is not None:
+        return cfg.reasons.n
+    return 8 if cfg.workflow == Workflow.generate else 0
+
+
+def leaderboard_methods(cfg: RunConfig) -> list[str]:
+    """The methods whose mean scores the leaderboard reports (``leaderboard.methods``, or its default)."""
+    if cfg.leaderboard.methods is not None:
+        return list(cfg.leaderboard.methods)
+    comparative = [m for m in ("bradley_terry", "poe_gaussian", "poe_logit") if m in cfg.scoring.methods]
+    return comparative + [str(m) for m in cfg.absolute.modes]
+
+
+def resolve_path(path: str, root: Path) -> Path:
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else (root / p)
+
+
+def judging_identity(cfg: RunConfig) -> dict:
+    """The settings that decide what is compared and how it is asked (the judge's own part is added from the
+    resolved judge, dtype included): a run folder's comparisons are only resumed with the same identity."""
+    from dataclasses import asdict
+
+    return {section: asdict(getattr(cfg, section)) for section in ("dataset", "pairs", "prompt")}
+
+
+def rating_identity(cfg: RunConfig) -> dict:
+    """The settings that decide what is rated and how (absolute modes with the templates they run, sampling,
+    read words, and the prompt frame); the combination settings are not part of it."""
+    from dataclasses import asdict
+
+    absolute = asdict(cfg.absolute)
+    used = {m: absolute["templates"].get(str(m), []) for m in cfg.absolute.modes}
+    absolute["templates"] = used
+    absolute["library"] = {
+        t: absolute["library"][t] for ids in used.values() for t in ids if t in absolute["library"]
+    }
+    for key in ("combine", "combine_weight"):
+        absolute.pop(key)
+    prompt = {
+        k: str(v)
+        for k, v in asdict(cfg.prompt).items()
+        if k in ("chat_template", "system_prompt", "too_long")
+    }
+    options = {name: [asdict(o) for o in opts] for name, opts in cfg.criteria_options.items()}
+    return {
+        "dataset": asdict(cfg.dataset),
+        "absolute": absolute,
+        "prompt": prompt,
+        "criteria_options": options,
+    }
+
+
+def judgement_store(cfg: RunConfig, root: Path, cache_dir: Path) -> Path | None:
+    """Where the in-process judge keeps its answers across runs (``judge.store``); None: off, or a judge behind
+    an API (its reply cache does this)."""
+    from pipeline.config.enums import Backend
+
+    if not cfg.judge.store or cfg.judge.backend == Backend.api:
+        return None
+    return (
+        resolve_path(cfg.judge.store_path, root) if cfg.judge.store_path else cache_dir / "judgements.sqlite"
+    )
+
+
+def drawn_method(methods: Sequence[str]) -> str:
+    """The comparative method the report draws against the human scores: poe_logit, else poe_gaussian, else the
+    first of ``methods``."""
+    return next((m for m in ("poe_logit", "poe_gaussian") if m in methods), methods[0])

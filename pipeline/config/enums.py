@@ -1,0 +1,234 @@
+"""Every choice a user makes in the config, as an enum (a value outside one is refused while composing)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pipeline.contracts.errors import ConfigError
+
+
+class Workflow(StrEnum):
+    """The list of stages a run executes (:mod:`pipeline.workflows`)."""
+
+    comparative = "comparative"
+    # Absolute judging only (one prompt per candidate; ``absolute.modes``), no pairs.
+    absolute = "absolute"
+    # Generate the candidates first: every generator model answers every task input (``generate``), then the
+    # outputs of each input are compared against ``criteria``, and the models ranked on a leaderboard.
+    generate = "generate"
+    # Rank each context (a large pool) in adaptive rounds: fit, choose the pairs worth most, judge them (both
+    # orderings), until a budget is spent or the ranking has settled (``adaptive``).
+    adaptive = "adaptive"
+
+
+class EmptyText(StrEnum):
+    """A candidate whose text is empty: refuse the input, judge a placeholder text, or leave it out."""
+
+    error = "error"
+    placeholder = "placeholder"
+    drop = "drop"
+
+
+class Strategy(StrEnum):
+    """How the pairs of a context are chosen (:mod:`pipeline.methods.selection`)."""
+
+    all_pairs = "all_pairs"
+    balanced_random = "balanced_random"
+    greedy_optimal = "greedy_optimal"
+    random = "random"
+    no_repeat = "no_repeat"
+    symmetric = "symmetric"
+    all_ordered = "all_ordered"
+
+
+class Orderings(StrEnum):
+    """both: every pair judged with each candidate in slot A; one: only the selected ordering."""
+
+    both = "both"
+    one = "one"
+
+
+class ChatTemplate(StrEnum):
+    """auto: the judge's chat template when it has one; true: require it; false: plain text."""
+
+    auto = "auto"
+    true = "true"
+    false = "false"
+
+    @classmethod
+    def parse(cls, value: object, key: str = "prompt.chat_template") -> ChatTemplate:
+        """The choice for a YAML/CLI value: booleans (``prompt.chat_template=false``) or one of the names."""
+        if isinstance(value, bool):
+            return cls.true if value else cls.false
+        if isinstance(value, str) and value in cls.__members__:
+            return cls(value)
+        raise ConfigError(f"config {key}={value!r} is not one of auto, true, false")
+
+
+class TooLong(StrEnum):
+    """A prompt longer than the judge's context: cut the context text (counted, warned) or stop."""
+
+    truncate = "truncate"
+    refuse = "refuse"
+
+
+# vLLM's switch between its engine in this process ("0") and in processes of its own ("1", its default).
+MULTIPROCESSING_ENV = "VLLM_ENABLE_V1_MULTIPROCESSING"
+
+
+class EngineProcess(StrEnum):
+    """Where a vLLM engine runs (``judge.engine_process``).
+
+    worker: inside the judge worker's own process (vLLM without its engine-core and engine-worker processes).
+    On the CPU it starts in 8 s against 32 s (two processes fewer that each import torch and vLLM) and judges
+    about as fast, with the same answers to 3e-5 nats. One engine per process; a crash of the engine is a crash
+    of the worker (Ray replaces it).
+
+    own: vLLM's default, the engine in processes of its own beside the worker, which watches them
+    (pipeline.judge.watchdog); on a GPU they overlap scheduling with the model.
+
+    auto: worker for a CPU engine on a Ray actor (the actor is the engine's own process), own elsewhere (on a
+    GPU, and in a process that may host several engines: in-process runs, notebooks, tests)."""
+
+    auto = "auto"
+    worker = "worker"
+    own = "own"
+
+
+class Backend(StrEnum):
+    """vllm: the product (batched, prefix-cached); hf: Hugging Face transformers, one prompt at a time; api: an
+    OpenAI-compatible server (``judge.api``)."""
+
+    vllm = "vllm"
+    hf = "hf"
+    api = "api"
+
+
+class Debias(StrEnum):
+    """Position-bias removal (:mod:`pipeline.reduce`)."""
+
+    average = "average"
+    alpha = "alpha"
+    mean_shift = "mean_shift"
+    none = "none"
+
+
+class AbsoluteMode(StrEnum):
+    """How one candidate is judged on its own (:mod:`pipeline.absolute`).
+
+    prompt_score: a score generated as text and parsed (EACL 4.3.2); g_eval: the probability-weighted mean of
+    the score tokens' first-token probabilities (G-Eval); implicit: p(yes) / (p(yes) + p(no)) for a yes/no
+    question (Chen et al. 2023, 2.1); explicit: a 0-100 score generated and parsed (Chen et al.).
+    """
+
+    prompt_score = "prompt_score"
+    g_eval = "g_eval"
+    implicit = "implicit"
+    explicit = "explicit"
+    # EvalAssist's direct assessment: the criterion's options (criteria_options), each with a description and a
+    # score; the expected score over the first-token probabilities of the option letters.
+    options = "options"
+
+
+class OutputHandling(StrEnum):
+    """A generated output that is empty or was cut off at max_tokens: judge it as it is, judge a placeholder
+    text instead, or leave it out (each counted and reported)."""
+
+    keep = "keep"
+    placeholder = "placeholder"
+    drop = "drop"
+
+
+class Correlation(StrEnum):
+    """Correlation with human scores: where the data has them, required for every candidate, or off."""
+
+    auto = "auto"
+    required = "required"
+    off = "off"
+
+
+class Executor(StrEnum):
+    """ray: the stages on Ray Data (a local Ray or a cluster); local: in this process, no Ray."""
+
+    ray = "ray"
+    local = "local"
+
+
+class LogLevel(StrEnum):
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+
+
+class ApiPath(StrEnum):
+    """How prompts reach the endpoint (:mod:`pipeline.judge.api`). token_ids: ``/completions`` with the exact
+    token ids and the exact log-probability of every label token (vLLM's server); chat: ``/chat/completions``
+    with the message and the ``top_logprobs`` alternatives of the first token (any OpenAI-compatible server);
+    auto: token_ids if a first request shows the server takes them, else chat."""
+
+    auto = "auto"
+    token_ids = "token_ids"
+    chat = "chat"
+
+
+class ReasonSample(StrEnum):
+    """Which comparisons get the judge's reasons: where the two orderings disagree, the closest calls, at random."""
+
+    disagree = "disagree"
+    close = "close"
+    random = "random"
+
+
+class RoundStrategy(StrEnum):
+    """How adaptive rounds choose their pairs (:mod:`pipeline.methods.rounds`)."""
+
+    # the pairs most likely to be in the wrong order under the PoE-Gaussian posterior (Fathullah & Gales 2025)
+    reorder = "reorder"
+    # place every item first (a small sample, then each item against the sample's median item, then the items
+    # whose answers were at the cap or ambiguous), then reorder: for judges whose answers are graded
+    # (:mod:`pipeline.methods.locate`); its first rounds take what they need, up to the call budget
+    locate = "locate"
+    # neighbours in the current ranking, with exploration (GABRIEL, nanojudge)
+    windowed = "windowed"
+    # uniformly random unjudged pairs (the baseline)
+    random = "random"
+
+
+class RoundLink(StrEnum):
+    """How adaptive rounds read a comparison's probability as a score difference (:mod:`pipeline.methods.posterior`)."""
+
+    # the capped log-odds: a far pair says how far (the Gaussian approximation of PoE-BT); scores in log-odds
+    logit = "logit"
+    # p - 1/2, PoE-Gaussian as the scoring methods (PoE eq. 9): saturates at +-1/2 for a confident judge
+    linear = "linear"
+
+
+class StopCriterion(StrEnum):
+    """The posterior criterion that ends the rounds (:mod:`pipeline.methods.stopping`)."""
+
+    expected_tau = "expected_tau"  # expected Kendall tau with the truth at least the threshold
+    max_stderr = "max_stderr"  # largest posterior standard deviation of a score at most the threshold
+    change = "change"  # 1 - Spearman between consecutive rounds' scores at most the threshold
+
+
+# Strategies whose pairs are judged in both orderings (ordered selections are for one-ordering runs).
+BOTH_ORDERINGS = frozenset(
+    {Strategy.all_pairs, Strategy.balanced_random, Strategy.greedy_optimal, Strategy.all_ordered}
+)
+
+
+# Strategies that draw k comparisons per context (the others judge every pair).
+SAMPLING = frozenset(
+    {
+        Strategy.balanced_random,
+        Strategy.greedy_optimal,
+        Strategy.random,
+        Strategy.no_repeat,
+        Strategy.symmetric,
+    }
+)
+
+
+# Settings of the hf backend's engine mapping (judge.engine).
+HF_ENGINE_KEYS = ("dtype", "seed", "threads")

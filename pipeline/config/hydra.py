@@ -1,0 +1,77 @@
+"""Hydra's side: the schema registered with its ConfigStore, composing ``conf/`` with overrides, and the one
+conversion of the composed config into a validated :class:`RunConfig`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipeline import PROJECT_ROOT
+from pipeline.config.assessment import CriterionOption
+from pipeline.config.enums import ChatTemplate
+from pipeline.config.run import RunConfig
+from pipeline.config.validate import validate
+from pipeline.contracts.errors import ConfigError
+
+
+def register_configs() -> None:
+    """Register the schema with Hydra's ConfigStore (conf/config.yaml lists ``base_config`` first)."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name="base_config", node=RunConfig)
+
+
+def _option(criterion: str, value: Any) -> CriterionOption:
+    """An option of ``criteria_options`` (OmegaConf leaves the items of a dict's lists as plain dicts)."""
+    if isinstance(value, CriterionOption):
+        return value
+    if isinstance(value, dict):
+        unknown = sorted(set(value) - {"name", "description", "score"})
+        if unknown:
+            raise ConfigError(
+                f"config criteria_options.{criterion}: unknown option key(s) {unknown}; use name, description, score"
+            )
+        try:
+            return CriterionOption(
+                name=str(value.get("name", "")),
+                description=str(value.get("description", "")),
+                score=float(value.get("score", 0.0)),
+            )
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"config criteria_options.{criterion}: {exc}") from exc
+    raise ConfigError(
+        f"config criteria_options.{criterion}: each option is {{name, description, score}}, got {value!r}"
+    )
+
+
+def to_run_config(cfg: Any) -> RunConfig:
+    """Convert a composed DictConfig into a validated :class:`RunConfig` (once, at the entry point)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(RunConfig), cfg)
+        run_cfg = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"config: {exc}") from exc
+    assert isinstance(run_cfg, RunConfig)
+    run_cfg.prompt.chat_template = ChatTemplate.parse(run_cfg.prompt.chat_template)
+    run_cfg.criteria_options = {
+        name: [_option(name, o) for o in options] for name, options in run_cfg.criteria_options.items()
+    }
+    validate(run_cfg)
+    return run_cfg
+
+
+CONF_DIR = str(PROJECT_ROOT / "conf")
+
+
+def compose(overrides: list[str] | None = None) -> RunConfig:
+    """The config of ``conf/`` with command-line style overrides, composed and converted as a run does (for
+    tests, benchmarks and notebooks that do not go through ``@hydra.main``)."""
+    register_configs()
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return to_run_config(hydra_compose("config", overrides=overrides or []))

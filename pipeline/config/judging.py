@@ -1,0 +1,121 @@
+"""Who judges and generates: the judge (in-process or behind an API) and the generator models."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline.config.enums import ApiPath, Backend, EngineProcess, OutputHandling
+
+
+@dataclass
+class ApiConfig:
+    """The judge behind an OpenAI-compatible API (``judge.backend=api``; :mod:`pipeline.judge.api`)."""
+
+    # The endpoint, e.g. http://127.0.0.1:8000/v1 (a `vllm serve`).
+    base_url: str | None = None
+    # The model name the server serves; default: the judge's name.
+    model: str | None = None
+    # The NAME of the environment variable that holds the key (never the key itself); None: no key.
+    api_key_env: str | None = None
+    # token_ids | chat | auto (see ApiPath); chat reads the label words among the first token's top_logprobs
+    # alternatives (20 is most hosted models' limit): a label word not among them gets the smallest returned
+    # log-probability (a floor), counted and reported. prefill: the answer prefix ("Summary") goes as a final
+    # assistant message continued by the model (vLLM: continue_final_message); false drops it.
+    path: ApiPath = ApiPath.auto
+    top_logprobs: int = 20
+    prefill: bool = True
+    # Requests in flight at once.
+    concurrency: int = 8
+    # Seconds per request; retries on 429, 5xx, timeouts and lost connections, with exponential backoff and
+    # jitter (honouring Retry-After), at most max_retries times and retry_for seconds per request.
+    timeout: float = 60.0
+    max_retries: int = 8
+    retry_for: float = 300.0
+    backoff: float = 0.5
+    backoff_max: float = 30.0
+    # Keep every reply in a SQLite file, keyed by endpoint, model, prompt and sampling: cache_path, default
+    # paths.cache_dir/api/replies.sqlite (shared by every run of the project).
+    cache: bool = True
+    cache_path: str | None = None
+    # Price per million prompt (input) and completion (output) tokens, for the cost in the summary and MLflow.
+    price_input: float | None = None
+    price_output: float | None = None
+
+
+@dataclass
+class JudgeConfig:
+    """The LLM judge and how its engines are placed."""
+
+    # backend: vllm (the product) | hf (Hugging Face transformers, one prompt at a time: the papers' way).
+    backend: Backend = Backend.vllm
+    # A model alias known to pipeline.models (e.g. smollm2-135m-instruct), a local folder, or a hub id.
+    model: str = "smollm2-135m-instruct"
+    # Name recorded in the tables; defaults to the model alias / folder name.
+    name: str | None = None
+    max_model_len: int = 4096
+    # vllm: passed through to vllm.LLM as one mapping (enforce_eager, dtype, enable_prefix_caching, ...; every
+    # key is checked against vLLM's EngineArgs). hf: dtype, threads, seed. Without a dtype, a CPU judge runs
+    # in bfloat16 where the CPU has native bfloat16 and in float32 elsewhere (pipeline.hardware).
+    engine: dict[str, Any] = field(default_factory=dict)
+    # Environment of the engine's process, set before the engine is imported (CPU KV cache size, threads).
+    env: dict[str, str] = field(default_factory=dict)
+    # vllm: where the engine runs: auto | worker (inside the judge worker's process) | own (processes of its own,
+    # watched by the worker): see EngineProcess. auto is worker for a CPU engine on a Ray actor, else own.
+    engine_process: EngineProcess = EngineProcess.auto
+    # Prompts per engine call; larger batches let vLLM schedule more prompts that share a prefix.
+    batch_size: int = 256
+    num_actors: int = 1
+    num_cpus_per_actor: float = 1.0
+    num_gpus_per_actor: float = 0.0
+    # backend=api: the endpoint, its model name, the key's environment variable, concurrency, retries, cache.
+    api: ApiConfig = field(default_factory=ApiConfig)
+    # Keep every answer of an in-process judge by content (judge identity, read, exact prompt) in one SQLite
+    # file that every run consults before judging (pipeline.judge.memo): store_path, default
+    # paths.cache_dir/judgements.sqlite. (A judge behind an API has its reply cache instead.)
+    store: bool = True
+    store_path: str | None = None
+
+
+@dataclass
+class GeneratorConfig:
+    """One generator "model": a model and how it is sampled. Generators that share a model and engine settings
+    share one engine (they differ only in sampling or system prompt)."""
+
+    # The model's name on the leaderboard (the candidates' ``system``).
+    name: str = ""
+    # A model alias (smollm2-135m-instruct), a local folder or a hub id.
+    model: str = "smollm2-135m-instruct"
+    system_prompt: str | None = None
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 96
+    seed: int = 0
+    stop: list[str] = field(default_factory=list)
+    # vllm.LLM settings and the engine's environment, over the judge's (judge.engine, judge.env).
+    engine: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    # Generate behind an OpenAI-compatible API (base_url, model, api_key_env, concurrency, cache, prices: as
+    # judge.api); None: in-process (with the judge's backend, vllm when the judge itself is behind an API).
+    api: ApiConfig | None = None
+
+
+@dataclass
+class GenerateConfig:
+    """Generate-then-evaluate (``workflow=generate``): task inputs, a task prompt, the generator models."""
+
+    # A .jsonl/.parquet file (or folder) of task records with named fields; None: the demo tasks the project
+    # writes (support tickets to summarise).
+    inputs: str | None = None
+    # The field naming each record (unique); the records' order otherwise.
+    id_field: str = "id"
+    # The task prompt, with {field} placeholders filled from each record.
+    task: str = ""
+    max_inputs: int | None = None
+    models: list[GeneratorConfig] = field(default_factory=list)
+    # Empty outputs and outputs cut off at max_tokens: keep | placeholder | drop (counted and reported).
+    empty_output: OutputHandling = OutputHandling.placeholder
+    cut_off_output: OutputHandling = OutputHandling.keep
+    placeholder: str = "(no output)"
+    # Prompts per engine call.
+    batch_size: int = 64

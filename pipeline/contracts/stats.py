@@ -1,0 +1,59 @@
+"""What the judge stage did and what it cost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class JudgeStats:
+    """What the judge stage did and what it cost."""
+
+    prompts: int  # judgments in the run folder (this run and earlier ones)
+    judged_now: int
+    seconds: float  # the judge stage's wall time, engine start-up included
+    rate: float  # prompts per second after the first batch (start-up excluded); NaN if too few batches
+    rate_with_startup: float
+    prompt_tokens: int
+    cached_tokens: int
+    # judge.backend=api: HTTP requests sent (retries included), prompts answered from the reply cache, the
+    # tokens the endpoint billed (cached replies excluded) and their price (None without judge.api prices)
+    requests: int = 0
+    cached_replies: int = 0
+    billed_prompt_tokens: int = 0
+    billed_completion_tokens: int = 0
+    money: float | None = None
+    # requested tokens read from API replies, and those not among the returned alternatives (floored)
+    logprobs_read: int = 0
+    missing_logprobs: int = 0
+    # the paths the API requests took: token_ids (exact label log-probabilities) and/or chat (top alternatives)
+    api_paths: tuple[str, ...] = ()
+    # prompts of this run answered from the judgement store (the same prompt judged before: by an earlier run, or
+    # for other candidates with the same texts; pipeline.judge.memo)
+    reused: int = 0
+
+    @property
+    def missing_share(self) -> float:
+        return self.missing_logprobs / self.logprobs_read if self.logprobs_read else 0.0
+
+    @property
+    def cache_share(self) -> float:
+        return self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    def metrics(self) -> dict[str, float]:
+        return {
+            "judge/comparisons": float(self.prompts),
+            "judge/judged_this_run": float(self.judged_now),
+            "judge/reused_judgements": float(self.reused),
+            "judge/comparisons_per_s": self.rate,
+            "judge/comparisons_per_s_with_startup": self.rate_with_startup,
+            "judge/seconds": self.seconds,
+            "judge/prompt_tokens": float(self.prompt_tokens),
+            "judge/prefix_cache_share": self.cache_share,
+            "judge/api_requests": float(self.requests),
+            "judge/api_cached_replies": float(self.cached_replies),
+            "judge/api_billed_prompt_tokens": float(self.billed_prompt_tokens),
+            "judge/api_billed_completion_tokens": float(self.billed_completion_tokens),
+            "judge/api_missing_logprob_share": self.missing_share,
+            **({"judge/api_cost": self.money} if self.money is not None else {}),
+        }

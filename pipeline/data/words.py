@@ -1,0 +1,49 @@
+"""What a data set calls its contexts and candidates, and the adjective asked about for each attribute."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pipeline.contracts.errors import ConfigError
+
+# The adjective asked about for an attribute ("Which summary is more <adjective>?").
+DEFAULT_ADJECTIVES = {
+    "coherence": "coherent",
+    "consistency": "consistent",
+    "fluency": "fluent",
+    "relevance": "relevant",
+    "naturalness": "natural",
+    "engagingness": "engaging",
+    "understandability": "understandable",
+    "groundedness": "grounded in the facts",
+    "overall": "good",
+    "grammar": "grammatically correct",
+    "semantics": "faithful to the semantic triples",
+    "difficulty": "difficult",
+    "quality": "good",
+}
+
+
+@dataclass(frozen=True)
+class PromptWords:
+    """What a dataset calls its contexts and candidates, and the adjective of each attribute."""
+
+    context_noun: str
+    candidate_noun: str
+    adjectives: Mapping[str, str]
+    # attribute -> an evaluation criterion in plain words ({criterion}; the attribute's name where none is given).
+    criteria: Mapping[str, str] = field(default_factory=dict)
+
+
+def resolve_adjectives(attributes: list[str], configured: Mapping[str, str]) -> dict[str, str]:
+    out = {}
+    for attribute in attributes:
+        adjective = configured.get(attribute) or DEFAULT_ADJECTIVES.get(attribute)
+        if not adjective:
+            raise ConfigError(
+                f"no adjective for attribute {attribute!r}: set dataset.adjectives.{attribute}=<adjective> "
+                "(the word in 'Which summary is more <adjective>?')"
+            )
+        out[attribute] = adjective
+    return out

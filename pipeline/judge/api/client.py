@@ -1,0 +1,236 @@
+"""A judge behind an OpenAI-compatible API: bounded concurrency, retries, a persistent cache, token counts,
+and the engine that answers the judge worker's prompts through it (:class:`ApiEngine`, two paths).
+
+:class:`ApiClient` sends a batch of request bodies to one endpoint with at most ``concurrency`` in flight
+(asyncio + httpx), and returns one :class:`Reply` per body, in order:
+
+- **Retries.** 429, 5xx, timeouts and lost connections are retried with exponential backoff and full jitter
+  (``backoff * 2**attempt``, capped at ``backoff_max``, times a uniform draw in [0.5, 1)). A ``Retry-After``
+  header (seconds or an HTTP date) is honoured when it asks for longer. Retrying stops after ``max_retries``
+  attempts or ``retry_for`` seconds. A server that goes away and comes back within that time costs retries,
+  not the run.
+- **Failures.** A request that keeps failing, or that the server refuses (another 4xx), comes back as a
+  :class:`Reply` with its ``error`` (status and the server's message). The others in the batch are unaffected.
+- **The cache.** A SQLite file keyed by the SHA-256 of everything that decides a response: the endpoint's
+  URL, the path and the exact request body (model, prompt, sampling settings). A cached reply is returned
+  without a request; only successful replies are stored.
+- **Secrets.** The key is read from the environment variable named in the config, only here, at the moment a
+  request is built; it is never part of a cache key, a config, a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import hashlib
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.storage.sqlite import SqliteCache
+
+log = logging.getLogger(__name__)
+
+
+RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+
+
+MAX_RETRY_AFTER = 600.0
+
+
+class Secret:
+    """A key that travels to the judge actors (pickled with the actor's arguments, never in the Ray
+    runtime_env) but prints as ``***`` in any repr, str, log line or JSON written with ``default=str``."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "Secret(***)"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """What the client needs (picklable; the key's *name*, never its value)."""
+
+    base_url: str
+    api_key_env: str | None = None
+    concurrency: int = 8
+    timeout: float = 60.0
+    max_retries: int = 8
+    retry_for: float = 300.0
+    backoff: float = 0.5
+    backoff_max: float = 30.0
+    cache_path: str | None = None
+    seed: int = 0  # of the jitter
+    # The key read on the driver from api_key_env; None: read api_key_env where the client runs.
+    api_key: Secret | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass
+class Reply:
+    body: dict[str, Any] | None  # the response's JSON (None when it failed)
+    error: str | None = None
+    cached: bool = False
+    attempts: int = 0
+
+
+@dataclass
+class ClientStats:
+    requests: int = 0  # HTTP requests sent, retries included
+    retries: int = 0
+    cached: int = 0
+    failed: int = 0
+    seconds_waiting: float = 0.0  # backing off
+    by_status: dict[str, int] = field(default_factory=dict)
+
+
+def cache_key(base_url: str, path: str, body: dict[str, Any]) -> str:
+    text = json.dumps({"url": base_url.rstrip("/"), "path": path, "body": body}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds asked for by a ``Retry-After`` header (delta seconds or an HTTP date), None if absent or bad."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def backoff_delay(attempt: int, settings: ApiSettings, rng: random.Random, asked: float | None) -> float:
+    """Exponential backoff with jitter for retry ``attempt`` (0-based), or what the server asked if longer."""
+    delay = min(settings.backoff_max, settings.backoff * 2**attempt) * rng.uniform(0.5, 1.0)
+    if asked is not None:
+        delay = max(delay, min(asked, MAX_RETRY_AFTER))
+    return delay
+
+
+def _server_message(response: Any) -> str:
+    try:
+        payload = response.json()
+        message = payload.get("error", payload)
+        if isinstance(message, dict):
+            message = message.get("message", message)
+        return str(message)[:500]
+    except ValueError:
+        return response.text[:500]
+
+
+class ApiClient:
+    def __init__(self, settings: ApiSettings):
+        self.settings = settings
+        self.stats = ClientStats()
+        self.cache = SqliteCache(Path(settings.cache_path)) if settings.cache_path else None
+        self._rng = random.Random(settings.seed)
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        name = self.settings.api_key_env
+        if name:
+            key = self.settings.api_key.value if self.settings.api_key else os.environ.get(name)
+            if not key:
+                raise RuntimeError(
+                    f"judge.api.api_key_env names {name!r}, but that environment variable is empty"
+                )
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def post(self, path: str, bodies: Sequence[dict[str, Any]], use_cache: bool = True) -> list[Reply]:
+        """POST every body to ``base_url + path`` (at most ``concurrency`` at once); replies in order."""
+        return asyncio.run(self._post_all(path, list(bodies), use_cache))
+
+    async def _post_all(self, path: str, bodies: list[dict[str, Any]], use_cache: bool) -> list[Reply]:
+        import httpx
+
+        cache = self.cache if use_cache else None
+        replies: list[Reply | None] = [None] * len(bodies)
+        keys = [cache_key(self.settings.base_url, path, b) for b in bodies]
+        todo = []
+        for k, key in enumerate(keys):
+            hit = cache.get(key) if cache else None
+            if hit is not None:
+                replies[k] = Reply(hit, cached=True)
+                self.stats.cached += 1
+            else:
+                todo.append(k)
+        if todo:
+            headers = self._headers()
+            limits = httpx.Limits(max_connections=self.settings.concurrency)
+            gate = asyncio.Semaphore(self.settings.concurrency)
+            url = self.settings.base_url.rstrip("/") + path
+            async with httpx.AsyncClient(
+                timeout=self.settings.timeout, limits=limits, headers=headers
+            ) as http:
+
+                async def one(k: int) -> None:
+                    async with gate:
+                        replies[k] = await self._send(http, url, bodies[k])
+                    if replies[k].body is not None and cache:
+                        cache.put(keys[k], replies[k].body)
+
+                await asyncio.gather(*(one(k) for k in todo))
+        return [r for r in replies if r is not None]
+
+    async def _send(self, http: Any, url: str, body: dict[str, Any]) -> Reply:
+        import httpx
+
+        started = time.monotonic()
+        error = ""
+        for attempt in range(self.settings.max_retries + 1):
+            self.stats.requests += 1
+            asked = None
+            try:
+                response = await http.post(url, json=body)
+            except (httpx.TimeoutException, httpx.TransportError) as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                self._count("transport")
+            else:
+                self._count(str(response.status_code))
+                if response.status_code < 300:
+                    return Reply(response.json(), attempts=attempt + 1)
+                error = f"HTTP {response.status_code}: {_server_message(response)}"
+                if response.status_code not in RETRY_STATUS:
+                    break
+                asked = retry_after(response.headers.get("Retry-After"))
+            if attempt == self.settings.max_retries:
+                break
+            delay = backoff_delay(attempt, self.settings, self._rng, asked)
+            if time.monotonic() + delay - started > self.settings.retry_for:
+                break
+            self.stats.retries += 1
+            self.stats.seconds_waiting += delay
+            log.debug("retrying in %.2f s after %s", delay, error)
+            await asyncio.sleep(delay)
+        self.stats.failed += 1
+        return Reply(None, error=error, attempts=attempt + 1)
+
+    def _count(self, status: str) -> None:
+        self.stats.by_status[status] = self.stats.by_status.get(status, 0) + 1
+
+    def close(self) -> None:
+        if self.cache:
+            self.cache.close()
+
+
+def api_client(spec: Any) -> ApiClient:
+    """The client of an API judge's spec (its endpoint settings and key)."""
+    settings = {k: v for k, v in spec.api.items() if k in ApiSettings.__dataclass_fields__}
+    return ApiClient(ApiSettings(**settings, api_key=spec.secret))

@@ -1,0 +1,72 @@
+"""Checking, by a test request, that a judge without a tokenizer here answers with the words it is read by."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.contracts.frame import split_prompt
+from pipeline.judge.api.bodies import chat_body, first_token_alternatives
+from pipeline.judge.api.client import api_client
+
+
+@dataclass(frozen=True)
+class WordCheck:
+    """What a test request showed of the words a prompt's answer is read from."""
+
+    what: str
+    words: tuple[str, ...]
+    # Each word's best log-probability among the first token's alternatives over the test prompts (None: absent).
+    seen: tuple[float | None, ...]
+    # The alternatives of the first test prompt, most likely first.
+    alternatives: tuple[str, ...]
+
+    @property
+    def missing(self) -> list[str]:
+        return [w for w, lp in zip(self.words, self.seen, strict=True) if lp is None]
+
+
+def check_words(
+    spec: Any, frame: Any, prompts: Sequence[str], words: Sequence[str], read: Any, what: str
+) -> WordCheck:
+    """Send ``prompts`` (whole prompt texts, answered as ``read`` says) to the chat endpoint and look for
+    ``words`` among the first token's alternatives: a word that is there is one token the judge answers with.
+    The replies go to the reply cache, so the run's own identical requests cost nothing more."""
+    api = dict(spec.api)
+    client = api_client(spec)
+    bodies = []
+    for prompt in prompts:
+        message, prefix = split_prompt(prompt, frame)
+        bodies.append(
+            chat_body(
+                api["model"],
+                message,
+                prefix,
+                read,
+                frame.system,
+                int(api.get("top_logprobs", 20)),
+                bool(api.get("prefill", True)),
+            )
+        )
+    try:
+        replies = client.post("/chat/completions", bodies)
+    finally:
+        client.close()
+    failed = [r.error for r in replies if r.error]
+    if len(failed) == len(replies):
+        from pipeline.contracts.errors import UserError
+
+        raise UserError(f"judge {spec.name}: the test request to {api['base_url']} failed: {failed[0]}")
+    best: list[float | None] = [None] * len(words)
+    alternatives: tuple[str, ...] = ()
+    for reply in replies:
+        if reply.error:
+            continue
+        top = first_token_alternatives(reply.body)
+        if not alternatives:
+            alternatives = tuple(sorted(top, key=top.get, reverse=True))
+        for k, word in enumerate(words):
+            if word in top and (best[k] is None or top[word] > best[k]):
+                best[k] = top[word]
+    return WordCheck(what, tuple(words), tuple(best), alternatives)

@@ -1,0 +1,109 @@
+"""Where an engine computes: the cores it binds to (claimed per engine on a shared machine) and the environment
+it starts in.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pipeline.config.enums import MULTIPROCESSING_ENV, EngineProcess
+from pipeline.judge.spec import JudgeSpec
+
+log = logging.getLogger(__name__)
+
+
+# Cores claimed by engines on this machine (``VLLM_CPU_OMP_THREADS_BIND=auto``): one lock file per core, held
+# by the process that uses it for as long as it lives.
+CORE_LOCKS = Path(os.environ.get("CA_CORE_LOCKS", f"/tmp/ca-cores-{os.getuid()}"))
+
+
+# This process's claims (kept open: closing a file releases its lock).
+_claimed: list[Any] = []
+
+
+def claim_cores(n: int, folder: Path = CORE_LOCKS) -> list[int]:
+    """``n`` cores of this process's affinity that no other engine on this machine has claimed, held until
+    the process ends; where fewer are free, the free ones and then the first ones (logged)."""
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    available = sorted(os.sched_getaffinity(0))
+    n = max(1, min(n, len(available)))
+    got: list[int] = []
+    for core in available:
+        if len(got) == n:
+            break
+        handle = open(folder / f"core-{core}.lock", "w")  # noqa: SIM115 (held for the process's life)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            continue
+        _claimed.append(handle)
+        got.append(core)
+    if len(got) < n:
+        extra = [c for c in available if c not in got][: n - len(got)]
+        log.warning("only %d free core(s) of %d wanted: sharing %s with another engine", len(got), n, extra)
+        got += extra
+    return sorted(got)
+
+
+def resolve_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The engine's environment. ``VLLM_CPU_OMP_THREADS_BIND``: ``all`` becomes every core this process may
+    use; ``auto`` claims ``CA_CORES_PER_WORKER`` cores no other engine on this machine holds (several judge
+    actors on one machine, each on its own cores) and restricts this process to them."""
+    out = {str(k): str(v) for k, v in env.items()}
+    per_worker = int(out.pop("CA_CORES_PER_WORKER", "0") or 0)
+    if out.get("VLLM_CPU_OMP_THREADS_BIND") == "all":
+        cores = sorted(os.sched_getaffinity(0))
+        out["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in cores)
+    elif out.get("VLLM_CPU_OMP_THREADS_BIND") == "auto":
+        cores = claim_cores(per_worker or len(os.sched_getaffinity(0)))
+        os.sched_setaffinity(0, cores)
+        out["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in cores)
+        log.info("engine threads pinned to core(s) %s", out["VLLM_CPU_OMP_THREADS_BIND"])
+    return out
+
+
+def apply_env(env: Mapping[str, str]) -> None:
+    """Set the engine's environment (e.g. VLLM_CPU_KVCACHE_SPACE) before the engine is imported here."""
+    os.environ.update(resolve_env(env))
+
+
+def engine_inside(spec: JudgeSpec, in_actor: bool) -> bool:
+    """Whether the vLLM engine runs inside this process (``judge.engine_process``): ``auto`` is inside for a
+    CPU engine on a Ray actor (a process of its own for the engine), in processes of its own elsewhere."""
+    if spec.engine_process == EngineProcess.worker:
+        return True
+    if spec.engine_process == EngineProcess.own:
+        return False
+    return in_actor and not spec.on_gpu
+
+
+def bound_cores(bind: str | None) -> int | None:
+    """The number of cores ``VLLM_CPU_OMP_THREADS_BIND`` gives an engine (its first rank's list: ``0-3``,
+    ``0,1,4``, ``0-3|4-7``); None where it names none (unset, ``nobind``)."""
+    cores: set[int] = set()
+    for part in (bind or "").split("|")[0].split(","):
+        first, _, last = part.strip().partition("-")
+        if not first.isdigit() or (last and not last.isdigit()):
+            return None
+        cores.update(range(int(first), int(last or first) + 1))
+    return len(cores) or None
+
+
+def vllm_env(spec: JudgeSpec, inside: bool) -> dict[str, str]:
+    """The environment of a vLLM engine: ``judge.env`` resolved (:func:`resolve_env`), vLLM's multiprocessing
+    switch, and for an engine inside this process the OpenMP threads of its bound cores (a Ray actor's
+    ``OMP_NUM_THREADS`` is its CPU count, one by default: the engine would compute on one thread; vLLM's own
+    engine process sets it itself)."""
+    env = resolve_env(spec.env)
+    env[MULTIPROCESSING_ENV] = "0" if inside else "1"
+    cores = bound_cores(env.get("VLLM_CPU_OMP_THREADS_BIND"))
+    if inside and cores and "OMP_NUM_THREADS" not in spec.env:
+        env["OMP_NUM_THREADS"] = str(cores)
+    return env

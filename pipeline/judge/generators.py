@@ -1,0 +1,112 @@
+"""Generator models as settled on the driver: the engine each runs on (shared by generators of one model and
+engine settings), its sampling and system prompt, and what decides its outputs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.config.enums import Backend
+from pipeline.config.judging import GeneratorConfig, JudgeConfig
+from pipeline.contracts.engine import Read
+from pipeline.judge.spec import JudgeSpec
+
+
+@dataclass(frozen=True)
+class Generator:
+    """A generator as settled on the driver: its engine (shared with generators of the same model and engine
+    settings), its sampling and its system prompt."""
+
+    name: str
+    spec: JudgeSpec
+    read: Read
+    system_prompt: str | None
+
+
+def generator_read(cfg: GeneratorConfig) -> Read:
+    sampled = cfg.temperature > 0
+    return Read(
+        max_tokens=cfg.max_tokens,
+        n=1,
+        temperature=cfg.temperature,
+        seed=cfg.seed if sampled else None,
+        top_p=cfg.top_p,
+        stop=tuple(cfg.stop),
+    )
+
+
+def generator_judge_config(cfg: GeneratorConfig, judge: JudgeConfig) -> JudgeConfig:
+    """The engine of a generator as a judge config: its model with the judge's engine settings under its own,
+    or its endpoint (``api``). A generator without one runs in-process, with the judge's backend (vllm when the
+    judge itself is behind an API: the judge's endpoint serves the judge's model, not the generator's)."""
+    if cfg.api is not None:
+        return JudgeConfig(
+            backend=Backend.api,
+            model=cfg.model,
+            name=cfg.model,
+            max_model_len=judge.max_model_len,
+            env={**judge.env, **cfg.env},
+            batch_size=judge.batch_size,
+            num_actors=judge.num_actors,
+            num_cpus_per_actor=judge.num_cpus_per_actor,
+            num_gpus_per_actor=0.0,
+            api=cfg.api,
+        )
+    return JudgeConfig(
+        backend=Backend.vllm if judge.backend == Backend.api else judge.backend,
+        model=cfg.model,
+        name=cfg.model,
+        max_model_len=judge.max_model_len,
+        engine={**judge.engine, **cfg.engine},
+        env={**judge.env, **cfg.env},
+        engine_process=judge.engine_process,
+        batch_size=judge.batch_size,
+        num_actors=judge.num_actors,
+        num_cpus_per_actor=judge.num_cpus_per_actor,
+        num_gpus_per_actor=judge.num_gpus_per_actor,
+    )
+
+
+def engine_groups(generators: Sequence[Generator]) -> list[list[Generator]]:
+    """Generators that share an engine (same model and engine settings), in config order of their first member."""
+    groups: dict[str, list[Generator]] = {}
+    for g in generators:
+        key = json.dumps(
+            {"path": g.spec.model_path, **g.spec.identity(), "name": "", "api": dict(g.spec.api)},
+            sort_keys=True,
+            default=str,
+        )
+        groups.setdefault(key, []).append(g)
+    return list(groups.values())
+
+
+def generator_identity(g: Generator) -> dict[str, Any]:
+    """What decides a generator's outputs (its part of the generations' identity)."""
+    from dataclasses import asdict
+
+    return {
+        "name": g.name,
+        "model": g.spec.identity(),
+        "system_prompt": g.system_prompt,
+        "read": asdict(g.read),
+    }
+
+
+def describe_generators(generators: Sequence[Generator]) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": g.name,
+            "model": g.spec.model,
+            "dtype": g.spec.dtype,
+            "system_prompt": g.system_prompt,
+            "temperature": g.read.temperature,
+            "top_p": g.read.top_p,
+            "max_tokens": g.read.max_tokens,
+            "seed": g.read.seed,
+            "stop": list(g.read.stop),
+        }
+        for g in generators
+    ]

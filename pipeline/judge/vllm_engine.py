@@ -1,0 +1,100 @@
+"""The product's engine: one ``vllm.LLM`` per process, batched and prefix-cached."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+from pipeline.contracts.engine import EngineResult, Read
+from pipeline.judge.cores import engine_inside, vllm_env
+from pipeline.judge.spec import JudgeSpec
+
+log = logging.getLogger(__name__)
+
+
+class VLLMEngine:
+    """One ``vllm.LLM`` per process; ``run`` answers a batch of prompts as one :class:`Read` says."""
+
+    def __init__(self, spec: JudgeSpec):
+        from pipeline.judge.watchdog import in_ray_actor
+
+        inside = engine_inside(spec, in_ray_actor())
+        env = vllm_env(spec, inside)
+        if "OMP_NUM_THREADS" in env and "torch" in sys.modules:
+            log.warning(
+                "torch was imported in this process before its engine: the engine computes on the process's "
+                "OpenMP threads (OMP_NUM_THREADS=%s), not on %s",
+                os.environ.get("OMP_NUM_THREADS", "unset"),
+                env["OMP_NUM_THREADS"],
+            )
+        os.environ.update(env)
+        self.inside = inside
+        log.info(
+            "vLLM engine %s (judge.engine_process=%s)",
+            "inside this process" if inside else "in processes of its own",
+            spec.engine_process,
+        )
+        from vllm import LLM, SamplingParams
+
+        self._sampling = SamplingParams
+        start = time.perf_counter()
+        self.llm = LLM(model=spec.model_path, max_model_len=spec.max_model_len, **spec.engine)
+        self.start_seconds = time.perf_counter() - start
+        self.tokenizer = self.llm.get_tokenizer()
+        self._params: dict[Read, Any] = {}
+        log.info("vLLM engine for %s ready in %.1f s (%s)", spec.name, self.start_seconds, spec.dtype)
+
+    def params(self, read: Read) -> Any:
+        if read not in self._params:
+            self._params[read] = self._sampling(
+                max_tokens=read.max_tokens,
+                n=read.n,
+                temperature=read.temperature,
+                seed=read.seed,
+                top_p=read.top_p,
+                stop=list(read.stop) or None,
+                logprob_token_ids=list(read.token_ids) or None,
+                detokenize=True,
+            )
+        return self._params[read]
+
+    @property
+    def dtype(self) -> str:
+        return str(self.llm.llm_engine.vllm_config.model_config.dtype).removeprefix("torch.")
+
+    def run(self, token_ids: list[list[int]], read: Read) -> list[EngineResult]:
+        outputs = self.llm.generate(
+            [{"prompt_token_ids": ids} for ids in token_ids], self.params(read), use_tqdm=False
+        )
+        results = []
+        for out in outputs:
+            completions = out.outputs
+            logprobs: list[float] = []
+            if read.token_ids:
+                first = completions[0].logprobs[0]
+                missing = [t for t in read.token_ids if t not in first]
+                if missing:
+                    raise RuntimeError(f"vLLM returned no log-probability for token id(s) {missing}")
+                logprobs = [float(first[t].logprob) for t in read.token_ids]
+            results.append(
+                EngineResult(
+                    token_logprobs=logprobs,
+                    texts=[c.text for c in completions],
+                    prompt_tokens=len(out.prompt_token_ids),
+                    cached_tokens=int(out.num_cached_tokens or 0),
+                    generated_tokens=sum(len(c.token_ids) for c in completions),
+                    finish_reasons=[str(c.finish_reason) for c in completions],
+                )
+            )
+        return results
+
+    def close(self) -> None:
+        """Shut the engine's processes down (so another engine can start in this process)."""
+        engine = getattr(self.llm, "llm_engine", None)
+        shutdown = getattr(engine, "shutdown", None)
+        if callable(shutdown):
+            shutdown()
+        del self.llm

@@ -1,0 +1,76 @@
+"""Where a run writes: a new run folder, or the latest folder of the same configuration (``paths.run_dir=latest``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+
+from pipeline.config.derived import resolve_path
+from pipeline.config.run import RunConfig
+
+log = logging.getLogger(__name__)
+
+
+# paths.run_dir=latest: continue the latest run of the same configuration (or start one).
+LATEST = "latest"
+
+
+# What may differ between a run and the one it continues (where it runs, how it logs and is tracked).
+_NOT_COMPARED = {"paths", "runtime", "tracking", "verbose", "log_level"}
+
+
+def _compared(config: dict) -> dict:
+    return {k: v for k, v in config.items() if k not in _NOT_COMPARED}
+
+
+def latest_matching_run(cfg: RunConfig, root: Path) -> Path | None:
+    """The newest run folder under ``<output_root>/runs`` whose ``config.json`` is this configuration (apart
+    from where and how it runs: paths, runtime, tracking, logging)."""
+    wanted = _compared(json.loads(json.dumps(asdict(cfg), default=str)))
+    folders = sorted(
+        (resolve_path(cfg.paths.output_root, root) / "runs").glob("*/*/config.json"),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    for path in folders:
+        try:
+            if _compared(json.loads(path.read_text())) == wanted:
+                return path.parent
+        except (OSError, json.JSONDecodeError):
+            continue
+    return None
+
+
+def resolve_latest(cfg: RunConfig, root: Path) -> RunConfig:
+    """``paths.run_dir=latest``: the latest run of this configuration (a driver that was killed, a run that
+    stopped), whose folder holds what it judged; a new folder when there is none."""
+    import dataclasses
+
+    if cfg.paths.run_dir != LATEST:
+        return cfg
+    found = latest_matching_run(cfg, root)
+    if found is None:
+        log.info("paths.run_dir=latest: no earlier run of this configuration; a new run folder")
+    else:
+        log.info("paths.run_dir=latest: continuing %s", found)
+    return dataclasses.replace(
+        cfg, paths=dataclasses.replace(cfg.paths, run_dir=str(found) if found else None)
+    )
+
+
+def plan_run_dir(cfg: RunConfig, root: Path) -> Path:
+    """This run's folder: ``paths.run_dir``, or a new ``<output_root>/runs/<date>/<time>-<dataset>``."""
+    if cfg.paths.run_dir:
+        return resolve_path(cfg.paths.run_dir, root)
+    now = datetime.now()
+    base = resolve_path(cfg.paths.output_root, root) / "runs" / now.strftime("%Y-%m-%d")
+    label = "generate" if str(cfg.workflow) == "generate" else cfg.dataset.name
+    name = f"{now.strftime('%H-%M-%S')}-{label}"
+    run_dir, n = base / name, 1
+    while run_dir.exists():
+        n += 1
+        run_dir = base / f"{name}-{n}"
+    return run_dir

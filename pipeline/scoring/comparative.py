@@ -1,0 +1,219 @@
+"""Turn the debiased comparisons of each context into scores and ranks, per method.
+
+The maths is in :mod:`pipeline.methods`; this module only groups the comparisons by context, maps candidate
+ids to indices and back, and records contexts a method cannot score (e.g. a disconnected comparison graph)
+so they are counted and reported instead of dropped silently. The PoE-Gaussian methods and ``poe_logit`` also
+give each score its posterior standard error; with one ordering per pair and ``debias=mean_shift`` their expert
+mean is shifted by the observed P(A) (PoE appendix A.6), ``poe_logit``'s by the mean log-odds.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+from scipy.stats import rankdata
+
+from pipeline.config.enums import Debias
+from pipeline.contracts.schemas import SCORES, UNSCORED
+from pipeline.data.contexts import group_by_context
+from pipeline.methods import contradiction, poe_gaussian, poe_logit
+from pipeline.methods import score as run_scorer
+from pipeline.methods.validate import ComparisonError
+from pipeline.scoring.reduce import RAW_TO_SCORERS
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Scored:
+    scores: pl.DataFrame  # SCORES
+    # (judge, attribute, template_id, method, context_id, reason) for every context a method could not score
+    unscored: list[tuple[str, str, str, str, str, str]] = field(default_factory=list)
+    # pairs whose two orderings contradict each other, left out by the methods of CONTRADICTION_AWARE
+    contradicted: int = 0
+
+    def unscored_table(self) -> pl.DataFrame:
+        return pl.DataFrame(self.unscored, schema=UNSCORED.names, orient="row").cast(
+            dict.fromkeys(UNSCORED.names, pl.String)
+        )
+
+
+# The columns a scorer's rows have before their rank and human score are added.
+SCORE_ROWS = {
+    "judge": pl.String,
+    "attribute": pl.String,
+    "template_id": pl.String,
+    "method": pl.String,
+    "context_id": pl.String,
+    "candidate_id": pl.String,
+    "score": pl.Float64,
+    "stderr": pl.Float64,
+}
+
+
+# The methods that leave out a pair whose two orderings contradict each other (the rest average them).
+CONTRADICTION_AWARE = {"poe_logit"}
+
+
+# PoE-Gaussian methods (hard decisions or not): fitted with standard errors.
+GAUSSIAN = {"poe_gaussian": False, "poe_gaussian_hard": True}
+
+
+def method_scores(
+    method: str,
+    n: int,
+    i: np.ndarray,
+    j: np.ndarray,
+    p: np.ndarray,
+    debias: Debias,
+    tie: np.ndarray | None = None,
+    contradicted: np.ndarray | None = None,
+    logit: poe_logit.Settings = poe_logit.DEFAULTS,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """(scores, standard errors or None) of one context. ``tie``: the tie probability of each comparison, read by
+    the tie model (davidson); every other scorer uses ``p``, in which the tie is split evenly. ``contradicted``:
+    the comparisons whose two orderings contradict each other, which ``poe_logit`` leaves out; ``logit``: how
+    ``poe_logit`` fits."""
+    if method in GAUSSIAN:
+        beta = "mean" if debias == Debias.mean_shift else 0.5
+        fit = poe_gaussian.fit(n, i, j, p, hard=GAUSSIAN[method], beta=beta)
+        return fit.scores, fit.stderr
+    if method == "poe_logit":
+        return poe_logit.fit(
+            n, i, j, p, shift=debias == Debias.mean_shift, contradicted=contradicted, **logit.fit_options()
+        )
+    if method == "davidson":
+        return np.asarray(run_scorer(method, n, i, j, p, tie=tie), dtype=np.float64), None
+    return np.asarray(run_scorer(method, n, i, j, p), dtype=np.float64), None
+
+
+def ranks(scores: np.ndarray) -> np.ndarray:
+    """1 = best; tied scores share the smallest rank."""
+    return rankdata(-scores, method="min").astype(np.int32)
+
+
+def comparison_arrays(
+    group: pl.DataFrame, index: dict[str, int], debias: Debias
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(i, j, p, tie) for the scorers. With ``debias=none`` or ``mean_shift`` each judged ordering is its own
+    comparison (slot A as i, raw p(A wins); the pair's mean tie probability); otherwise one comparison per pair
+    with the debiased p."""
+    ci = np.array([index[c] for c in group["cand_i"].to_list()], dtype=np.int64)
+    cj = np.array([index[c] for c in group["cand_j"].to_list()], dtype=np.int64)
+    tie = group["p_tie"].to_numpy().astype(np.float64)
+    if debias not in RAW_TO_SCORERS:
+        return ci, cj, group["p"].to_numpy().astype(np.float64), tie
+    p_ij = group["p_ij"].to_numpy(allow_copy=True).astype(np.float64)
+    p_ji = group["p_ji"].to_numpy(allow_copy=True).astype(np.float64)
+    has_ij, has_ji = ~np.isnan(p_ij), ~np.isnan(p_ji)
+    i = np.concatenate([ci[has_ij], cj[has_ji]])
+    j = np.concatenate([cj[has_ij], ci[has_ji]])
+    return i, j, np.concatenate([p_ij[has_ij], p_ji[has_ji]]), np.concatenate([tie[has_ij], tie[has_ji]])
+
+
+def contradicted_pairs(
+    group: pl.DataFrame, debias: Debias, clip: float = contradiction.LOGIT_CLIP
+) -> np.ndarray | None:
+    """Which comparisons of :func:`comparison_arrays` are pairs whose two orderings contradict each other
+    (:func:`pipeline.methods.contradiction.contradicted`, on log-odds capped at ``clip``); None when each judged
+    ordering is its own comparison."""
+    if debias in RAW_TO_SCORERS:
+        return None
+    return contradiction.contradicted(
+        group["p_ij"].to_numpy(allow_copy=True).astype(np.float64),
+        group["p_ji"].to_numpy(allow_copy=True).astype(np.float64),
+        clip=clip,
+    )
+
+
+def score_comparisons(
+    comparisons: pl.DataFrame,
+    candidates: pa.Table,
+    human_scores: pl.DataFrame,
+    methods: list[str],
+    debias: Debias,
+    logit: poe_logit.Settings = poe_logit.DEFAULTS,
+) -> Scored:
+    """SCORES rows for every (judge, attribute, template, context) group and method; ``logit``: how
+    ``poe_logit`` fits, and whether it leaves out the pairs whose orderings contradict each other."""
+    members = {ctx.context_id: list(ctx.candidate_ids) for ctx in group_by_context(candidates)}
+    rows: dict[str, list] = {k: [] for k in ("judge", "attribute", "template_id", "method", "context_id")}
+    rows.update(candidate_id=[], score=[], stderr=[], rank=[])
+    unscored = []
+    n_contradicted = 0
+    for (judge, attribute, template_id, context_id), group in comparisons.group_by(
+        ["judge", "attribute", "template_id", "context_id"], maintain_order=True
+    ):
+        cands = members[context_id]
+        index = {c: n for n, c in enumerate(cands)}
+        i, j, p, tie = comparison_arrays(group, index, debias)
+        aware = logit.drop_contradicted and CONTRADICTION_AWARE & set(methods)
+        flagged = contradicted_pairs(group, debias, logit.clip) if aware else None
+        if flagged is not None:
+            n_contradicted += int(flagged.sum())
+        for method in methods:
+            try:
+                s, se = method_scores(
+                    method,
+                    len(cands),
+                    i,
+                    j,
+                    p,
+                    debias,
+                    tie,
+                    flagged if method in CONTRADICTION_AWARE else None,
+                    logit,
+                )
+            except ComparisonError as exc:
+                named = f" (candidate(s) {', '.join(cands[k] for k in exc.items)})" if exc.items else ""
+                unscored.append((judge, attribute, template_id, method, context_id, f"{exc}{named}"))
+                continue
+            n = len(cands)
+            rows["judge"] += [judge] * n
+            rows["attribute"] += [attribute] * n
+            rows["template_id"] += [template_id] * n
+            rows["method"] += [method] * n
+            rows["context_id"] += [context_id] * n
+            rows["candidate_id"] += cands
+            rows["score"] += s.tolist()
+            rows["stderr"] += se.tolist() if se is not None else [None] * n
+            rows["rank"] += ranks(s).tolist()
+    if n_contradicted:
+        log.info(
+            "%d pair(s) whose two orderings contradict each other left out of %s (the other methods average them)",
+            n_contradicted,
+            ", ".join(sorted(CONTRADICTION_AWARE & set(methods))),
+        )
+    if unscored:
+        log.warning(
+            "%d (context, method) group(s) could not be scored and are left out of the scores, e.g. %s / %s: %s",
+            len(unscored),
+            unscored[0][4],
+            unscored[0][3],
+            unscored[0][5],
+        )
+    scores = pl.DataFrame(rows, schema={**SCORE_ROWS, "rank": pl.Int32})
+    scores = scores.join(human_scores, on=["context_id", "candidate_id", "attribute"], how="left").select(
+        SCORES.names
+    )
+    return Scored(scores=scores, unscored=unscored, contradicted=n_contradicted)
+
+
+def rank_and_join(rows: pl.DataFrame, human_scores: pl.DataFrame) -> pl.DataFrame:
+    """SCORES from (judge, attribute, template_id, method, context_id, candidate_id, score[, stderr]) rows: the
+    rank within each context (1 = best, ties share the smallest rank) and the human score."""
+    if "stderr" not in rows.columns:
+        rows = rows.with_columns(stderr=pl.lit(None, dtype=pl.Float64))
+    group = ["judge", "attribute", "template_id", "method", "context_id"]
+    ranked = rows.with_columns(rank=pl.col("score").rank("min", descending=True).over(group).cast(pl.Int32))
+    return ranked.join(human_scores, on=["context_id", "candidate_id", "attribute"], how="left").select(
+        SCORES.names
+    )
+
+
+def _empty_rows() -> pl.DataFrame:
+    return pl.DataFrame(schema=SCORE_ROWS)

@@ -1,0 +1,36 @@
+"""Agreement of every method's scores with the human scores: per context averaged, pooled, and pairwise accuracy."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from pipeline.contracts.schemas import CORRELATION_METHODS as CORRELATIONS
+from pipeline.contracts.schemas import CORRELATIONS as CORRELATIONS_SCHEMA
+from pipeline.methods.metrics import pairwise_accuracy, per_context_correlation, pooled_correlation
+
+KEYS = ["judge", "attribute", "template_id", "method"]
+
+
+def correlation_table(scores: pl.DataFrame) -> pl.DataFrame:
+    """Per (judge, attribute, template, method): correlations per context averaged over contexts (contexts with
+    constant human scores skipped and counted), over the whole pool, and pairwise accuracy."""
+    with_human = scores.filter(pl.col("human_score").is_not_null())
+    rows = []
+    for key, group in with_human.group_by(KEYS, maintain_order=True):
+        context_index = group["context_id"].rank("dense").to_numpy().astype(np.int64) - 1
+        pred = group["score"].to_numpy()
+        human = group["human_score"].to_numpy()
+        row = dict(zip(KEYS, key, strict=True))
+        for method in CORRELATIONS:
+            summary = per_context_correlation(context_index, pred, human, method)
+            row[method] = float(summary.mean)
+            row["n_contexts"] = int(summary.n_contexts)
+            row["n_skipped_contexts"] = int(summary.n_skipped)
+            row[f"{method}_pooled"] = float(pooled_correlation(pred, human, method))
+        accuracy, n_pairs = pairwise_accuracy(context_index, pred, human)
+        row["pairwise_accuracy"] = float(accuracy)
+        row["n_pairs"] = int(n_pairs)
+        rows.append(row)
+    schema = pl.from_arrow(CORRELATIONS_SCHEMA.empty_table()).schema
+    return pl.DataFrame(rows, schema=schema).sort(KEYS) if rows else pl.DataFrame(schema=schema)

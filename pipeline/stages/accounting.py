@@ -1,0 +1,195 @@
+"""What a streamed stage reports besides its outputs: what an API endpoint was asked and billed, prompts that
+could not be answered, engines that died and workers that were lost.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline.config.judging import GenerateConfig
+from pipeline.contracts.errors import UserError
+from pipeline.judge.watchdog import Interruptions, interruptions, read_events
+from pipeline.runtime.logs import FILE_ONLY
+from pipeline.stages.base import StageContext
+
+log = logging.getLogger("pipeline")
+
+
+def column_total(table: pa.Table, column: str) -> int:
+    return int(pc.sum(table.column(column)).as_py() or 0)
+
+
+@dataclass
+class ApiUsage:
+    """What the endpoint was asked and billed for, from the RESPONSES of ``judge.backend=api``."""
+
+    requests: int = 0
+    cached: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    # requested tokens (label words...) read, and those not among the returned alternatives (floored)
+    logprobs_read: int = 0
+    missing: int = 0
+
+    # the paths the requests took (api/token_ids, api/chat)
+    paths: set[str] = dataclasses.field(default_factory=set)
+
+    def add(self, batch: pa.Table) -> None:
+        source = batch.column("source")
+        billed = batch.filter(pc.starts_with(source, "api/"))
+        self.paths |= {s for s in pc.unique(billed.column("source")).to_pylist() if s != "api/failed"}
+        from_api = batch.filter(pc.not_equal(source, "engine"))
+        self.logprobs_read += int(
+            pc.sum(pc.list_value_length(from_api.column("token_logprobs"))).as_py() or 0
+        )
+        self.missing += column_total(batch, "missing_logprobs")
+        self.requests += column_total(batch, "requests")
+        self.cached += pc.sum(pc.equal(source, "cache")).as_py() or 0
+        self.prompt_tokens += column_total(billed, "prompt_tokens")
+        self.completion_tokens += column_total(billed, "generated_tokens")
+
+    def money(self, price_input: float | None, price_output: float | None) -> float | None:
+        """The price of the billed tokens (per million), None without prices."""
+        if price_input is None and price_output is None:
+            return None
+        return (self.prompt_tokens * (price_input or 0) + self.completion_tokens * (price_output or 0)) / 1e6
+
+
+class JudgeFailed(UserError):
+    """Prompts the judge could not answer (an endpoint that kept failing); the rest is stored."""
+
+
+def raise_failed(failed: pa.Table, run_dir: Path, what: str = "judged") -> None:
+    """Stop the run after the judge (or generate) stage when prompts could not be answered (API requests that
+    kept failing): everything answered is stored; the error names the failures, and a rerun in the folder
+    answers only them. For a generation, ``cand_a`` is the input and ``template_id`` the generator."""
+    rows = failed.select(
+        ["context_id", "mode", "attribute", "template_id", "cand_a", "cand_b", "error"]
+    ).to_pylist()
+    for row in rows:
+        log.error(
+            f"not {what}: " + "context %r, %s %r vs %r (%s, %s): %s",
+            row["context_id"],
+            row["mode"],
+            row["cand_a"],
+            row["cand_b"],
+            row["attribute"],
+            row["template_id"],
+            row["error"],
+            extra=FILE_ONLY,
+        )
+    first = rows[0]
+    where = (
+        f"input {first['cand_a']!r}, generator {first['template_id']!r}"
+        if what == "generated"
+        else f"context {first['context_id']!r}, candidate {first['cand_a']!r} ({first['attribute']}, "
+        f"{first['template_id']})"
+    )
+    verb = "generate" if what == "generated" else "judge"
+    raise JudgeFailed(
+        f"{len(rows)} prompt(s) could not be {what} after retries, e.g. {where}: {first['error']}. "
+        f"Every prompt answered is stored in {run_dir} (all of them listed in run.log); rerun the same command "
+        f"with paths.run_dir={run_dir} to {verb} only the missing ones"
+    )
+
+
+def report_generator_usage(
+    usage: dict[str, ApiUsage], cfg: GenerateConfig, metrics: dict[str, float]
+) -> None:
+    """Log and record what the generators behind APIs cost: requests (retries included), replies from the
+    cache, billed tokens and, with prices, money (``generate/api_*``)."""
+    if not usage:
+        return
+    prices = {m.name: m.api for m in cfg.models if m.api is not None}
+    total = ApiUsage()
+    money: float | None = None
+    for name, u in usage.items():
+        total.requests += u.requests
+        total.cached += u.cached
+        total.prompt_tokens += u.prompt_tokens
+        total.completion_tokens += u.completion_tokens
+        api = prices.get(name)
+        cost = u.money(api.price_input, api.price_output) if api else None
+        if cost is not None:
+            money = (money or 0.0) + cost
+    metrics["generate/api_requests"] = float(total.requests)
+    metrics["generate/api_cached_replies"] = float(total.cached)
+    metrics["generate/api_prompt_tokens"] = float(total.prompt_tokens)
+    metrics["generate/api_completion_tokens"] = float(total.completion_tokens)
+    if money is not None:
+        metrics["generate/api_cost"] = money
+    log.info(
+        "generators behind APIs: %d request(s) sent (retries included), %d output(s) from the reply cache, "
+        "%d prompt + %d completion tokens billed%s",
+        total.requests,
+        total.cached,
+        total.prompt_tokens,
+        total.completion_tokens,
+        f", cost {money:.4f}" if money is not None else "",
+    )
+
+
+class JudgeStageError(RuntimeError):
+    """The judge workers could not go on (an engine that cannot start, a worker lost more often than
+    ``runtime.max_engine_restarts`` allows); what was judged is on disk."""
+
+
+def error_cause(exc: BaseException) -> str:
+    """An error's type and its cause in one line: the last line of its message (Ray's errors carry the remote
+    traceback, whose last line is the cause, below a line naming the task)."""
+    text = str(exc).strip() or type(exc).__name__
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    # Ray's wrappers start with a line naming the task; the cause is the last line of the remote traceback
+    cause = lines[-1] if len(lines) > 1 else lines[0]
+    return f"{type(exc).__name__}: {cause}"[:600]
+
+
+def judge_failure_hint(exc: BaseException, lost: Interruptions, max_restarts: int) -> str:
+    """What a user can do about a judge stage that stopped."""
+    text = str(exc)
+    if lost.engine_deaths or lost.lost_workers:
+        return (
+            f"The judge workers died {len(lost.engine_deaths) + len(lost.lost_workers)} time(s) "
+            f"(runtime.max_engine_restarts={max_restarts} per worker); see logs/engine_events.jsonl and the "
+            "workers' logs in logs/."
+        )
+    if "__init__" in text or "ActorDiedError" in type(exc).__name__ or "creation task" in text:
+        return (
+            "A judge worker could not start its engine (the model does not load or does not fit); it is not "
+            "retried. See the workers' logs in logs/."
+        )
+    return "See the workers' logs in logs/."
+
+
+def report_interruptions(ctx: StageContext, events: Path, seen: int) -> Interruptions:
+    """Log and record (MLflow metrics) the engine deaths, lost workers and redone prompts of this stage's events
+    (those after the first ``seen``)."""
+    lost = interruptions(read_events(events)[seen:])
+    if lost.engine_deaths:
+        log.warning(
+            "%d judge engine(s) died during the run (%s)",
+            len(lost.engine_deaths),
+            ", ".join(f"{e['worker']} with {e['in_flight']} in flight" for e in lost.engine_deaths),
+        )
+    if lost.lost_workers:
+        log.warning(
+            "%d judge worker(s) were lost during the run with a batch unfinished (%s)",
+            len(lost.lost_workers),
+            ", ".join(lost.lost_workers),
+        )
+    if lost.redone:
+        log.warning(
+            "the %d prompt(s) of the unfinished batches went to new workers; nothing already stored was judged "
+            "twice",
+            lost.redone,
+        )
+    ctx.metrics["judge/engine_deaths"] = float(len(lost.engine_deaths))
+    ctx.metrics["judge/lost_workers"] = float(len(lost.lost_workers))
+    ctx.metrics["judge/redone_prompts"] = float(lost.redone)
+    return lost

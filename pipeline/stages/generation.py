@@ -1,0 +1,240 @@
+"""The stages of generate-then-evaluate before the judging: task inputs, every generator's outputs, candidates."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline.config.judging import GenerateConfig, JudgeConfig
+from pipeline.data.source import DatasetInfo
+from pipeline.data.validate import InputReport
+from pipeline.judge.generators import Generator
+from pipeline.judge.models import resolve_judge
+from pipeline.prompts.generation import generator_frame
+from pipeline.runtime.progress import Progress
+from pipeline.stages import ports
+from pipeline.stages.accounting import ApiUsage, column_total, raise_failed, report_generator_usage
+from pipeline.stages.base import Stage, StageContext
+
+log = logging.getLogger("pipeline")
+
+
+@dataclass(frozen=True)
+class LoadTasks(Stage):
+    """Read the task records and fill the task prompt from each; refuse every record missing a field at once."""
+
+    generate: GenerateConfig
+    root: Path
+    cache_dir: Path
+
+    name = "load_tasks"
+    writes = (ports.TASKS,)
+
+    def run(self, ctx: StageContext) -> dict[str, Any]:
+        from pipeline.config.derived import resolve_path
+        from pipeline.data.tasks import load_tasks, write_demo_tasks
+
+        if self.generate.inputs is None:
+            path = write_demo_tasks(self.cache_dir / "demo")
+        else:
+            path = resolve_path(self.generate.inputs, self.root)
+        loaded = load_tasks(self.generate, path)
+        log.info(
+            "tasks %s: %d input(s), fields %s", path, loaded.tasks.num_rows, ", ".join(loaded.fields) or "-"
+        )
+        return {"tasks": loaded.tasks}
+
+
+@dataclass(frozen=True)
+class Generate(Stage):
+    """Every generator model answers every task input: generators that share a model share one engine (one
+    actor pool, run to completion before the next); outputs stream to Parquet in the run folder, resumable."""
+
+    generate: GenerateConfig
+    judge: JudgeConfig
+    cache_dir: Path
+    identity: dict[str, Any]
+
+    name = "generate"
+    reads = (ports.TASKS,)
+    writes = (ports.GENERATIONS, ports.GENERATORS)
+
+    def run(self, ctx: StageContext, *, tasks: pa.Table) -> dict[str, Any]:
+        from pipeline.contracts.schemas import GENERATIONS
+        from pipeline.judge.generators import (
+            Generator,
+            engine_groups,
+            generator_identity,
+            generator_judge_config,
+            generator_read,
+        )
+        from pipeline.judge.tokenizers import load_tokenizer
+        from pipeline.prompts.generation import generation_prompts
+        from pipeline.scoring.responses import generation_rows
+        from pipeline.storage.parts import PartStore
+
+        generators = []
+        for cfg in self.generate.models:
+            key = f"generate.models[{cfg.name}].model"
+            spec = resolve_judge(generator_judge_config(cfg, self.judge), self.cache_dir, key)
+            generators.append(Generator(cfg.name, spec, generator_read(cfg), cfg.system_prompt))
+        inputs = tasks.column("input_id").to_pylist()
+        identities = {g.name: {**self.identity, "generator": generator_identity(g)} for g in generators}
+        # every generator's earlier outputs checked before anything is generated (or the run folder opened)
+        for g in generators:
+            PartStore(
+                ctx.planned_run_dir / "generations" / g.name, identities[g.name], GENERATIONS
+            ).check_identity()
+        wanted = pa.array(inputs, pa.string())
+        parts = []
+        generated_now = 0
+        failed: list[pa.Table] = []
+        # generators behind an API, by their engine group's first member: requests, cache, billed tokens
+        api_usage: dict[str, ApiUsage] = {}
+        for group in engine_groups(generators):
+            spec = group[0].spec
+            tokenizer = load_tokenizer(spec)
+            stores = {
+                g.name: PartStore(ctx.run_dir / "generations" / g.name, identities[g.name], GENERATIONS)
+                for g in group
+            }
+            done = {name: set(store.read().column("input_id").to_pylist()) for name, store in stores.items()}
+            prompts = generation_prompts(group, tasks, tokenizer, done)
+            log.info(
+                "generating %d output(s) with %s (%s) for %s",
+                prompts.num_rows,
+                spec.model,
+                spec.dtype,
+                ", ".join(g.name for g in group),
+            )
+            generated_now += prompts.num_rows
+            if prompts.num_rows:
+                size = self.generate.batch_size
+                blocks = [prompts.slice(k, size) for k in range(0, prompts.num_rows, size)]
+                step = generation_step(group, tokenizer, size, self.judge)
+                progress = Progress(prompts.num_rows, verb="generated", noun="outputs")
+                for batch in ctx.executor.stream(blocks, [step]):
+                    if spec.api:
+                        usage = api_usage.setdefault(group[0].name, ApiUsage())
+                        usage.add(batch)
+                    is_failed = pc.is_valid(batch.column("error"))
+                    if pc.any(is_failed).as_py():  # requests that kept failing: not outputs, reported below
+                        failed.append(batch.filter(is_failed))
+                        batch = batch.filter(pc.invert(is_failed))
+                    out = generation_rows(batch)
+                    for (model,), part in pl.from_arrow(out).group_by(["model"], maintain_order=True):
+                        stores[model].add(part.to_arrow())
+                    progress.update(
+                        batch.num_rows,
+                        column_total(batch, "prompt_tokens"),
+                        column_total(batch, "cached_tokens"),
+                    )
+            for store in stores.values():
+                store.flush()
+                held = (
+                    store.read()
+                )  # outputs of inputs no longer in the task set (e.g. a lower max_inputs) stay out
+                parts.append(held.filter(pc.is_in(held.column("input_id"), value_set=wanted)))
+        report_generator_usage(api_usage, self.generate, ctx.metrics)
+        if failed:
+            raise_failed(pa.concat_tables(failed), ctx.run_dir, what="generated")
+        generations = pa.concat_tables(parts) if parts else GENERATIONS.empty_table()
+        missing = len(inputs) * len(generators) - generations.num_rows
+        if missing:
+            raise RuntimeError(
+                f"the generate stage has {generations.num_rows} outputs, expected {len(inputs) * len(generators)}"
+            )
+        tokens = column_total(generations, "output_tokens")
+        ctx.metrics["generate/outputs"] = float(generations.num_rows)
+        ctx.metrics["generate/generated_now"] = float(generated_now)
+        ctx.metrics["generate/output_tokens"] = float(tokens)
+        from pipeline.judge.generators import describe_generators
+
+        return {"generations": generations, "generators": describe_generators(generators)}
+
+
+@dataclass(frozen=True)
+class MakeCandidates(Stage):
+    """Turn the outputs into candidates (context = the task prompt, system = the model), empty and cut-off outputs
+    handled as configured and counted; the criteria become the attributes judged."""
+
+    generate: GenerateConfig
+    criteria: dict[str, str]
+
+    name = "make_candidates"
+    reads = (ports.TASKS, ports.GENERATIONS)
+    writes = (ports.CANDIDATES, ports.HUMAN_SCORES, ports.INPUT_REPORT, ports.DATASET)
+
+    def run(self, ctx: StageContext, *, tasks: pa.Table, generations: pa.Table) -> dict[str, Any]:
+        from pipeline.contracts.schemas import HUMAN_SCORES
+        from pipeline.data.tasks import candidates_from_generations
+        from pipeline.data.words import PromptWords
+
+        candidates, report = candidates_from_generations(generations, tasks, self.generate)
+        for key, value in report.counts().items():
+            ctx.metrics[f"generate/{key}"] = float(value)
+        if report.empty or report.cut_off:
+            log.warning(
+                "outputs: %d empty (%s), %d cut off at max_tokens (%s); %d dropped, %d replaced by %r",
+                len(report.empty),
+                self.generate.empty_output,
+                len(report.cut_off),
+                self.generate.cut_off_output,
+                len(report.dropped),
+                len(report.placeholders),
+                self.generate.placeholder,
+            )
+        attributes = tuple(self.criteria)
+        words = PromptWords("task", "output", dict.fromkeys(attributes, "good"), dict(self.criteria))
+        input_report = InputReport(
+            n_contexts=len(set(candidates.column("context_id").to_pylist())),
+            n_candidates=candidates.num_rows,
+            empty_text_replaced=list(report.placeholders),
+            empty_text_dropped=list(report.dropped),
+            attributes_without_scores=list(attributes),
+        )
+        info = DatasetInfo("generate", self.generate.inputs or "demo tasks", attributes, words)
+        return {
+            "candidates": candidates,
+            "human_scores": HUMAN_SCORES.empty_table(),
+            "input_report": input_report,
+            "dataset": info,
+        }
+
+
+def generation_step(
+    group: Sequence[Generator],
+    tokenizer: Any,
+    batch_size: int,
+    judge: JudgeConfig,
+    worker: type | None = None,
+) -> Any:
+    """The streamed step of one engine: an actor pool of the judge worker answering every generator's prompts
+    with its own sampling and frame (the judge's actor resources)."""
+    from pipeline.judge.worker import JudgeWorker
+    from pipeline.runtime import MapStep
+
+    spec = group[0].spec
+    frames = {g.name: generator_frame(tokenizer, g) for g in group}
+    return MapStep(
+        "generate",
+        worker or JudgeWorker,
+        {
+            "spec": spec,
+            "reads": {g.name: g.read for g in group},
+            "frame": frames[group[0].name],
+            "frames": frames,
+        },
+        batch_size=batch_size,
+        exact_batches=True,
+        workers=judge.num_actors,
+        num_cpus=judge.num_cpus_per_actor,
+        num_gpus=judge.num_gpus_per_actor,
+    )

@@ -1,0 +1,259 @@
+"""The stages that judge: shard the contexts and stream their prompts through the judge workers into the run
+folder's stores.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline.config.assessment import PairsConfig
+from pipeline.config.judging import JudgeConfig
+from pipeline.contracts.errors import UserError
+from pipeline.contracts.stats import JudgeStats
+from pipeline.data.contexts import group_by_context
+from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.watchdog import read_events
+from pipeline.judge.worker import JudgeWorker
+from pipeline.prompts.pairs import build_contexts, generate_prompts, k_adjustments, split_shards
+from pipeline.prompts.plan import PromptPlan
+from pipeline.runtime import MapStep
+from pipeline.runtime.progress import Progress, format_seconds
+from pipeline.scoring.responses import split_responses
+from pipeline.stages import ports
+from pipeline.stages.accounting import (
+    ApiUsage,
+    JudgeStageError,
+    column_total,
+    error_cause,
+    judge_failure_hint,
+    raise_failed,
+    report_interruptions,
+)
+from pipeline.stages.base import Stage, StageContext
+from pipeline.storage.parts import JudgmentStore, RatingStore
+
+log = logging.getLogger("pipeline")
+
+
+@dataclass(frozen=True)
+class ShardContexts(Stage):
+    """Group the candidates by context and balance the contexts over shards by the prompts each will make."""
+
+    pairs: PairsConfig
+    max_shards: int
+
+    name = "shard_contexts"
+    reads = (ports.CANDIDATES, ports.PROMPT_PLAN, ports.JUDGED)
+    writes = (ports.CONTEXTS,)
+
+    def run(
+        self, ctx: StageContext, *, candidates: pa.Table, prompt_plan: PromptPlan, judged: pa.Table
+    ) -> dict[str, Any]:
+        groups = group_by_context(candidates)
+        adjusted = k_adjustments(self.pairs, [c.size for c in groups])
+        if adjusted["raised"] or adjusted["lowered"]:
+            log.warning(
+                "pairs: the requested k (pairs.k=%s, pairs.fraction=%s) was raised to the %s minimum in %d "
+                "context(s) and lowered (to the distinct pairs there are; to an even k for symmetric) in %d",
+                self.pairs.k,
+                self.pairs.fraction,
+                self.pairs.strategy,
+                adjusted["raised"],
+                adjusted["lowered"],
+            )
+        contexts = build_contexts(
+            groups,
+            self.pairs,
+            len(prompt_plan.attributes),
+            len(prompt_plan.templates),
+            self.max_shards,
+            judged,
+            prompt_plan.rated_per_candidate(),
+        )
+        return {"contexts": contexts}
+
+
+def judge_steps(
+    pairs: PairsConfig,
+    judge: JudgeConfig,
+    chunk_rows: int,
+    plan: PromptPlan,
+    spec: JudgeSpec,
+    worker: type[JudgeWorker] = JudgeWorker,
+    events: Path | None = None,
+    max_restarts: int | None = None,
+    store: Path | None = None,
+    given: Mapping[str, np.ndarray] | None = None,
+    keep_alive: bool = False,
+) -> list[MapStep]:
+    """The streamed chain: prompt generation per shard (tasks), then the judge (one engine per actor), one
+    engine batch per call so results reach the driver and the store batch by batch. A worker whose engine dies
+    records it in ``events`` and is replaced at most ``max_restarts`` times (its batch judged again)."""
+    return [
+        MapStep(
+            "prompts",
+            generate_prompts,
+            {"pairs": pairs, "plan": plan, "chunk_rows": chunk_rows, "given": given},
+            num_cpus=0.25,
+        ),
+        MapStep(
+            "judge",
+            worker,
+            {
+                "spec": spec,
+                "reads": plan.reads(),
+                "frame": plan.frame,
+                "events": str(events) if events else None,
+                "store": str(store) if store else None,
+            },
+            batch_size=judge.batch_size,
+            exact_batches=True,
+            workers=judge.num_actors,
+            num_cpus=judge.num_cpus_per_actor,
+            num_gpus=judge.num_gpus_per_actor,
+            max_restarts=max_restarts,
+            keep_alive=keep_alive,
+        ),
+    ]
+
+
+# The run folder's record of judge engines that died (pipeline.judge.watchdog), under logs/.
+ENGINE_EVENTS = "engine_events.jsonl"
+
+
+@dataclass(frozen=True)
+class Judge(Stage):
+    """Make the prompts of each shard (every pair in both orderings, then one prompt per candidate for each
+    absolute mode; prompts sharing a prefix adjacent) and judge them with the engine actors; results stream to
+    Parquet parts in the run folder as they arrive."""
+
+    pairs: PairsConfig
+    judge: JudgeConfig
+    chunk_rows: int
+    max_restarts: int = 3
+    # The judgement store (pipeline.judge.memo); None: off.
+    store_path: Path | None = None
+    # The pairs to judge per context (candidate index rows, slot A then B), chosen by adaptive rounds; None: the
+    # pairs config's selection.
+    given: Mapping[str, np.ndarray] | None = None
+    # The judge workers (their engines) stay up after the stage for the next call (adaptive rounds).
+    keep_workers: bool = False
+
+    name = "judge"
+    reads = (ports.CONTEXTS, ports.PROMPT_PLAN, ports.JUDGE, ports.STORE, ports.RATING_STORE)
+    writes = (ports.JUDGMENTS, ports.RATINGS, ports.JUDGE_STATS)
+
+    def run(
+        self,
+        ctx: StageContext,
+        *,
+        contexts: pa.Table,
+        prompt_plan: PromptPlan,
+        judge: JudgeSpec,
+        store: JudgmentStore,
+        rating_store: RatingStore,
+    ) -> dict[str, Any]:
+        remaining = column_total(contexts, "n_prompts")
+        shards = split_shards(contexts)
+        log.info("%d prompts to judge in %d shard(s)", remaining, len(shards))
+        progress = Progress(remaining)
+        failed: list[pa.Table] = []
+        api = ApiUsage()
+        reused = 0
+        events = ctx.run_dir / "logs" / ENGINE_EVENTS
+        seen_events = len(read_events(events))
+        if remaining:
+            steps = judge_steps(
+                self.pairs,
+                self.judge,
+                self.chunk_rows,
+                prompt_plan,
+                judge,
+                events=events,
+                max_restarts=self.max_restarts,
+                store=self.store_path,
+                given=self.given,
+                keep_alive=self.keep_workers,
+            )
+            try:
+                for batch in ctx.executor.stream(shards, steps):
+                    api.add(batch)
+                    reused += pc.sum(pc.equal(batch.column("source"), "store")).as_py() or 0
+                    unanswered = pc.is_valid(batch.column("error"))
+                    if pc.any(unanswered).as_py():  # left out of the stores: a rerun judges them
+                        failed.append(batch.filter(unanswered))
+                        answered = batch.filter(pc.invert(unanswered))
+                    else:
+                        answered = batch
+                    judgments, ratings = split_responses(answered, prompt_plan)
+                    store.add(judgments)
+                    rating_store.add(ratings)
+                    progress.update(
+                        batch.num_rows,
+                        column_total(batch, "prompt_tokens"),
+                        column_total(batch, "cached_tokens"),
+                    )
+            except Exception as exc:
+                store.flush()  # everything judged so far stays on disk
+                rating_store.flush()
+                lost = report_interruptions(ctx, events, seen_events)
+                if isinstance(exc, UserError):  # bad input or config: its own message says what to do
+                    raise
+                raise JudgeStageError(
+                    f"the judge stage stopped: {error_cause(exc)}. {progress.done} of {remaining} prompt(s) were "
+                    f"judged and are stored in {store.folder.parent}; the same command with "
+                    f"paths.run_dir={ctx.run_dir} (or paths.run_dir=latest) judges only the rest. "
+                    + judge_failure_hint(exc, lost, self.max_restarts)
+                ) from exc
+        store.flush()
+        rating_store.flush()
+        seconds = time.monotonic() - progress.started
+        if progress.done != remaining:
+            raise RuntimeError(f"the judge stage returned {progress.done} prompts, expected {remaining}")
+        if remaining:
+            log.info("judge stage finished: %d prompts in %s", progress.done, format_seconds(seconds))
+        if reused:
+            log.info(
+                "%d of the %d prompt(s) were answered from the judgement store %s (the same prompt judged "
+                "before: by an earlier run, or for candidates with the same texts); %d judged now",
+                reused,
+                progress.done,
+                self.store_path,
+                progress.done - reused,
+            )
+        report_interruptions(ctx, events, seen_events)
+        if failed:
+            raise_failed(pa.concat_tables(failed), store.folder.parent)
+        judgments, ratings = store.read(), rating_store.read()
+        prompts = judgments.num_rows + ratings.num_rows
+        prompt_tokens = column_total(judgments, "prompt_tokens") + column_total(ratings, "prompt_tokens")
+        cached_tokens = column_total(judgments, "cached_tokens") + column_total(ratings, "cached_tokens")
+        stats = JudgeStats(
+            prompts=prompts,
+            judged_now=progress.done,
+            seconds=seconds,
+            rate=progress.rate(),
+            rate_with_startup=progress.overall_rate(),
+            prompt_tokens=prompt_tokens,
+            cached_tokens=cached_tokens,
+            requests=api.requests,
+            cached_replies=api.cached,
+            billed_prompt_tokens=api.prompt_tokens,
+            billed_completion_tokens=api.completion_tokens,
+            money=api.money(self.judge.api.price_input, self.judge.api.price_output),
+            logprobs_read=api.logprobs_read,
+            missing_logprobs=api.missing,
+            api_paths=tuple(sorted(p.removeprefix("api/") for p in api.paths)),
+            reused=reused,
+        )
+        ctx.metrics.update(stats.metrics())
+        return {"judgments": judgments, "ratings": ratings, "judge_stats": stats}

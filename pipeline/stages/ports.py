@@ -1,0 +1,163 @@
+"""Every value passed between stages: its name, what it holds, its schema or type, and its file in the run folder."""
+
+from __future__ import annotations
+
+from pipeline.contracts import schemas
+from pipeline.contracts.stats import JudgeStats
+from pipeline.data.source import DatasetInfo
+from pipeline.data.validate import InputReport
+from pipeline.judge.spec import JudgeSpec
+from pipeline.prompts.plan import PromptPlan
+from pipeline.stages.base import Port
+from pipeline.storage.parts import JudgmentStore, RatingStore
+
+CANDIDATES = Port(
+    "candidates",
+    "one row per candidate, its context text repeated",
+    schema=schemas.CANDIDATES,
+    file="candidates",
+)
+HUMAN_SCORES = Port(
+    "human_scores",
+    "one row per candidate and attribute with a human score",
+    schema=schemas.HUMAN_SCORES,
+    file="human_scores",
+)
+INPUT_REPORT = Port(
+    "input_report",
+    "counts of everything the input checks changed or could not use",
+    type=InputReport,
+    file="input_report",
+)
+DATASET = Port("dataset", "what was read: attributes and the words prompts use", type=DatasetInfo)
+JUDGE = Port("judge", "the judge: model, engine settings, dtype and why", type=JudgeSpec, file="judge")
+PROMPT_PLAN = Port(
+    "prompt_plan",
+    "the text around every message, answer prefixes, label token ids",
+    type=PromptPlan,
+    file="prompt_plan",
+)
+STORE = Port(
+    "store",
+    "the run folder's judgments on disk, checked against this run's judging identity",
+    type=JudgmentStore,
+)
+JUDGED = Port("judged", "the prompts already judged in the run folder (skipped)", schema=schemas.JUDGED_KEYS)
+CONTEXTS = Port(
+    "contexts",
+    "the contexts to judge, candidates nested, with shard and skipped prompts",
+    schema=schemas.CONTEXTS,
+)
+JUDGMENTS = Port(
+    "judgments",
+    "one row per judged comparison: label log-probabilities, p(A wins) and p(tie)",
+    schema=schemas.JUDGMENTS,
+    file="judgments",
+)
+ROUNDS = Port(
+    "rounds",
+    "one row per context and adaptive round: pairs and calls so far, the stopping criterion, Spearman",
+    schema=schemas.ROUNDS,
+    file="rounds",
+)
+ROUND_PAIRS = Port(
+    "round_pairs",
+    "every prompt adaptive rounds chose (both orderings of each pair) with its round",
+    schema=schemas.ROUND_PAIRS,
+    file="round_pairs",
+)
+JUDGE_STATS = Port(
+    "judge_stats", "prompts judged, rates, engine start-up and prefix-cache share", type=JudgeStats
+)
+COMPARISONS = Port(
+    "comparisons",
+    "one row per unordered pair: both orderings and the debiased P(i beats j)",
+    schema=schemas.COMPARISONS,
+    file="comparisons",
+)
+POSITION_BIAS = Port(
+    "position_bias",
+    "P(A) per judge, attribute and template, before and after debiasing",
+    schema=schemas.POSITION_BIAS,
+    file="position_bias",
+)
+SCORES = Port(
+    "scores",
+    "one row per candidate, attribute, template and method (comparative; then absolute and combined too): "
+    "score, rank, human score",
+    schema=schemas.SCORES,
+    file="scores",
+)
+UNSCORED = Port(
+    "unscored", "contexts a method could not score, with the reason", schema=schemas.UNSCORED, file="unscored"
+)
+CORRELATIONS = Port(
+    "correlations",
+    "agreement with human scores per attribute, template and method",
+    schema=schemas.CORRELATIONS,
+    file="correlations",
+)
+SUMMARY = Port("summary", "the table printed at the end (summary.txt)", type=str)
+RATING_STORE = Port(
+    "rating_store",
+    "the run folder's absolute ratings on disk, checked against this run's rating identity",
+    type=RatingStore,
+)
+RATINGS = Port(
+    "ratings",
+    "one row per absolute prompt: generated texts, parsed values, read log-probabilities and the score",
+    schema=schemas.RATINGS,
+    file="ratings",
+)
+ABSOLUTE_SCORES = Port(
+    "absolute_scores",
+    "one row per candidate, attribute, absolute template and mode: score, rank, human score",
+    schema=schemas.SCORES,
+    file="absolute_scores",
+)
+RATING_FAILURES = Port(
+    "rating_failures",
+    "every absolute generation that did not parse, with its text and why",
+    schema=schemas.RATING_FAILURES,
+    file="rating_failures",
+)
+COST = Port(
+    "cost",
+    "per attribute, template and mode: prompts, tokens, prefix-cache share, engine seconds",
+    schema=schemas.COST,
+    file="cost",
+)
+ASSESSMENT = Port(
+    "assessment",
+    "per attribute, each method's agreement with people beside the prompts and seconds it cost",
+    schema=schemas.ASSESSMENT,
+    file="assessment",
+)
+LEADERBOARD = Port(
+    "leaderboard",
+    "per model (the candidates' system) and metric: win rate and mean scores with bootstrap intervals over inputs "
+    "(a pool's items)",
+    schema=schemas.LEADERBOARD,
+    file="leaderboard",
+)
+TASKS = Port(
+    "tasks",
+    "one row per task input: its id and the task prompt filled from its record",
+    schema=schemas.TASKS,
+    file="tasks",
+)
+GENERATIONS = Port(
+    "generations",
+    "one row per task input and generator model: the output, why it ended, its tokens",
+    schema=schemas.GENERATIONS,
+    file="generations",
+)
+GENERATORS = Port(
+    "generators", "the generator models: model, dtype, sampling, system prompt", type=list, file="generators"
+)
+REASONS = Port(
+    "reasons",
+    "the judge's reasons for a sample of comparisons, generated after the decision (never used to score)",
+    schema=schemas.REASONS,
+    file="reasons",
+)
