@@ -260,7 +260,7 @@ def fit_posterior(
         Prior precision added for every item (the weak ``N(0, sigma^2 / ridge)`` prior); > 0.
     sigma2 : float, optional
         Known expert variance; default: the (weighted) residual mean square over ``K - N + 1`` degrees of
-        freedom, shrunk towards the variance of ``f(p)`` (or :data:`SIGMA2_PRIOR` before two comparisons) by
+        freedom, shrunk towards the mean square of ``f(p)`` (or :data:`SIGMA2_PRIOR` before two comparisons) by
         :data:`SIGMA2_PSEUDO_DOF` pseudo-observations.
     variance : {"auto", "exact", "diagonal", "sketch"}
         How to compute the marginal variances (module docstring); ``"auto"`` is exact up to
@@ -364,8 +364,9 @@ def fit_posterior(
     if sigma2 is None:
         # the residual mean square, shrunk towards a prior guess by SIGMA2_PSEUDO_DOF pseudo-observations, so
         # that it moves smoothly from the guess (few comparisons) to the data (many): the spread of the judge's
-        # answers once there are some (all of it noise at worst), else SIGMA2_PRIOR
-        guess = max(float(np.var(f)), 1e-6) if k >= 2 else SIGMA2_PRIOR
+        # answers about zero once there are some (all of it noise at worst; about zero, not about their mean, which
+        # would depend on which item of each pair is called i), else SIGMA2_PRIOR
+        guess = max(float(np.mean(f * f)), 1e-6) if k >= 2 else SIGMA2_PRIOR
         dof = max(k - int(beyond.sum()) - n + 1, 0)
         s2 = (float(c @ (resid * resid)) + SIGMA2_PSEUDO_DOF * guess) / (dof + SIGMA2_PSEUDO_DOF)
         s2 = max(s2, 1e-9)
