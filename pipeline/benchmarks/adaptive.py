@@ -48,6 +48,7 @@ uniform random selection in the same process.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import resource
@@ -66,7 +67,7 @@ from pipeline.methods.locate import select_locate
 from pipeline.methods.poe_gaussian import poe_gaussian
 from pipeline.methods.posterior import LOGIT_CLIP
 from pipeline.methods.reorder import select_reorder
-from pipeline.methods.rounds import Model, Prior, fit_round, run_rounds
+from pipeline.methods.rounds import Model, Prior, RoundRecord, RoundSettings, fit_round, rank_pool
 from pipeline.methods.selection import PairSet, greedy_optimal
 from pipeline.methods.simulate import PoolJudge, pool_truth
 from pipeline.methods.sorting import merge_sort, repeated_quicksort
@@ -194,9 +195,42 @@ def oracle_design(seen: np.ndarray, m: int, rng: np.random.Generator) -> np.ndar
     return np.array(sorted(taken), dtype=np.int64)
 
 
-def schedule(n: int, checkpoints: tuple[int, ...]):
-    """The pipeline's default rounds (adaptive.first_round, later_round and growth), cut at the checkpoints."""
-    return AdaptiveConfig().schedule(n, checkpoints)
+def settings(
+    strategy: str, model: Model, ridge: float, seed: int, variance: str = "diagonal"
+) -> RoundSettings:
+    """The pipeline's rounds (:meth:`pipeline.config.rounds.AdaptiveConfig.round_settings`: its round sizes, window
+    and exploration) with this arm's strategy, the benchmark's model and ridge, and the seed's randomness."""
+    base = AdaptiveConfig().round_settings()
+    return dataclasses.replace(
+        base, strategy=strategy, model=model, ridge=ridge, seed=seed, variance=variance
+    )
+
+
+def rounds_arm(
+    n: int,
+    judge: PoolJudge,
+    arm_settings: RoundSettings,
+    budget_pairs: int,
+    *,
+    checkpoints: tuple[int, ...] = (),
+    prior: Prior | None = None,
+    extra_calls: int = 0,
+    key: int = 0,
+) -> list[RoundRecord]:
+    """An adaptive arm: the pipeline's round loop (:func:`pipeline.methods.rounds.run_rounds`, which the rounds stage
+    runs) on one simulated pool, every pair judged in both orderings, to ``budget_pairs`` pairs, a round ending at
+    every checkpoint."""
+    records, _ = rank_pool(
+        n,
+        judge.orderings,
+        arm_settings,
+        budget_pairs,
+        prior=prior,
+        extra_calls=extra_calls,
+        checkpoints=checkpoints,
+        key=key,
+    )
+    return records
 
 
 def evaluate(scores, truth, full) -> tuple[float, float, float, float]:
@@ -258,19 +292,15 @@ def _run_seed(
                 prior = Prior(judge.absolute(arm_rng), weight=1.0)
                 offset = pairs_for(1.0, n)
             wanted = {m - offset: b for m, b in zip(marks, points, strict=True) if m - offset > 0}
-            records, *_ = run_rounds(
+            records = rounds_arm(
                 n,
-                # both orderings (the rounds find the contradicting ones), or only their average
-                judge.orderings if model.drop_contradicted else judge,
-                strategy=strategy,
-                budget_pairs=max(wanted),
-                pairs_per_round=schedule(n, tuple(wanted)),
-                rng=arm_rng,
-                prior=prior,
-                model=model,
-                ridge=ridge,
-                variance="exact" if arm == "reorder_exact" else "diagonal",
+                judge,
+                settings(strategy, model, ridge, seed, "exact" if arm == "reorder_exact" else "diagonal"),
+                max(wanted),
                 checkpoints=tuple(wanted),
+                prior=prior,
+                extra_calls=n if prior is not None else 0,
+                key=n * len(ARMS) + ARMS.index(arm),
             )
             for r in records:
                 if r.pairs in wanted:
@@ -408,15 +438,10 @@ def large_round(n: int, calls_per_item: float, seed: int, model: Model) -> None:
     judge = PoolJudge(truth, rng)
     k_round = n // 4
     started = time.perf_counter()
-    records, i, j, p = run_rounds(
-        n,
-        judge.orderings if model.drop_contradicted else judge,
-        strategy="reorder",
-        budget_pairs=pairs_for(calls_per_item, n),
-        pairs_per_round=schedule(n, ()),
-        rng=rng,
-        model=model,
+    records, pool = rank_pool(
+        n, judge.orderings, settings("reorder", model, 1e-2, seed, "auto"), pairs_for(calls_per_item, n)
     )
+    i, j, p = pool.i, pool.j, pool.p
     total = time.perf_counter() - started
     print(
         f"\n## N = {n:,}: {len(records)} rounds of reorder selection to {calls_per_item:g} calls per item "

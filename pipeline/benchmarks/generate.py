@@ -25,9 +25,8 @@ import pyarrow as pa
 from pipeline import PROJECT_ROOT
 from pipeline.benchmarks.judge import TimedJudgeWorker
 from pipeline.config.hydra import compose
-from pipeline.contracts.frame import encode_prompts
 from pipeline.data.tasks import DEMO_TICKETS, load_tasks
-from pipeline.judge.generators import Generator, generator_judge_config, generator_read
+from pipeline.judge.generators import Generator, generator_judge_config, generator_request
 from pipeline.judge.hardware import read_cpu
 from pipeline.judge.hf_engine import HFEngine
 from pipeline.judge.models import resolve_judge
@@ -71,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     gen_cfg = cfg.generate.models[0]
     cache_dir = PROJECT_ROOT / cfg.paths.cache_dir
     spec = resolve_judge(generator_judge_config(gen_cfg, cfg.judge), cache_dir)
-    read = generator_read(gen_cfg)
+    read = generator_request(gen_cfg)
     generator = Generator(gen_cfg.name, spec, read, gen_cfg.system_prompt)
     tasks = load_tasks(cfg.generate, Path(cfg.generate.inputs)).tasks
     from transformers import AutoTokenizer
@@ -102,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
 
     # 2. vLLM generate, direct
     engine = VLLMEngine(spec)
-    ids = encode_prompts(engine.tokenizer, prompts.column("prompt").to_pylist(), step.kwargs["frame"])
+    ids = step.kwargs["frame"].encode(engine.tokenizer, prompts.column("prompt").to_pylist())
     engine.llm.reset_prefix_cache()
     started = time.perf_counter()
     results = engine.run(ids, read)

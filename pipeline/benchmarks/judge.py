@@ -37,7 +37,6 @@ import pyarrow as pa
 from pipeline import PROJECT_ROOT
 from pipeline.config.enums import EngineProcess
 from pipeline.config.hydra import compose
-from pipeline.contracts.frame import encode_prompts
 from pipeline.judge.cores import engine_inside
 from pipeline.judge.hardware import read_cpu
 from pipeline.judge.hf_engine import HFEngine
@@ -102,8 +101,8 @@ class Direct:
 
     def __init__(self, spec, plan, pairs: pa.Table):
         self.engine = VLLMEngine(spec)
-        self.read = plan.reads()[plan.templates[0].id]
-        self.ids = encode_prompts(self.engine.tokenizer, pairs.column("prompt").to_pylist(), plan.frame)
+        self.read = plan.requests()[plan.templates[0].id]
+        self.ids = plan.frame.encode(self.engine.tokenizer, pairs.column("prompt").to_pylist())
         self.dtype = self.engine.dtype
 
     def measure(self) -> tuple[Timing, np.ndarray]:
@@ -128,7 +127,7 @@ def run_hf(spec, plan, ids: list[list[int]], dtype: str) -> tuple[Timing, np.nda
     """Hugging Face transformers, one prompt per forward pass, in the dtype vLLM ran in."""
     hf = HFEngine(replace(spec, engine={"dtype": dtype}))
     started = time.perf_counter()
-    results = hf.run(ids, plan.reads()[plan.templates[0].id])
+    results = hf.run(ids, plan.requests()[plan.templates[0].id])
     seconds = time.perf_counter() - started
     hf.close()
     return Timing(seconds, hf.start_seconds, 0.0), np.array([r.token_logprobs for r in results])

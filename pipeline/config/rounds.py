@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pipeline.config.enums import RoundLink, RoundStrategy, StopCriterion
+from pipeline.methods.rounds import Model, RoundSettings, Schedule
+from pipeline.methods.stopping import StopRule
 
 
 @dataclass
@@ -64,15 +66,29 @@ class AdaptiveConfig:
     stop: StopConfig = field(default_factory=StopConfig)
     seed: int = 0
 
-    def schedule(self, n: int, checkpoints: tuple[int, ...] = ()):
-        """The size of the next round of ``n`` items as a function of the pairs judged so far: ``first_round`` x
-        items first, then ``max(later_round x items, growth x judged)``, cut so that a round ends at every
-        checkpoint (pairs)."""
-        from pipeline.methods.rounds import round_schedule
-
-        return round_schedule(
-            max(1, round(self.first_round * n)),
-            self.growth,
-            checkpoints,
-            least=max(1, round(self.later_round * n)),
+    def round_settings(self, variance: str = "auto") -> RoundSettings:
+        """How the rounds choose and fit (:class:`pipeline.methods.rounds.RoundSettings`): the one conversion the
+        rounds stage and ``make bench-adaptive`` share."""
+        model = Model(
+            link=str(self.link),
+            clip=self.logit_clip,
+            robust=self.robust,
+            censor=self.censor,
+            drop_contradicted=self.drop_contradicted,
         )
+        return RoundSettings(
+            strategy=str(self.strategy),
+            schedule=Schedule(self.first_round, self.later_round, self.growth),
+            model=model,
+            ridge=self.ridge,
+            window=self.window,
+            explore=self.explore,
+            seed=self.seed,
+            variance=variance,
+        )
+
+    def stop_rule(self) -> StopRule | None:
+        """The stopping rule (None: the budget only)."""
+        if self.stop.criterion is None:
+            return None
+        return StopRule(str(self.stop.criterion), self.stop.threshold)  # type: ignore[arg-type]

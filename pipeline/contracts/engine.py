@@ -1,15 +1,27 @@
-"""What an engine is asked and what it answers: the one contract between prompts, judges and scores."""
+"""What an engine is asked and what it answers: the one contract between prompts, judges and scores.
+
+A prompt reaches an engine as its whole text (the frame around the message and the answer prefix:
+:mod:`pipeline.contracts.frame`) with a :class:`Request`, settled once on the driver, that says what to read and
+what to generate. The engine gives one :class:`Result` per prompt. Every engine implements :class:`Engine`: vLLM in
+the worker's process, Hugging Face transformers, an OpenAI-compatible endpoint, and the judgement store in front of
+any of them (:mod:`pipeline.judge`).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from pipeline.contracts.frame import PromptFrame
 
 # vLLM returns at most this many requested token log-probabilities per prompt (MAX_LOGPROB_TOKEN_IDS).
 MAX_READ_TOKENS = 128
 
 
 @dataclass(frozen=True)
-class Read:
+class Request:
     """What the engine does with one prompt: the tokens whose first-token log-probabilities it returns, and how
     many tokens it generates (greedy with ``n == 1``, else ``n`` samples at ``temperature`` with ``seed``)."""
 
@@ -22,12 +34,19 @@ class Read:
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
 
+    @property
+    def reproducible(self) -> bool:
+        """Whether the same prompt always gets the same answer: greedy, or sampled with a seed."""
+        return self.temperature == 0 or self.seed is not None
+
 
 @dataclass(frozen=True)
-class EngineResult:
-    # First-token log-probability of each requested token, in the Read's order.
+class Result:
+    """An engine's answer to one prompt."""
+
+    # First-token log-probability of each requested token, in the Request's order.
     token_logprobs: list[float]
-    # The generated text of each sample (the first token alone for a one-token read).
+    # The generated text of each sample (the first token alone for a one-token request).
     texts: list[str]
     prompt_tokens: int
     cached_tokens: int
@@ -37,8 +56,59 @@ class EngineResult:
     # Why there is no answer (an API request that kept failing; the other fields are empty).
     error: str | None = None
     # Who answered: "engine" (in-process), "api/token_ids" or "api/chat" (a request to the endpoint by that
-    # path), "cache" (the API reply cache); and the HTTP requests it took (retries included; 0 from the cache).
+    # path), "cache" (the API reply cache), "store" (the judgement store); and the HTTP requests it took (retries
+    # included; 0 from a cache or the store).
     source: str = "engine"
     requests: int = 0
     # Requested tokens not among an API's returned alternatives (given a floor; see pipeline.judge.api).
     missing: int = 0
+
+    @classmethod
+    def failed(cls, error: str, source: str, requests: int) -> Result:
+        """No answer: ``error`` says why (the prompt is not stored, and a rerun asks it again)."""
+        return cls([], [], 0, 0, 0, [], error=error, source=source, requests=requests)
+
+
+# The fields of a Result that are the answer (what a store keeps); where it came from and errors are not.
+ANSWER_FIELDS = (
+    "token_logprobs",
+    "texts",
+    "prompt_tokens",
+    "cached_tokens",
+    "generated_tokens",
+    "finish_reasons",
+)
+
+
+class Tokenizer(Protocol):
+    """What the pipeline uses of a tokenizer (Hugging Face's, a server's ``/tokenize``, or a word-level estimate)."""
+
+    chat_template: Any
+
+    def encode(self, text: str, add_special_tokens: bool = ...) -> Any: ...
+
+    def decode(self, ids: Sequence[int], **kwargs: Any) -> str: ...
+
+    def __call__(self, texts: Any, add_special_tokens: bool = ...) -> Any: ...
+
+
+class Engine(Protocol):
+    """An engine: answers prompts of one request at a time, in order."""
+
+    # Seconds its start took (0 for an engine that starts nothing).
+    start_seconds: float
+    # Whether a vLLM engine runs inside this process (judge.engine_process); None for other engines.
+    inside: bool | None
+
+    @property
+    def dtype(self) -> str:
+        """What it computes in (``"api"`` behind an endpoint)."""
+        ...
+
+    def answer(self, prompts: Sequence[str], frame: PromptFrame, request: Request) -> list[Result]:
+        """One result per prompt (whole prompt texts around ``frame``), as ``request`` says."""
+        ...
+
+    def close(self) -> None:
+        """Release the engine (its processes and memory)."""
+        ...

@@ -1,5 +1,8 @@
 """The text around every user message (the chat template's frame, or the plain-text layout), and how a whole
 prompt is tokenized or split back into its message and answer prefix.
+
+A whole prompt is ``frame.head + message + frame.tail + answer prefix`` (:class:`PromptFrame`), or a whole
+conversation (:func:`conversation_prompt`: the judge's reasons) that an endpoint's chat template renders itself.
 """
 
 from __future__ import annotations
@@ -10,7 +13,6 @@ from typing import Any
 
 # Plain-text prompts (no chat template): the message, then the answer cue.
 PLAIN_TAIL = "\n\nAnswer: "
-
 
 # Marks a prompt given as a whole conversation (JSON messages after it): an API judge sends it to the chat endpoint
 # as it is, and the server applies its own chat template (the judge's reasons, a follow-up question).
@@ -33,6 +35,24 @@ class PromptFrame:
     def wrap(self, message: str) -> str:
         return self.head + (message.strip() if self.strip else message) + self.tail
 
+    def encode(self, tokenizer: Any, texts: list[str]) -> list[list[int]]:
+        """Token ids of whole prompts: chat text holds its special tokens, plain text gets the tokenizer's own."""
+        if not texts:
+            return []
+        return [
+            list(ids) for ids in tokenizer(texts, add_special_tokens=self.add_special_tokens)["input_ids"]
+        ]
+
+    def split(self, prompt: str) -> tuple[str, str]:
+        """(the user message, the answer prefix) of a whole prompt ``head + message + tail + prefix``."""
+        if not prompt.startswith(self.head):
+            raise ValueError("a prompt does not start with the prompt frame's head")
+        rest = prompt[len(self.head) :]
+        at = rest.rfind(self.tail) if self.tail else len(rest)
+        if at < 0:
+            raise ValueError("a prompt does not hold the prompt frame's tail")
+        return rest[:at], rest[at + len(self.tail) :]
+
 
 def conversation_prompt(messages: list[dict[str, str]]) -> str:
     """A prompt that is a whole conversation (for an API judge's chat endpoint)."""
@@ -44,21 +64,3 @@ def parse_conversation(prompt: str) -> list[dict[str, str]] | None:
     if not prompt.startswith(CONVERSATION):
         return None
     return json.loads(prompt[len(CONVERSATION) :])
-
-
-def encode_prompts(tokenizer: Any, texts: list[str], frame: PromptFrame) -> list[list[int]]:
-    """Token ids of whole prompts: chat text holds its special tokens, plain text gets the tokenizer's own."""
-    if not texts:
-        return []
-    return [list(ids) for ids in tokenizer(texts, add_special_tokens=frame.add_special_tokens)["input_ids"]]
-
-
-def split_prompt(prompt: str, frame: Any) -> tuple[str, str]:
-    """(the user message, the answer prefix) of a whole prompt ``frame.head + message + frame.tail + prefix``."""
-    if not prompt.startswith(frame.head):
-        raise ValueError("a prompt does not start with the prompt frame's head")
-    rest = prompt[len(frame.head) :]
-    at = rest.rfind(frame.tail) if frame.tail else len(rest)
-    if at < 0:
-        raise ValueError("a prompt does not hold the prompt frame's tail")
-    return rest[:at], rest[at + len(frame.tail) :]

@@ -11,7 +11,7 @@ from typing import Any
 
 from pipeline.config.enums import Backend
 from pipeline.config.judging import GeneratorConfig, JudgeConfig
-from pipeline.contracts.engine import Read
+from pipeline.contracts.engine import Request
 from pipeline.judge.spec import JudgeSpec
 
 
@@ -22,13 +22,13 @@ class Generator:
 
     name: str
     spec: JudgeSpec
-    read: Read
+    request: Request
     system_prompt: str | None
 
 
-def generator_read(cfg: GeneratorConfig) -> Read:
+def generator_request(cfg: GeneratorConfig) -> Request:
     sampled = cfg.temperature > 0
-    return Read(
+    return Request(
         max_tokens=cfg.max_tokens,
         n=1,
         temperature=cfg.temperature,
@@ -75,7 +75,12 @@ def engine_groups(generators: Sequence[Generator]) -> list[list[Generator]]:
     groups: dict[str, list[Generator]] = {}
     for g in generators:
         key = json.dumps(
-            {"path": g.spec.model_path, **g.spec.identity(), "name": "", "api": dict(g.spec.api)},
+            {
+                "path": g.spec.model_path,
+                **g.spec.identity(),
+                "name": "",
+                "api": g.spec.api.describe() if g.spec.api else {},
+            },
             sort_keys=True,
             default=str,
         )
@@ -91,7 +96,7 @@ def generator_identity(g: Generator) -> dict[str, Any]:
         "name": g.name,
         "model": g.spec.identity(),
         "system_prompt": g.system_prompt,
-        "read": asdict(g.read),
+        "read": asdict(g.request),
     }
 
 
@@ -102,11 +107,11 @@ def describe_generators(generators: Sequence[Generator]) -> list[dict[str, Any]]
             "model": g.spec.model,
             "dtype": g.spec.dtype,
             "system_prompt": g.system_prompt,
-            "temperature": g.read.temperature,
-            "top_p": g.read.top_p,
-            "max_tokens": g.read.max_tokens,
-            "seed": g.read.seed,
-            "stop": list(g.read.stop),
+            "temperature": g.request.temperature,
+            "top_p": g.request.top_p,
+            "max_tokens": g.request.max_tokens,
+            "seed": g.request.seed,
+            "stop": list(g.request.stop),
         }
         for g in generators
     ]

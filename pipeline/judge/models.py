@@ -13,14 +13,14 @@ import logging
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.config.enums import Backend
 from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.errors import ConfigError, ModelError
 from pipeline.judge.hardware import engine_dtype
-from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.spec import ApiEndpoint, JudgeSpec, Secret
 
 log = logging.getLogger(__name__)
 
@@ -166,19 +166,13 @@ def resolve_api_judge(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model
             raise
         model = ResolvedModel("", cfg.model)  # a hosted model's name (gpt-4o-mini): no local checkpoint
     name = cfg.name or model.name
-    # the endpoint's settings as the client takes them (prices stay on the driver, for the report)
-    api = {k: v for k, v in asdict(cfg.api).items() if k not in ("price_input", "price_output", "cache")}
-    api |= {
-        "model": cfg.api.model or name,
-        "path": str(cfg.api.path),
-        "cache_path": str(Path(cfg.api.cache_path or cache_dir / "api" / "replies.sqlite").resolve())
+    cache_path = (
+        str(Path(cfg.api.cache_path or cache_dir / "api" / "replies.sqlite").resolve())
         if cfg.api.cache
-        else None,
-    }
+        else None
+    )
     secret = None
     if cfg.api.api_key_env:
-        from pipeline.judge.api.client import Secret
-
         value = os.environ.get(cfg.api.api_key_env)
         if not value:
             raise ConfigError(
@@ -194,6 +188,5 @@ def resolve_api_judge(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model
         max_model_len=cfg.max_model_len,
         env={str(k): str(v) for k, v in cfg.env.items()},
         dtype_reason=f"served by {cfg.api.base_url}",
-        api=api,
-        secret=secret,
+        api=ApiEndpoint(cfg.api, cfg.api.model or name, cache_path, secret),
     )

@@ -1,4 +1,7 @@
-"""The judge as resolved once on the driver: where the model loads from and how its engine is configured."""
+"""The judge as resolved once on the driver: where the model loads from and how its engine is configured, or the
+endpoint it answers behind (typed end to end: the endpoint's settings are :class:`pipeline.config.judging.ApiConfig`,
+declared once).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pipeline.config.enums import Backend, EngineProcess
+from pipeline.config.enums import ApiPath, Backend, EngineProcess
+from pipeline.config.judging import ApiConfig
 
 # vLLM engine settings that change where and how fast the engine runs, not what it computes: a resumed run may
 # change them (e.g. a lower gpu_memory_utilization after running out of memory). Every other engine key, the
@@ -25,6 +29,46 @@ RESOURCE_ONLY_ENGINE_KEYS = frozenset(
         "threads",
     }
 )
+
+
+class Secret:
+    """A key that travels to the judge actors (pickled with the actor's arguments, never in the Ray
+    runtime_env) but prints as ``***`` in any repr, str, log line or JSON written with ``default=str``."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str):
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "Secret(***)"
+
+    __str__ = __repr__
+
+
+# ApiConfig settings that stay on the driver: prices (for the report) and the cache switch (resolved into cache_path).
+DRIVER_ONLY_API_KEYS = ("price_input", "price_output", "cache")
+
+
+@dataclass(frozen=True)
+class ApiEndpoint:
+    """A judge's (or a generator's) endpoint as resolved on the driver: its settings as configured, the name the
+    server serves the model under, the reply cache's file (None: no cache), and the key read from the variable
+    ``settings.api_key_env`` names (a :class:`Secret`; None without a key)."""
+
+    settings: ApiConfig
+    model: str
+    cache_path: str | None = None
+    secret: Secret | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def path(self) -> ApiPath:
+        return self.settings.path
+
+    def describe(self) -> dict[str, Any]:
+        """What ``judge.json`` records of the endpoint (the key by its variable's name only)."""
+        settings = {k: v for k, v in asdict(self.settings).items() if k not in DRIVER_ONLY_API_KEYS}
+        return {**settings, "model": self.model, "path": str(self.path), "cache_path": self.cache_path}
 
 
 @dataclass(frozen=True)
@@ -49,11 +93,8 @@ class JudgeSpec:
     on_gpu: bool = False
     # Why the engine runs in its dtype (logged, and written to judge.json).
     dtype_reason: str = ""
-    # backend=api: the endpoint's settings (pipeline.judge.api.ApiSettings fields and the served model name;
-    # the key's environment variable by name only).
-    api: Mapping[str, Any] = field(default_factory=dict)
-    # The API key (pipeline.judge.api.Secret: prints as ***), read on the driver; not in describe() or identity().
-    secret: Any = field(default=None, repr=False, compare=False)
+    # backend=api: the endpoint (its settings, the served model name and the key); None in-process.
+    api: ApiEndpoint | None = None
 
     @property
     def dtype(self) -> str:
@@ -67,10 +108,11 @@ class JudgeSpec:
             "name": self.name,
             "max_model_len": self.max_model_len,
             "engine": {k: v for k, v in sorted(self.engine.items()) if k not in RESOURCE_ONLY_ENGINE_KEYS},
-            **({"api_model": self.api.get("model"), "api_path": self.api.get("path")} if self.api else {}),
+            **({"api_model": self.api.model, "api_path": str(self.api.path)} if self.api else {}),
         }
 
     def describe(self) -> dict[str, Any]:
         """Every field, and the dtype the engine runs in (``judge.json``)."""
-        described = {k: v for k, v in asdict(self).items() if k != "secret"}
-        return {**described, "backend": str(self.backend), "dtype": self.dtype}
+        described = {k: v for k, v in asdict(self).items() if k != "api"}
+        api = self.api.describe() if self.api else {}
+        return {**described, "api": api, "backend": str(self.backend), "dtype": self.dtype}

@@ -134,7 +134,7 @@ def load_tokenizer(spec: Any) -> Any:
             log.info("no local tokenizer for %s (%s)", spec.model_path, str(exc).splitlines()[0])
     if not spec.api:
         raise ValueError(f"judge {spec.name}: no model to load a tokenizer from")
-    found = server_tokenizer(spec.api["base_url"], spec.api["model"], spec.secret)
+    found = server_tokenizer(str(spec.api.settings.base_url), spec.api.model, spec.api.secret)
     if found is not None:
         log.info("judge %s: tokens from %s", spec.name, found.source)
         return found

@@ -6,9 +6,11 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from pipeline.contracts.engine import EngineResult, Read
+from pipeline.contracts.engine import Request, Result
+from pipeline.contracts.frame import PromptFrame
 from pipeline.judge.cores import engine_inside, vllm_env
 from pipeline.judge.spec import JudgeSpec
 
@@ -44,43 +46,47 @@ class VLLMEngine:
         self.llm = LLM(model=spec.model_path, max_model_len=spec.max_model_len, **spec.engine)
         self.start_seconds = time.perf_counter() - start
         self.tokenizer = self.llm.get_tokenizer()
-        self._params: dict[Read, Any] = {}
+        self._params: dict[Request, Any] = {}
         log.info("vLLM engine for %s ready in %.1f s (%s)", spec.name, self.start_seconds, spec.dtype)
 
-    def params(self, read: Read) -> Any:
-        if read not in self._params:
-            self._params[read] = self._sampling(
-                max_tokens=read.max_tokens,
-                n=read.n,
-                temperature=read.temperature,
-                seed=read.seed,
-                top_p=read.top_p,
-                stop=list(read.stop) or None,
-                logprob_token_ids=list(read.token_ids) or None,
+    def params(self, request: Request) -> Any:
+        if request not in self._params:
+            self._params[request] = self._sampling(
+                max_tokens=request.max_tokens,
+                n=request.n,
+                temperature=request.temperature,
+                seed=request.seed,
+                top_p=request.top_p,
+                stop=list(request.stop) or None,
+                logprob_token_ids=list(request.token_ids) or None,
                 detokenize=True,
             )
-        return self._params[read]
+        return self._params[request]
 
     @property
     def dtype(self) -> str:
         return str(self.llm.llm_engine.vllm_config.model_config.dtype).removeprefix("torch.")
 
-    def run(self, token_ids: list[list[int]], read: Read) -> list[EngineResult]:
+    def answer(self, prompts: Sequence[str], frame: PromptFrame, request: Request) -> list[Result]:
+        """Whole prompt texts, tokenized with the judge's tokenizer as ``frame`` says, answered by :meth:`run`."""
+        return self.run(frame.encode(self.tokenizer, list(prompts)), request)
+
+    def run(self, token_ids: list[list[int]], request: Request) -> list[Result]:
         outputs = self.llm.generate(
-            [{"prompt_token_ids": ids} for ids in token_ids], self.params(read), use_tqdm=False
+            [{"prompt_token_ids": ids} for ids in token_ids], self.params(request), use_tqdm=False
         )
         results = []
         for out in outputs:
             completions = out.outputs
             logprobs: list[float] = []
-            if read.token_ids:
+            if request.token_ids:
                 first = completions[0].logprobs[0]
-                missing = [t for t in read.token_ids if t not in first]
+                missing = [t for t in request.token_ids if t not in first]
                 if missing:
                     raise RuntimeError(f"vLLM returned no log-probability for token id(s) {missing}")
-                logprobs = [float(first[t].logprob) for t in read.token_ids]
+                logprobs = [float(first[t].logprob) for t in request.token_ids]
             results.append(
-                EngineResult(
+                Result(
                     token_logprobs=logprobs,
                     texts=[c.text for c in completions],
                     prompt_tokens=len(out.prompt_token_ids),

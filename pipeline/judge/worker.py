@@ -1,10 +1,11 @@
 """The judge worker: PROMPTS rows in, RESPONSES rows out. One engine per instance (one per Ray actor), made once.
 
-What it reads is settled on the driver: the whole prompt text (``PROMPTS.prompt``), how to tokenize it, and for
-every template what the engine reads and generates (:class:`pipeline.absolute.Read`, from
-:meth:`pipeline.prompts.PromptPlan.reads`), and the engine settings (:class:`JudgeSpec`). One engine serves the
-comparative and the absolute prompts of a run. A batch is answered in one engine call per template (its rows
-in stream order), so each call holds prompts of one mode and its measured seconds are that mode's cost.
+What it reads is settled on the driver: the whole prompt text (``PROMPTS.prompt``), the frame around it, and for
+every template what the engine reads and generates (a :class:`pipeline.contracts.engine.Request`, from
+:meth:`pipeline.prompts.plan.PromptPlan.requests`), and the engine settings (:class:`JudgeSpec`). One engine serves
+the comparative and the absolute prompts of a run, behind the judgement store when one is given. A batch is
+answered in one engine call per template (its rows in stream order), so each call holds prompts of one mode and
+its measured seconds are that mode's cost.
 """
 
 from __future__ import annotations
@@ -13,15 +14,17 @@ import hashlib
 import os
 import socket
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 
-from pipeline.contracts.engine import EngineResult, Read
-from pipeline.contracts.frame import PromptFrame, encode_prompts
+from pipeline.contracts.engine import Engine, Request, Result
+from pipeline.contracts.frame import PromptFrame
+from pipeline.contracts.keys import PROMPT_KEY
 from pipeline.contracts.schemas import PROMPTS, RESPONSES, check_schema
-from pipeline.judge.engines import make_engine
+from pipeline.judge.engines import open_engine
 from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.stored import StoredEngine
 from pipeline.judge.watchdog import EngineWatch, Reaper, engine_processes, record_event
 from pipeline.storage.judgements import JudgementStore
 
@@ -29,7 +32,7 @@ from pipeline.storage.judgements import JudgementStore
 def batch_key(batch: pa.Table) -> str:
     """A batch's identity: a digest of its prompts' keys (the same rows give the same key on any worker)."""
     digest = hashlib.blake2b(digest_size=12)
-    for column in ("context_id", "attribute", "template_id", "cand_a", "cand_b"):
+    for column in PROMPT_KEY:
         for value in batch.column(column).to_pylist():
             digest.update(str(value).encode())
             digest.update(b"\x1f")
@@ -42,20 +45,24 @@ class JudgeWorker:
     def __init__(
         self,
         spec: JudgeSpec,
-        reads: Mapping[str, Read],
+        requests: Mapping[str, Request],
         frame: PromptFrame,
         frames: Mapping[str, PromptFrame] | None = None,
         events: str | None = None,
         store: str | None = None,
     ):
         self.spec = spec
-        self.reads = dict(reads)
+        self.requests = dict(requests)
         self.frame = frame
         # A template's own frame where it differs (each generator's system prompt), else ``frame``.
         self.frames = dict(frames or {})
         self.in_flight = 0
         self.events = events
-        self.engine = make_engine(spec)
+        engine = open_engine(spec)
+        # answers of earlier runs by content (pipeline.storage.judgements), in front of the engine; None: off
+        self.engine: Engine = (
+            StoredEngine(engine, JudgementStore(store, spec.identity())) if store else engine
+        )
         self.start_seconds = self.engine.start_seconds
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         # the engine's own processes watched: a dead engine ends this worker instead of hanging it
@@ -74,20 +81,15 @@ class JudgeWorker:
                 "event": "engine_started",
                 "worker": self.worker,
                 "backend": str(spec.backend),
-                "inside": getattr(self.engine, "inside", None),
+                "inside": self.engine.inside,
                 "pids": self.watch.pids if self.watch is not None else [],
                 "seconds": round(float(self.start_seconds or 0.0), 3),
             },
             sync=False,
         )
-        # answers of earlier runs by content (pipeline.judge.memo); None: off
-        self.store = JudgementStore(store, spec.identity()) if store else None
 
     def close(self) -> None:
         """Shut the engine down (Ray Data calls ``__del__`` when it releases the actor)."""
-        store = self.__dict__.pop("store", None)
-        if store is not None:
-            store.close()
         watch = self.__dict__.pop("watch", None)
         if watch is not None:
             watch.stop()
@@ -105,43 +107,22 @@ class JudgeWorker:
             pass
 
     def answer(
-        self, prompts: list[str], read: Read, frame: PromptFrame | None = None
-    ) -> tuple[list[EngineResult], float]:
-        """The answers to prompts of one template (from the judgement store where an earlier run judged them,
-        else from the engine), and the seconds the engine took."""
-        if self.store is None:
-            return self.judge(prompts, read, frame)
-        found = self.store.get(prompts, read)
-        todo = [k for k, f in enumerate(found) if f is None]
-        if not todo:
-            return [f for f in found if f is not None], 0.0
-        new, took = self.judge([prompts[k] for k in todo], read, frame)
-        self.store.put([prompts[k] for k in todo], read, new)
-        for k, result in zip(todo, new, strict=True):
-            found[k] = result
-        return [f for f in found if f is not None], took
-
-    def judge(
-        self, prompts: list[str], read: Read, frame: PromptFrame | None = None
-    ) -> tuple[list[EngineResult], float]:
-        """The engine's answers to prompts of one template, and the seconds the call took."""
+        self, prompts: Sequence[str], request: Request, frame: PromptFrame | None = None
+    ) -> tuple[list[Result], float]:
+        """The answers to prompts of one template, and the seconds the engine took (0 when every answer came from
+        the judgement store)."""
         started = time.perf_counter()
-        frame = frame or self.frame
         self.in_flight = len(prompts)
         try:
-            if hasattr(
-                self.engine, "run_text"
-            ):  # the API judge: token ids or chat messages, as its path says
-                results = self.engine.run_text(prompts, frame, read)
-            else:
-                results = self.engine.run(encode_prompts(self.engine.tokenizer, prompts, frame), read)
+            results = self.engine.answer(prompts, frame or self.frame, request)
         except Exception:
             if self.watch is not None:
                 self.watch.check()  # a dead engine's error ends this worker (a new one takes the batch)
             raise
         finally:
             self.in_flight = 0
-        return results, time.perf_counter() - started
+        took = time.perf_counter() - started
+        return results, 0.0 if all(r.source == "store" for r in results) else took
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         batch = check_schema(batch, PROMPTS, "judge stage input")
@@ -158,15 +139,15 @@ class JudgeWorker:
         """RESPONSES rows for a batch of PROMPTS rows."""
         template_ids = batch.column("template_id").to_pylist()
         prompts = batch.column("prompt").to_pylist()
-        unknown = sorted(set(template_ids) - set(self.reads))
+        unknown = sorted(set(template_ids) - set(self.requests))
         if unknown:
             raise ValueError(f"judge stage input: template(s) {unknown} are not in the prompt plan")
-        results: list[EngineResult | None] = [None] * batch.num_rows
+        results: list[Result | None] = [None] * batch.num_rows
         seconds = [0.0] * batch.num_rows
         for template_id in dict.fromkeys(template_ids):
             rows = [k for k, t in enumerate(template_ids) if t == template_id]
             answered, took = self.answer(
-                [prompts[k] for k in rows], self.reads[template_id], self.frames.get(template_id)
+                [prompts[k] for k in rows], self.requests[template_id], self.frames.get(template_id)
             )
             for k, result in zip(rows, answered, strict=True):
                 results[k] = result
@@ -175,10 +156,7 @@ class JudgeWorker:
         n = batch.num_rows
         out = pa.table(
             {
-                **{
-                    k: batch.column(k)
-                    for k in ("context_id", "mode", "attribute", "template_id", "cand_a", "cand_b")
-                },
+                **{k: batch.column(k) for k in PROMPT_KEY},
                 "judge": pa.array([self.spec.name] * n, pa.string()),
                 "token_logprobs": pa.array([r.token_logprobs for r in done], pa.list_(pa.float64())),
                 "texts": pa.array([r.texts for r in done], pa.list_(pa.string())),

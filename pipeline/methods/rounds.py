@@ -1,6 +1,8 @@
 """Adaptive rounds: fit the posterior from everything judged so far, choose the next batch of pairs, judge them,
-until a budget is spent or a stopping rule is met. Pure: the judge is a function, the state is arrays; the
-pipeline's rounds workflow (:mod:`pipeline.adaptive`) and the benchmark (``make bench-adaptive``) drive it.
+until a budget is spent or a stopping rule is met. Pure: the judge is a function, the state is arrays.
+:func:`run_rounds` is the one loop: the pipeline's rounds stage (:mod:`pipeline.stages.rounds`) runs it with the
+judge stage behind the judge function and the run folder's I/O around it, the benchmark (``make bench-adaptive``)
+and the tests with a simulated judge.
 
 Strategies (:data:`ROUND_STRATEGIES`): ``"reorder"`` (:mod:`pipeline.methods.reorder`), ``"locate"``
 (:mod:`pipeline.methods.locate`: every item placed by a graded answer, then reorder), ``"windowed"``
@@ -20,7 +22,8 @@ whose two orderings contradict each other (:mod:`pipeline.methods.contradiction`
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,10 +40,14 @@ from .windowed import select_windowed
 __all__ = [
     "ROUND_STRATEGIES",
     "Model",
+    "Pool",
     "Prior",
     "RoundRecord",
+    "RoundSettings",
+    "Schedule",
     "first_pairs",
     "fit_round",
+    "rank_pool",
     "round_schedule",
     "run_rounds",
     "select_round",
@@ -206,112 +213,288 @@ def round_schedule(
     return size
 
 
+@dataclass(frozen=True)
+class Schedule:
+    """Round sizes in pairs per item: ``first_round`` first (0.5: a random matching, every item once; 1: a random
+    cycle), then ``max(later_round x items, growth x the pairs judged so far)`` (the pipeline's
+    ``adaptive.first_round``, ``later_round`` and ``growth``)."""
+
+    first_round: float = 0.5
+    later_round: float = 0.125
+    growth: float = 0.25
+
+    def sizes(self, n: int, checkpoints: tuple[int, ...] = ()) -> Callable[[int], int]:
+        """The size of the next round of ``n`` items as a function of the pairs judged so far, cut so that a round
+        ends at every checkpoint (pairs)."""
+        return round_schedule(
+            max(1, round(self.first_round * n)),
+            self.growth,
+            checkpoints,
+            least=max(1, round(self.later_round * n)),
+        )
+
+
+@dataclass(frozen=True)
+class RoundSettings:
+    """How the rounds choose and fit: the strategy (:data:`ROUND_STRATEGIES`), the round sizes, the model every
+    fit reads the comparisons through, the prior precision (``ridge``), the strategies' window and exploration,
+    the seed of every round's randomness and the posterior's variance mode
+    (:func:`pipeline.methods.posterior.fit_posterior`)."""
+
+    strategy: str = "reorder"
+    schedule: Schedule = field(default_factory=Schedule)
+    model: Model = field(default_factory=Model)
+    ridge: float = 1e-2
+    window: int = 8
+    explore: float = 0.1
+    seed: int = 0
+    variance: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.strategy not in ROUND_STRATEGIES:
+            raise ValueError(f"unknown round strategy {self.strategy!r}; valid: {ROUND_STRATEGIES}")
+
+
+@dataclass
+class Pool:
+    """One pool in the rounds: its items, its budget and prior, and what it has judged (the pairs ``(i, j)`` in the
+    order they were chosen, with both orderings' answers: P(slot A wins) with ``i`` in slot A, then with ``j``).
+
+    ``key`` seeds the pool's randomness with ``RoundSettings.seed`` and the round (a stable hash of its name: a
+    resumed run draws what the uninterrupted one drew). ``budget_pairs``: the pairs its call budget leaves (None:
+    every pair); ``extra_calls``: calls spent beside the pairs (a warm start's absolute prompts)."""
+
+    n: int
+    key: int = 0
+    budget_pairs: int | None = None
+    prior: Prior | None = None
+    extra_calls: int = 0
+    i: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    j: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    orderings: NDArray[np.float64] = field(default_factory=lambda: np.zeros((0, 2)))
+    # the last fit: the debiased answers, the pairs whose orderings contradict each other, the posterior and the
+    # one before it (for the "change" criterion); why the pool's rounds ended (None: they go on)
+    p: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
+    contradicted: NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    post: Posterior | None = None
+    previous: NDArray[np.float64] | None = None
+    stopped: str | None = None
+    # the pairs judged, as a set (the strategies never choose one again)
+    judged: PairSet = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.judged = PairSet(self.n, np.stack([self.i, self.j], axis=1))
+
+    @property
+    def pairs(self) -> int:
+        return int(self.i.shape[0])
+
+    @property
+    def calls(self) -> int:
+        """Judge calls so far: two per pair, and the calls beside them."""
+        return 2 * self.pairs + self.extra_calls
+
+    @property
+    def budget(self) -> int:
+        """The pairs the budget allows in all (every pair when there is none)."""
+        every = self.n * (self.n - 1) // 2
+        return every if self.budget_pairs is None else min(every, self.budget_pairs)
+
+    def add(self, pairs: NDArray[np.int64], orderings: NDArray[np.float64]) -> None:
+        """Pairs judged, both orderings each (rows ``(p_ij, p_ji)``)."""
+        answers = np.asarray(orderings, dtype=np.float64).reshape(-1, 2)
+        if answers.shape[0] != pairs.shape[0]:
+            raise ValueError(f"{pairs.shape[0]} pairs judged but {answers.shape[0]} answers given")
+        self.i = np.concatenate([self.i, pairs[:, 0].astype(np.int64)])
+        self.j = np.concatenate([self.j, pairs[:, 1].astype(np.int64)])
+        self.orderings = np.concatenate([self.orderings, answers])
+        self.judged.add(pairs)
+
+
 @dataclass
 class RoundRecord:
-    """One round: its number, the pairs judged so far (after it), the stopping criterion, the posterior, and how
-    many of the pairs so far have contradicting orderings (0 when the judge gives only their average)."""
+    """One pool's round: after fitting everything judged so far, the pairs and calls, the stopping criterion's
+    value, the posterior, the pairs whose orderings contradict each other, the seconds the fit and the selection
+    took, why the pool's rounds ended (None: they go on) and the pairs chosen next (none when they ended)."""
 
     round: int
+    pool: str
     pairs: int
-    criterion: float
+    calls: int
+    criterion: float | None
     post: Posterior = field(repr=False)
-    contradicted: int = 0
+    contradicted: int
+    fit_seconds: float
+    select_seconds: float
+    stopped: str | None
+    chosen: NDArray[np.int64] = field(repr=False)
+
+
+# judge(round, {pool: pairs (k, 2)}) -> {pool: both orderings' answers (k, 2)}
+RoundJudge = Callable[[int, Mapping[str, NDArray[np.int64]]], Mapping[str, NDArray[np.float64]]]
 
 
 def run_rounds(
+    pools: Mapping[str, Pool],
+    judge: RoundJudge,
+    settings: RoundSettings,
+    *,
+    stop: StopRule | None = None,
+    start: int = 0,
+    checkpoints: tuple[int, ...] = (),
+    on_round: Callable[[RoundRecord], None] | None = None,
+    should_stop: Callable[[str, Pool], str | None] | None = None,
+) -> list[RoundRecord]:
+    """Rounds until every pool has stopped: its budget spent, ``stop`` met, ``should_stop(name, pool)`` giving a
+    reason (tokens, money, time), or every pair judged.
+
+    Each round, for every pool still going: fit the posterior to everything judged (both orderings read together:
+    the pairs whose orderings contradict each other are found, :mod:`pipeline.methods.contradiction`, and left out
+    under ``settings.model.drop_contradicted``), record the round (``on_round``), decide whether the pool stops,
+    and otherwise choose its next pairs. Then ``judge`` answers every pool's chosen pairs at once.
+
+    ``start``: the first round's number (a resumed run goes on from the next round; the pools hold what was
+    judged). ``checkpoints`` (pairs): no round crosses one, the star and fix rounds of ``"locate"`` included.
+    Returns the records of every pool and round, in order.
+    """
+    records: list[RoundRecord] = []
+    r = start
+    while True:
+        chosen: dict[str, NDArray[np.int64]] = {}
+        for name, pool in pools.items():
+            if pool.stopped is not None:
+                continue
+            record = _round(r, name, pool, settings, stop, checkpoints, should_stop)
+            records.append(record)
+            if on_round is not None:
+                on_round(record)
+            if record.stopped is None:
+                chosen[name] = record.chosen
+        if not chosen:
+            return records
+        answers = judge(r, chosen)
+        for name, pairs in chosen.items():
+            pools[name].add(pairs, answers[name])
+        r += 1
+
+
+def _round(
+    r: int,
+    name: str,
+    pool: Pool,
+    settings: RoundSettings,
+    stop: StopRule | None,
+    checkpoints: tuple[int, ...],
+    should_stop: Callable[[str, Pool], str | None] | None,
+) -> RoundRecord:
+    """Fit one pool, decide whether it stops, and choose its next pairs."""
+    started = time.perf_counter()
+    post = _fit(name, pool, settings)
+    fit_seconds = time.perf_counter() - started
+    value = stop.value(post, pool.previous) if stop is not None else None
+    k = min(settings.schedule.sizes(pool.n, checkpoints)(pool.pairs), pool.budget - pool.pairs)
+    why = None
+    if stop is not None and value is not None and stop.met(value):
+        why = f"{stop.criterion} {value:.4f} reached {stop.threshold}"
+    elif k < 1:
+        why = "call budget spent"
+    elif should_stop is not None:
+        why = should_stop(name, pool)
+    started = time.perf_counter()
+    pairs = np.zeros((0, 2), dtype=np.int64)
+    if why is None:
+        pairs = _select(r, pool, k, settings, checkpoints)
+        if not pairs.shape[0]:
+            why = "every pair judged"
+    pool.stopped = why
+    return RoundRecord(
+        r,
+        name,
+        pool.pairs,
+        pool.calls,
+        value,
+        post,
+        int(pool.contradicted.sum()),
+        fit_seconds,
+        time.perf_counter() - started,
+        why,
+        pairs,
+    )
+
+
+def _fit(name: str, pool: Pool, settings: RoundSettings) -> Posterior:
+    """The posterior after everything the pool has judged (warm-started from the last fit's mean)."""
+    model = settings.model
+    if pool.pairs:
+        pool.p, pool.contradicted = read_orderings(pool.orderings, clip=model.clip)
+    pool.previous = None if pool.post is None else pool.post.mean
+    try:
+        pool.post = fit_round(
+            pool.n,
+            pool.i,
+            pool.j,
+            pool.p,
+            prior=pool.prior,
+            model=model,
+            ridge=settings.ridge,
+            x0=pool.previous,
+            variance=settings.variance,
+            contradicted=pool.contradicted,
+        )
+    except RuntimeError as exc:  # the fit did not converge: which pool, and what it had judged
+        raise RuntimeError(f"pool {name!r} ({pool.n} items, {pool.pairs} pairs judged): {exc}") from exc
+    return pool.post
+
+
+def _select(
+    r: int, pool: Pool, k: int, settings: RoundSettings, checkpoints: tuple[int, ...]
+) -> NDArray[np.int64]:
+    """The next ``k`` pairs of a pool: the first round's design, then the strategy's choice."""
+    rng = np.random.default_rng([settings.seed, r, pool.key])
+    if pool.pairs == 0:
+        if settings.strategy == "locate":
+            return sample_pairs(pool.n, rng)[:k]
+        return first_pairs(pool.n, min(k, pool.n * (pool.n - 1) // 2), rng)
+    assert pool.post is not None
+    limit = min([pool.budget, *(c for c in checkpoints if c > pool.pairs)])
+    return select_round(
+        settings.strategy,
+        pool.post,
+        k,
+        pool.judged,
+        rng,
+        window=settings.window,
+        explore=settings.explore,
+        answers=(pool.i, pool.j, pool.p),
+        budget=limit - pool.pairs,
+        clip=settings.model.clip,
+        contradicted=pool.contradicted,
+    )
+
+
+def rank_pool(
     n: int,
     judge: Callable[[NDArray[np.int64], NDArray[np.int64]], NDArray[np.float64]],
-    *,
-    strategy: str,
+    settings: RoundSettings,
     budget_pairs: int,
-    pairs_per_round: int | Callable[[int], int],
-    rng: np.random.Generator,
+    *,
     prior: Prior | None = None,
-    model: Model | None = None,
+    extra_calls: int = 0,
     stop: StopRule | None = None,
-    ridge: float = 1e-2,
-    window: int = 8,
-    explore: float = 0.1,
-    variance: str = "auto",
-    on_round: Callable[[RoundRecord], None] | None = None,
     checkpoints: tuple[int, ...] = (),
-) -> tuple[list[RoundRecord], NDArray[np.int64], NDArray[np.int64], NDArray[np.float64]]:
-    """Rounds until ``budget_pairs`` pairs are judged or ``stop`` is met (checked after each round's fit).
-
-    ``judge(i, j)`` gives the debiased probability that ``i`` beats ``j`` (a pair judged in both orderings), shape
-    ``(k,)``, or both orderings' answers, shape ``(k, 2)``: P(slot A wins) with ``i`` in slot A, then with ``j``.
-    With both, the pairs whose orderings contradict each other are found (:mod:`pipeline.methods.contradiction`,
-    over everything judged, every round), left out of the fit under ``model.drop_contradicted`` and shown to the
-    strategy; the returned ``p`` is the debiased average either way.
-    ``pairs_per_round``: a round's size, or a function of the pairs judged so far giving it (a schedule).
-    ``checkpoints`` (pairs): no round crosses one, the star and fix rounds of ``"locate"`` included (a round
-    ends at each, as a schedule cut at them does).
-    Returns the records of every round and the comparisons ``(i, j, p)``.
-    """
-    if strategy not in ROUND_STRATEGIES:
-        raise ValueError(f"unknown round strategy {strategy!r}; valid: {ROUND_STRATEGIES}")
-    size = pairs_per_round if callable(pairs_per_round) else (lambda _done: pairs_per_round)
-    if budget_pairs < 1 or size(0) < 1:
-        raise ValueError("budget_pairs and pairs_per_round must be positive")
-    judged = PairSet(n)
-    ii = np.zeros(0, dtype=np.int64)
-    jj = np.zeros(0, dtype=np.int64)
-    pp = np.zeros(0)
-    both = np.zeros((0, 2))
-    bad: NDArray[np.bool_] | None = None
-    clip = (model or Model()).clip
-    records: list[RoundRecord] = []
-    post: Posterior | None = None
-    previous = None
-    r = 0
-    while len(judged) < budget_pairs:
-        k = min(max(1, int(size(len(judged)))), budget_pairs - len(judged))
-        if post is None:
-            pairs = sample_pairs(n, rng)[:k] if strategy == "locate" else first_pairs(n, k, rng)
-        else:
-            pairs = select_round(
-                strategy,
-                post,
-                k,
-                judged,
-                rng,
-                window=window,
-                explore=explore,
-                answers=(ii, jj, pp),
-                budget=min([budget_pairs, *(c for c in checkpoints if c > len(judged))]) - len(judged),
-                clip=clip,
-                contradicted=bad,
-            )
-        if not pairs.shape[0]:
-            break  # every pair judged
-        answers = np.asarray(judge(pairs[:, 0], pairs[:, 1]), dtype=np.float64)
-        if answers.ndim == 2:  # both orderings: the rule reads everything judged (its position bias included)
-            both = np.concatenate([both, answers])
-            debiased, bad = read_orderings(both, clip=clip)
-            answers = debiased[-pairs.shape[0] :]
-        judged.add(pairs)
-        ii = np.concatenate([ii, pairs[:, 0]])
-        jj = np.concatenate([jj, pairs[:, 1]])
-        pp = np.concatenate([pp, answers])
-        post = fit_round(
-            n,
-            ii,
-            jj,
-            pp,
-            prior=prior,
-            model=model,
-            ridge=ridge,
-            x0=None if post is None else post.mean,
-            variance=variance,
-            contradicted=bad,
-        )
-        value = stop.value(post, previous) if stop is not None else float("nan")
-        record = RoundRecord(r, len(judged), value, post, 0 if bad is None else int(bad.sum()))
-        records.append(record)
-        if on_round is not None:
-            on_round(record)
-        previous = post.mean
-        r += 1
-        if stop is not None and stop.met(value):
-            break
-    return records, ii, jj, pp
+    key: int = 0,
+) -> tuple[list[RoundRecord], Pool]:
+    """:func:`run_rounds` on one pool of ``n`` items whose ``judge(i, j)`` answers both orderings of each pair
+    (rows ``(P(i in slot A wins), P(j in slot A wins))``, as :meth:`pipeline.methods.simulate.PoolJudge.orderings`
+    does). Returns the records and the pool (what it judged: ``pool.i``, ``pool.j``, ``pool.p``)."""
+    if budget_pairs < 1:
+        raise ValueError("budget_pairs must be positive")
+    pool = Pool(n, key=key, budget_pairs=budget_pairs, prior=prior, extra_calls=extra_calls)
+    records = run_rounds(
+        {"pool": pool},
+        lambda _r, chosen: {"pool": judge(chosen["pool"][:, 0], chosen["pool"][:, 1])},
+        settings,
+        stop=stop,
+        checkpoints=checkpoints,
+    )
+    return records, pool

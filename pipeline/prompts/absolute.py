@@ -10,7 +10,7 @@ from typing import Any
 
 from pipeline.config.assessment import AbsoluteConfig, AbsoluteTemplateConfig
 from pipeline.config.enums import AbsoluteMode
-from pipeline.contracts.engine import Read
+from pipeline.contracts.engine import Request
 from pipeline.contracts.errors import ConfigError
 
 # Modes whose score is generated as text and parsed; the others read first-token log-probabilities.
@@ -35,7 +35,7 @@ class AbsoluteTemplate:
     words: tuple[str, ...]
     # The value of each word: the score it stands for (g_eval, options), 1.0 for yes and 0.0 for no (implicit).
     values: tuple[float, ...]
-    read: Read
+    request: Request
     # options: the one criterion (attribute) this template asks about, and its options as the prompt lists them.
     attribute: str | None = None
     options: str = ""
@@ -114,7 +114,7 @@ def option_templates(
                 int(max(o.score for o in opts)),
                 letters,
                 tuple(float(o.score) for o in opts),
-                Read(token_ids=tuple(ids), max_tokens=1),
+                Request(token_ids=tuple(ids), max_tokens=1),
                 attribute=criterion,
                 options=listed,
             )
@@ -156,7 +156,7 @@ def resolve_absolute(
                         f"(set absolute.library.{template_id}.low={low} absolute.library.{template_id}.high={high}"
                         f", or change absolute.score_words={list(cfg.score_words)})"
                     ) from None
-                read = Read(token_ids=tuple(ids), max_tokens=1)
+                request = Request(token_ids=tuple(ids), max_tokens=1)
             elif mode == AbsoluteMode.implicit:
                 words = tuple(cfg.yes_words) + tuple(cfg.no_words)
                 values = (1.0,) * len(cfg.yes_words) + (0.0,) * len(cfg.no_words)
@@ -168,10 +168,10 @@ def resolve_absolute(
                     raise AbsoluteLabelError(
                         f"{exc}: each yes/no word must be one token; change absolute.yes_words / absolute.no_words"
                     ) from None
-                read = Read(token_ids=tuple(ids), max_tokens=1)
+                request = Request(token_ids=tuple(ids), max_tokens=1)
             else:
                 sampled = cfg.temperature > 0
-                read = Read(
+                request = Request(
                     max_tokens=cfg.max_tokens,
                     n=cfg.samples,
                     temperature=cfg.temperature,
@@ -179,7 +179,7 @@ def resolve_absolute(
                 )
             out.append(
                 AbsoluteTemplate(
-                    template_id, mode, t.text, t.answer_prefix, t.low, t.high, words, values, read
+                    template_id, mode, t.text, t.answer_prefix, t.low, t.high, words, values, request
                 )
             )
     return tuple(out)

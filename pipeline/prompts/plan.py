@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.config.assessment import PromptConfig, TemplateConfig
-from pipeline.contracts.engine import Read
+from pipeline.contracts.engine import Request
 from pipeline.contracts.frame import PromptFrame
 from pipeline.data.words import PromptWords
 from pipeline.prompts.absolute import AbsoluteTemplate
@@ -58,10 +58,10 @@ class PromptPlan:
         """Absolute prompts per candidate: every attribute for most templates, its own criterion for options."""
         return sum(1 for t in self.absolute for a in self.attributes if t.asks(a))
 
-    def reads(self) -> dict[str, Read]:
+    def requests(self) -> dict[str, Request]:
         """What the engine reads for every template id: the label tokens of a comparison, the absolute reads."""
-        compare = Read(token_ids=self.labels.token_ids, max_tokens=1)
-        return {**{t.id: compare for t in self.templates}, **{t.id: t.read for t in self.absolute}}
+        compare = Request(token_ids=self.labels.token_ids, max_tokens=1)
+        return {**{t.id: compare for t in self.templates}, **{t.id: t.request for t in self.absolute}}
 
     def describe(self) -> dict[str, Any]:
         """What the judge sees, for the run folder (``prompt_plan.json``)."""
@@ -84,11 +84,11 @@ class PromptPlan:
                 "scale": [t.low, t.high],
                 "read_words": list(t.words),
                 "read": {
-                    "token_ids": list(t.read.token_ids),
-                    "max_tokens": t.read.max_tokens,
-                    "samples": t.read.n,
-                    "temperature": t.read.temperature,
-                    "seed": t.read.seed,
+                    "token_ids": list(t.request.token_ids),
+                    "max_tokens": t.request.max_tokens,
+                    "samples": t.request.n,
+                    "temperature": t.request.temperature,
+                    "seed": t.request.seed,
                 },
                 "example": self.rate_prompt(t, attribute, "<context>", "<candidate>"),
             }

@@ -16,7 +16,6 @@ import pyarrow as pa
 
 from pipeline.config.enums import TooLong
 from pipeline.contracts.errors import InputError, Problem
-from pipeline.contracts.frame import encode_prompts
 from pipeline.data.contexts import group_by_context
 from pipeline.prompts.plan import PromptPlan
 
@@ -44,10 +43,8 @@ def _longest_prompt(tokenizer: Any, plan: PromptPlan, context: str, a: str, b: s
     for t in plan.absolute:
         for attribute in (a for a in plan.attributes if t.asks(a)):
             texts.append(plan.rate_prompt(t, attribute, context, a))
-            answers.append(t.read.max_tokens)
-    return max(
-        len(ids) + n for ids, n in zip(encode_prompts(tokenizer, texts, plan.frame), answers, strict=True)
-    )
+            answers.append(t.request.max_tokens)
+    return max(len(ids) + n for ids, n in zip(plan.frame.encode(tokenizer, texts), answers, strict=True))
 
 
 def check_prompt_lengths(

@@ -61,6 +61,8 @@ class Generate(Stage):
     judge: JudgeConfig
     cache_dir: Path
     identity: dict[str, Any]
+    # The judgement store (pipeline.storage.judgements) in front of in-process generators; None: off.
+    store_path: Path | None = None
 
     name = "generate"
     reads = (ports.TASKS,)
@@ -73,7 +75,7 @@ class Generate(Stage):
             engine_groups,
             generator_identity,
             generator_judge_config,
-            generator_read,
+            generator_request,
         )
         from pipeline.judge.tokenizers import load_tokenizer
         from pipeline.prompts.generation import generation_prompts
@@ -84,7 +86,7 @@ class Generate(Stage):
         for cfg in self.generate.models:
             key = f"generate.models[{cfg.name}].model"
             spec = resolve_judge(generator_judge_config(cfg, self.judge), self.cache_dir, key)
-            generators.append(Generator(cfg.name, spec, generator_read(cfg), cfg.system_prompt))
+            generators.append(Generator(cfg.name, spec, generator_request(cfg), cfg.system_prompt))
         inputs = tasks.column("input_id").to_pylist()
         identities = {g.name: {**self.identity, "generator": generator_identity(g)} for g in generators}
         # every generator's earlier outputs checked before anything is generated (or the run folder opened)
@@ -94,7 +96,7 @@ class Generate(Stage):
             ).check_identity()
         wanted = pa.array(inputs, pa.string())
         parts = []
-        generated_now = 0
+        generated_now = reused = 0
         failed: list[pa.Table] = []
         # generators behind an API, by their engine group's first member: requests, cache, billed tokens
         api_usage: dict[str, ApiUsage] = {}
@@ -118,12 +120,13 @@ class Generate(Stage):
             if prompts.num_rows:
                 size = self.generate.batch_size
                 blocks = [prompts.slice(k, size) for k in range(0, prompts.num_rows, size)]
-                step = generation_step(group, tokenizer, size, self.judge)
+                step = generation_step(group, tokenizer, size, self.judge, self.store_path)
                 progress = Progress(prompts.num_rows, verb="generated", noun="outputs")
                 for batch in ctx.executor.stream(blocks, [step]):
                     if spec.api:
                         usage = api_usage.setdefault(group[0].name, ApiUsage())
                         usage.add(batch)
+                    reused += pc.sum(pc.equal(batch.column("source"), "store")).as_py() or 0
                     is_failed = pc.is_valid(batch.column("error"))
                     if pc.any(is_failed).as_py():  # requests that kept failing: not outputs, reported below
                         failed.append(batch.filter(is_failed))
@@ -154,6 +157,15 @@ class Generate(Stage):
         tokens = column_total(generations, "output_tokens")
         ctx.metrics["generate/outputs"] = float(generations.num_rows)
         ctx.metrics["generate/generated_now"] = float(generated_now)
+        ctx.metrics["generate/reused_outputs"] = float(reused)
+        if reused:
+            log.info(
+                "%d of the %d output(s) were answered from the judgement store %s (the same prompt generated "
+                "before)",
+                reused,
+                generated_now,
+                self.store_path,
+            )
         ctx.metrics["generate/output_tokens"] = float(tokens)
         from pipeline.judge.generators import describe_generators
 
@@ -214,10 +226,12 @@ def generation_step(
     tokenizer: Any,
     batch_size: int,
     judge: JudgeConfig,
+    store: Path | None = None,
     worker: type | None = None,
 ) -> Any:
     """The streamed step of one engine: an actor pool of the judge worker answering every generator's prompts
-    with its own sampling and frame (the judge's actor resources)."""
+    with its own sampling and frame (the judge's actor resources), behind the judgement ``store`` for an
+    in-process engine."""
     from pipeline.judge.worker import JudgeWorker
     from pipeline.runtime import MapStep
 
@@ -228,9 +242,10 @@ def generation_step(
         worker or JudgeWorker,
         {
             "spec": spec,
-            "reads": {g.name: g.read for g in group},
+            "requests": {g.name: g.request for g in group},
             "frame": frames[group[0].name],
             "frames": frames,
+            "store": str(store) if store is not None and spec.api is None else None,
         },
         batch_size=batch_size,
         exact_batches=True,

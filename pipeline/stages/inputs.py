@@ -12,7 +12,7 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.config.assessment import AbsoluteConfig, DatasetConfig, PromptConfig
-from pipeline.config.enums import Correlation
+from pipeline.config.enums import ApiPath, Correlation
 from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.schemas import JUDGED_KEYS
@@ -92,17 +92,19 @@ def check_words_by_request(judge: JudgeSpec, plan: PromptPlan, candidates: pa.Ta
     if plan.templates and len(texts) == 2:
         template = plan.templates[0]
         prompts = [plan.prompt(template, attribute, context, a, b) for a, b in (texts, texts[::-1])]
-        read = plan.reads()[template.id]
+        request = plan.requests()[template.id]
         comparative = check_words(
-            judge, plan.frame, prompts, plan.labels.words, read, "comparative label words"
+            judge, plan.frame, prompts, plan.labels.words, request, "comparative label words"
         )
         checks.append(comparative)
     for t in plan.absolute:
-        if t.read.token_ids:
+        if t.request.token_ids:
             asked = next(a for a in plan.attributes if t.asks(a))
             prompt = plan.rate_prompt(t, asked, context, texts[0])
             checks.append(
-                check_words(judge, plan.frame, [prompt], t.words, t.read, f"absolute template {t.id!r} words")
+                check_words(
+                    judge, plan.frame, [prompt], t.words, t.request, f"absolute template {t.id!r} words"
+                )
             )
     for check in checks:
         seen = ", ".join(
@@ -159,7 +161,7 @@ class PreparePrompts(Stage):
         from pipeline.prompts.absolute import resolve_absolute
 
         tokenizer = load_tokenizer(judge)
-        if not is_exact(tokenizer) and judge.api.get("path") == "token_ids":
+        if not is_exact(tokenizer) and judge.api is not None and judge.api.path == ApiPath.token_ids:
             raise ConfigError(
                 f"config judge.api.path=token_ids needs the tokenizer of {judge.model}, and there is none here "
                 "(no local checkpoint, no /tokenize on the server): use judge.api.path=chat or auto"

@@ -110,7 +110,7 @@ def judge_steps(
             worker,
             {
                 "spec": spec,
-                "reads": plan.reads(),
+                "requests": plan.requests(),
                 "frame": plan.frame,
                 "events": str(events) if events else None,
                 "store": str(store) if store else None,

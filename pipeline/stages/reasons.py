@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -30,6 +31,8 @@ class Reasons(Stage):
     max_tokens: int
     seed: int
     judge_cfg: JudgeConfig
+    # The judgement store (pipeline.storage.judgements) in front of an in-process judge; None: off.
+    store_path: Path | None = None
 
     name = "reasons"
     reads = (ports.COMPARISONS, ports.CANDIDATES, ports.PROMPT_PLAN, ports.JUDGE)
@@ -45,7 +48,7 @@ class Reasons(Stage):
         judge: JudgeSpec,
     ) -> dict[str, Any]:
         from pipeline.config.enums import ReasonSample
-        from pipeline.contracts.engine import Read
+        from pipeline.contracts.engine import Request
         from pipeline.contracts.schemas import PROMPTS, REASONS
         from pipeline.prompts.reasons import choose, reason_prompt
 
@@ -101,8 +104,9 @@ class Reasons(Stage):
             JudgeWorker,
             {
                 "spec": judge,
-                "reads": {"reason": Read(max_tokens=self.max_tokens)},
+                "requests": {"reason": Request(max_tokens=self.max_tokens)},
                 "frame": prompt_plan.frame,
+                "store": str(self.store_path) if self.store_path is not None and judge.api is None else None,
             },
             batch_size=self.judge_cfg.batch_size,
             exact_batches=True,

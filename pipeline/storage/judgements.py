@@ -1,14 +1,16 @@
 """Judgements kept across runs, by content.
 
 A judgement is decided by the judge (its identity: model, engine settings that change answers, dtype), what is
-read (the label words' token ids or an absolute read: :class:`pipeline.absolute.Read`) and the exact prompt
-text. :class:`JudgementStore` keeps the engine's answer under the SHA-256 of those three, in one SQLite file
-(``judge.store_path``, default ``paths.cache_dir/judgements.sqlite``) that every run of the project consults
-before judging: a run that adds contexts, changes the scorer or is repeated in another folder judges only the
-prompts no run has judged. Each judge worker opens the file itself (WAL, safe across processes on one
-machine; on a cluster put it on a file system with working locks, or set ``judge.store=false``).
+asked (the label words' token ids, an absolute read, a generation's sampling: a
+:class:`pipeline.contracts.engine.Request`) and the exact prompt text. :class:`JudgementStore` keeps the engine's
+answer under the SHA-256 of those three, in one SQLite file (``judge.store_path``, default
+``paths.cache_dir/judgements.sqlite``) that every run of the project consults before judging: a run that adds
+contexts, changes the scorer or is repeated in another folder judges only the prompts no run has judged. Each
+judge worker opens the file itself (WAL, safe across processes on one machine; on a cluster put it on a file
+system with working locks, or set ``judge.store=false``). The engine in front of which it answers is
+:class:`pipeline.judge.stored.StoredEngine`.
 
-In-process engines only: a judge behind an API has its own reply cache (:mod:`pipeline.judge.api`).
+In-process engines only: a judge behind an API has its own reply cache (:mod:`pipeline.judge.api.client`).
 """
 
 from __future__ import annotations
@@ -20,33 +22,32 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pipeline.contracts.engine import EngineResult, Read
-from pipeline.storage.sqlite import SqliteCache as ReplyCache
-
-# EngineResult fields kept (the answer); where it came from and errors are not.
-KEPT = ("token_logprobs", "texts", "prompt_tokens", "cached_tokens", "generated_tokens", "finish_reasons")
+from pipeline.contracts.engine import ANSWER_FIELDS, Request, Result
+from pipeline.storage.sqlite import SqliteCache
 
 
 class JudgementStore:
+    """Answers by (judge identity, request, prompt text), in one SQLite file."""
+
     def __init__(self, path: str | Path, identity: Mapping[str, Any]):
         self.path = Path(path)
-        self.cache = ReplyCache(self.path)
+        self.cache = SqliteCache(self.path)
         self.identity = json.dumps(identity, sort_keys=True, default=str)
 
-    def key(self, prompt: str, read: Read) -> str:
-        text = json.dumps([self.identity, asdict(read), prompt], sort_keys=True, default=str)
+    def key(self, prompt: str, request: Request) -> str:
+        text = json.dumps([self.identity, asdict(request), prompt], sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 
-    def get(self, prompts: Sequence[str], read: Read) -> list[EngineResult | None]:
+    def get(self, prompts: Sequence[str], request: Request) -> list[Result | None]:
         """Each prompt's stored answer (``source="store"``), None where no run has judged it."""
-        found = self.cache.get_many([self.key(prompt, read) for prompt in prompts])
-        return [None if f is None else EngineResult(**f, source="store") for f in found]
+        found = self.cache.get_many([self.key(prompt, request) for prompt in prompts])
+        return [None if f is None else Result(**f, source="store") for f in found]
 
-    def put(self, prompts: Sequence[str], read: Read, results: Sequence[EngineResult]) -> None:
+    def put(self, prompts: Sequence[str], request: Request, results: Sequence[Result]) -> None:
         """Keep the answers (those without an error), in one transaction."""
         self.cache.put_many(
             [
-                (self.key(prompt, read), {k: getattr(result, k) for k in KEPT})
+                (self.key(prompt, request), {k: getattr(result, k) for k in ANSWER_FIELDS})
                 for prompt, result in zip(prompts, results, strict=True)
                 if result.error is None
             ]

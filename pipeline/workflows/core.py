@@ -1,12 +1,13 @@
-"""Workflows as declared lists of stages (:mod:`pipeline.stages.base`), and the runner that executes them.
+"""Workflows composed of named segments of stages (:mod:`pipeline.stages.base`), and the runner that executes them.
 
-A :class:`Workflow` is a name and a list of stages, checked when it is built: every port a stage reads is written
-by an earlier stage, and ``run``'s parameters are exactly the ports declared.
+A :class:`Segment` is a name and a list of stages that belong together (``input``, ``prompts``, ``judge``,
+``score``, ``report``); a :class:`Workflow` is a name and its segments, checked when it is built: every port a
+stage reads is written by an earlier stage, and ``run``'s parameters are exactly the ports declared.
 
 The runner (:meth:`Workflow.run`) calls the stages in order, checks every output against its declaration (a
 table against its schema, exactly), writes the outputs that have a file to the run folder, and times each stage.
-The run folder, its log and the MLflow run are opened by :class:`pipeline.run.context.RunContext` when a stage first
-needs them, so a run that fails its input checks leaves nothing behind.
+The run folder, its log and the MLflow run are opened by :class:`pipeline.run.context.RunContext` when a stage
+first needs them, so a run that fails its input checks leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -31,48 +32,74 @@ class WorkflowError(TypeError):
 
 
 @dataclass(frozen=True)
-class Workflow:
+class Segment:
+    """A named part of a workflow: the stages that do one thing together (read the input, settle the prompts,
+    judge, score, report). Workflows share segments instead of splicing each other's stage lists."""
+
     name: str
     stages: tuple[Stage, ...]
+
+
+@dataclass(frozen=True)
+class Workflow:
+    name: str
+    segments: tuple[Segment, ...]
 
     def __post_init__(self) -> None:
         available: dict[str, Port] = {}
         names = [stage.name for stage in self.stages]
         if len(set(names)) != len(names):
             raise WorkflowError(f"workflow {self.name}: stage names repeat: {names}")
+        parts = [segment.name for segment in self.segments]
+        if len(set(parts)) != len(parts):
+            raise WorkflowError(f"workflow {self.name}: segment names repeat: {parts}")
         for stage in self.stages:
-            for port in stage.reads:
-                if port.name not in available:
-                    raise WorkflowError(
-                        f"workflow {self.name}: stage {stage.name} reads {port.name!r}, which no earlier stage writes"
-                    )
-                if available[port.name] != port:
-                    raise WorkflowError(
-                        f"workflow {self.name}: stage {stage.name} reads another {port.name!r}"
-                    )
-            params = [
-                p.name
-                for p in inspect.signature(stage.run).parameters.values()
-                if p.kind == inspect.Parameter.KEYWORD_ONLY
-            ]
-            declared = [p.name for p in stage.reads]
-            if sorted(params) != sorted(declared):
+            self._check(stage, available)
+
+    def _check(self, stage: Stage, available: dict[str, Port]) -> None:
+        """``stage`` reads what earlier stages wrote, takes exactly its declared ports, writes no other port of a
+        name already used; then its outputs are available."""
+        for port in stage.reads:
+            if port.name not in available:
                 raise WorkflowError(
-                    f"workflow {self.name}: stage {stage.name}.run takes {sorted(params)} but declares reads "
-                    f"{sorted(declared)}"
+                    f"workflow {self.name}: stage {stage.name} reads {port.name!r}, which no earlier stage writes"
                 )
-            for port in stage.writes:
-                if port.name in available and available[port.name] != port:
-                    raise WorkflowError(
-                        f"workflow {self.name}: stage {stage.name} writes another {port.name!r}"
-                    )
-                available[port.name] = port
+            if available[port.name] != port:
+                raise WorkflowError(f"workflow {self.name}: stage {stage.name} reads another {port.name!r}")
+        params = [
+            p.name
+            for p in inspect.signature(stage.run).parameters.values()
+            if p.kind == inspect.Parameter.KEYWORD_ONLY
+        ]
+        declared = [p.name for p in stage.reads]
+        if sorted(params) != sorted(declared):
+            raise WorkflowError(
+                f"workflow {self.name}: stage {stage.name}.run takes {sorted(params)} but declares reads "
+                f"{sorted(declared)}"
+            )
+        for port in stage.writes:
+            if port.name in available and available[port.name] != port:
+                raise WorkflowError(f"workflow {self.name}: stage {stage.name} writes another {port.name!r}")
+            available[port.name] = port
+
+    @property
+    def stages(self) -> tuple[Stage, ...]:
+        """Every stage, segment after segment."""
+        return tuple(stage for segment in self.segments for stage in segment.stages)
 
     def stage(self, name: str) -> Stage:
         for stage in self.stages:
             if stage.name == name:
                 return stage
         raise KeyError(f"workflow {self.name} has no stage {name!r}; stages: {[s.name for s in self.stages]}")
+
+    def segment(self, name: str) -> Segment:
+        for segment in self.segments:
+            if segment.name == name:
+                return segment
+        raise KeyError(
+            f"workflow {self.name} has no segment {name!r}; segments: {[s.name for s in self.segments]}"
+        )
 
     def run(
         self,
@@ -116,17 +143,22 @@ class Workflow:
         return values
 
     def describe(self) -> str:
-        """The stages as a Markdown table: what each does, its settings, what it reads and writes."""
+        """The stages as a Markdown table: the segment of each, what it does, what it reads and writes."""
         lines = [
-            f"Workflow `{self.name}`:",
+            f"Workflow `{self.name}` ({' → '.join(s.name for s in self.segments)}):",
             "",
-            "| # | stage | what it does | reads | writes |",
-            "|---|---|---|---|---|",
+            "| # | segment | stage | what it does | reads | writes |",
+            "|---|---|---|---|---|---|",
         ]
-        for n, stage in enumerate(self.stages, start=1):
-            reads = ", ".join(f"`{p.name}`" for p in stage.reads) or "-"
-            writes = ", ".join(f"`{p.name}`" for p in stage.writes)
-            lines.append(f"| {n} | `{stage.name}` | {stage.summary()} | {reads} | {writes} |")
+        n = 0
+        for segment in self.segments:
+            for stage in segment.stages:
+                n += 1
+                reads = ", ".join(f"`{p.name}`" for p in stage.reads) or "-"
+                writes = ", ".join(f"`{p.name}`" for p in stage.writes)
+                lines.append(
+                    f"| {n} | {segment.name} | `{stage.name}` | {stage.summary()} | {reads} | {writes} |"
+                )
         return "\n".join(lines)
 
     def ports(self) -> list[Port]:
@@ -138,21 +170,26 @@ class Workflow:
         return list(seen.values())
 
     def describe_ports(self) -> str:
-        """The ports as a Markdown table: what each holds, its schema or type, its file in the run folder."""
-        from pipeline.contracts import schemas
+        """The ports as a Markdown table (:func:`describe_ports`)."""
+        return describe_ports(self.ports())
 
-        names = {id(v): k for k, v in vars(schemas).items() if isinstance(v, pa.Schema)}
-        lines = ["| port | holds | schema / type | in the run folder |", "|---|---|---|---|"]
-        for port in self.ports():
-            if port.schema is not None:
-                kind = f"`schemas.{names.get(id(port.schema), '?')}`: " + ", ".join(port.schema.names)
-            else:
-                kind = f"`{port.kind}`"
-            if port.file is None:
-                where = "-"
-            elif port.schema is not None:
-                where = f"`tables/{port.file}.parquet`"
-            else:
-                where = f"`{port.file}.json`"
-            lines.append(f"| `{port.name}` | {port.doc} | {kind} | {where} |")
-        return "\n".join(lines)
+
+def describe_ports(ports: list[Port]) -> str:
+    """Ports as a Markdown table: what each holds, its schema or type, its file in the run folder."""
+    from pipeline.contracts import schemas
+
+    names = {id(v): k for k, v in vars(schemas).items() if isinstance(v, pa.Schema)}
+    lines = ["| port | holds | schema / type | in the run folder |", "|---|---|---|---|"]
+    for port in ports:
+        if port.schema is not None:
+            kind = f"`schemas.{names.get(id(port.schema), '?')}`: " + ", ".join(port.schema.names)
+        else:
+            kind = f"`{port.kind}`"
+        if port.file is None:
+            where = "-"
+        elif port.schema is not None:
+            where = f"`tables/{port.file}.parquet`"
+        else:
+            where = f"`{port.file}.json`"
+        lines.append(f"| `{port.name}` | {port.doc} | {kind} | {where} |")
+    return "\n".join(lines)

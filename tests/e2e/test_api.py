@@ -67,8 +67,10 @@ KEYS = ["context_id", "attribute", "cand_a", "cand_b"]
 
 @pytest.fixture(scope="module")
 def in_process(outputs, ray_cluster) -> pl.DataFrame:
-    """The same demo judged by the in-process engine."""
-    return judgments(run(compose([*COMMON, f"paths.output_root={outputs / 'local'}"])))
+    """The same demo judged by the in-process engine, in the server's dtype (float32; on a CPU with native bfloat16
+    the in-process default would be bfloat16)."""
+    overrides = [*COMMON, "+judge.engine.dtype=float32", f"paths.output_root={outputs / 'local'}"]
+    return judgments(run(compose(overrides)))
 
 
 def test_the_demo_through_the_server_matches_the_in_process_engine_and_reruns_from_the_cache(

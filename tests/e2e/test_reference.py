@@ -57,17 +57,17 @@ def engine(judge_spec):
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_the_engine_answers_every_reference_prompt_as_recorded(case, engine):
-    from pipeline.contracts.engine import Read
-    from pipeline.contracts.frame import PromptFrame, encode_prompts
+    from pipeline.contracts.engine import Request
+    from pipeline.contracts.frame import PromptFrame
 
     recorded = answers(case)
     texts_checked = same_instruction_set()
     for (request, frame), group in recorded.group_by(["request", "frame"], maintain_order=True):
         fields = json.loads(request)
-        read = Read(**{**fields, "token_ids": tuple(fields["token_ids"]), "stop": tuple(fields["stop"])})
+        read = Request(**{**fields, "token_ids": tuple(fields["token_ids"]), "stop": tuple(fields["stop"])})
         frame_ = PromptFrame(**json.loads(frame))
         prompts = group["prompt"].to_list()
-        results = engine.run(encode_prompts(engine.tokenizer, prompts, frame_), read)
+        results = engine.run(frame_.encode(engine.tokenizer, prompts), read)
         assert [r.prompt_tokens for r in results] == group["prompt_tokens"].to_list()
         if read.token_ids:
             got = np.array([r.token_logprobs for r in results])
@@ -82,7 +82,7 @@ def test_the_engine_answers_every_reference_prompt_as_recorded(case, engine):
 def test_every_table_computed_from_the_reference_answers_equals_the_reference(
     case, judge_spec, tmp_path, ray_cluster
 ):
-    from pipeline.contracts.engine import EngineResult, Read
+    from pipeline.contracts.engine import Request, Result
     from pipeline.run.context import run
     from pipeline.storage.judgements import JudgementStore
 
@@ -90,9 +90,9 @@ def test_every_table_computed_from_the_reference_answers_equals_the_reference(
     store = JudgementStore(store_path, judge_spec.identity())
     for request, group in answers(case).group_by("request", maintain_order=True):
         fields = json.loads(request[0])
-        read = Read(**{**fields, "token_ids": tuple(fields["token_ids"]), "stop": tuple(fields["stop"])})
+        read = Request(**{**fields, "token_ids": tuple(fields["token_ids"]), "stop": tuple(fields["stop"])})
         results = [
-            EngineResult(
+            Result(
                 **{k: row[k] for k in ("token_logprobs", "texts", "finish_reasons")},
                 **{k: row[k] for k in ("prompt_tokens", "cached_tokens", "generated_tokens")},
             )

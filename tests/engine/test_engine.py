@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.config.assessment import AbsoluteConfig, PromptConfig
 from pipeline.config.enums import AbsoluteMode, Backend
-from pipeline.contracts.engine import Read
+from pipeline.contracts.engine import Request
 from pipeline.contracts.schemas import JUDGMENTS, PROMPTS, RESPONSES
 from pipeline.data.words import PromptWords
 from pipeline.judge.hf_engine import HFEngine
@@ -97,7 +97,7 @@ def rate(plan, template_ids: list[str], text: str = GOOD) -> pa.Table:
 
 @pytest.fixture(scope="module")
 def worker(judge_model, plan):
-    w = JudgeWorker(spec(judge_model), plan.reads(), plan.frame)
+    w = JudgeWorker(spec(judge_model), plan.requests(), plan.frame)
     yield w
     w.close()
 
@@ -121,17 +121,16 @@ def test_worker_writes_the_judgment_schema(worker, plan):
 
 def test_label_logprobs_match_transformers(worker, plan, judge_model):
     """vLLM's first-token log-probabilities of the label words equal a full forward pass in transformers."""
-    from pipeline.contracts.frame import encode_prompts
 
     batch = pairs(plan, [("g", "b", GOOD, BAD), ("b", "g", BAD, GOOD)])
-    ids = encode_prompts(worker.engine.tokenizer, batch.column("prompt").to_pylist(), plan.frame)
-    read = plan.reads()["c1"]
+    ids = plan.frame.encode(worker.engine.tokenizer, batch.column("prompt").to_pylist())
+    read = plan.requests()["c1"]
     ours = np.array([r.token_logprobs for r in worker.engine.run(ids, read)])
     hf = HFEngine(spec(judge_model, backend=Backend.hf))
     theirs = np.array([r.token_logprobs for r in hf.run(ids, read)])
     np.testing.assert_allclose(ours, theirs, atol=0.02)
     # greedy generation of a few tokens (prompt scoring) is the same text in both engines
-    generate = Read(max_tokens=4)
+    generate = Request(max_tokens=4)
     assert [r.texts for r in worker.engine.run(ids, generate)] == [r.texts for r in hf.run(ids, generate)]
 
 
@@ -146,7 +145,7 @@ def test_the_worker_answers_every_absolute_mode(worker, plan):
         template = by_id[row["template_id"]]
         assert len(row["token_logprobs"]) == len(template.words)
         assert all(lp <= 0 for lp in row["token_logprobs"])
-        assert len(row["texts"]) == template.read.n
+        assert len(row["texts"]) == template.request.n
         assert row["generated_tokens"] >= 1 and row["seconds"] > 0
     geval = next(r for r in out.to_pylist() if r["mode"] == "g_eval")
     # the five score tokens "1".."5" carry most of the probability after "Coherence score: "
@@ -155,12 +154,11 @@ def test_the_worker_answers_every_absolute_mode(worker, plan):
 
 def test_sampled_generation_is_seeded(worker, plan):
     """absolute.samples > 1 draws that many samples at the temperature with a seed: the same every time."""
-    sampled = Read(max_tokens=4, n=5, temperature=1.0, seed=7)
+    sampled = Request(max_tokens=4, n=5, temperature=1.0, seed=7)
     template = plan.absolute[0]
     prompt = plan.rate_prompt(template, "coherence", PASSAGE, GOOD)
-    from pipeline.contracts.frame import encode_prompts
 
-    ids = encode_prompts(worker.engine.tokenizer, [prompt], plan.frame)
+    ids = plan.frame.encode(worker.engine.tokenizer, [prompt])
     first = worker.engine.run(ids, sampled)[0].texts
     assert len(first) == 5 and len(set(first)) > 1
     assert worker.engine.run(ids, sampled)[0].texts == first

@@ -19,7 +19,18 @@ from pipeline.methods.posterior import (
     huber_weights,
 )
 from pipeline.methods.reorder import neighbour_pairs, reorder_probability, select_reorder, take_diverse
-from pipeline.methods.rounds import Model, Prior, first_pairs, round_schedule, run_rounds, warm_start
+from pipeline.methods.rounds import (
+    Model,
+    Pool,
+    Prior,
+    RoundSettings,
+    Schedule,
+    first_pairs,
+    rank_pool,
+    round_schedule,
+    run_rounds,
+    warm_start,
+)
 from pipeline.methods.selection import PairSet, pair_index
 from pipeline.methods.simulate import PoolJudge, pool_truth
 from pipeline.methods.sorting import merge_sort, repeated_quicksort
@@ -63,6 +74,25 @@ def test_the_posterior_is_the_poe_with_priors_and_its_sparse_solver_agrees_with_
     a, b = i[:500], j[:500]
     ratio = sparse.pair_sd(a, b) / exact.pair_sd(a, b)
     assert 0.9 < np.median(ratio) < 1.1 and 0.8 < ratio.min() and ratio.max() < 1.2
+
+
+@pytest.mark.parametrize("link", ["linear", "logit"])
+def test_the_posterior_does_not_depend_on_which_item_of_a_pair_is_called_i(link):
+    # a comparison of i and j at p says what the comparison of j and i at 1 - p says: the scores, their variances
+    # and the expert variance the fit estimates are the same whichever way round each pair is given (before any
+    # comparison is checked by another: the expert variance is still mostly its prior guess, the answers' spread)
+    rng = np.random.default_rng(5)
+    n, k = 30, 20
+    i = rng.integers(0, n, k)
+    j = (i + rng.integers(1, n, k)) % n
+    p = rng.uniform(0.05, 0.95, k)
+    flip = rng.random(k) < 0.5
+    a = fit_posterior(n, i, j, p, link=link, robust=1.345)
+    b = fit_posterior(
+        n, np.where(flip, j, i), np.where(flip, i, j), np.where(flip, 1 - p, p), link=link, robust=1.345
+    )
+    assert np.allclose(a.mean, b.mean, atol=1e-10) and np.allclose(a.var, b.var, rtol=1e-10)
+    assert a.sigma2 == pytest.approx(b.sigma2, rel=1e-10)
 
 
 def test_the_sketched_variance_estimates_the_exact_one():
@@ -492,6 +522,11 @@ def test_the_first_round_connects_every_item():
     assert len(set(half.ravel())) == 8
 
 
+def fixed(pairs: int, n: int) -> Schedule:
+    """Rounds of ``pairs`` pairs each (from the first) for a pool of ``n`` items."""
+    return Schedule(pairs / n, pairs / n, 0.0)
+
+
 def test_rounds_spend_the_budget_judge_no_pair_twice_and_beat_random_on_a_sharp_judge():
     results = {}
     for strategy in ("reorder", "windowed", "random"):
@@ -500,11 +535,12 @@ def test_rounds_spend_the_budget_judge_no_pair_twice_and_beat_random_on_a_sharp_
             rng = np.random.default_rng(seed)
             truth = pool_truth("normal", 300, rng)
             judge = PoolJudge(truth, rng, scale=4.0, item_noise=0.0, call_noise=0.3, flip=0.0)
-            records, i, j, p = run_rounds(
-                300, judge, strategy=strategy, budget_pairs=900, pairs_per_round=150, rng=rng
-            )
-            assert len(records) == 6 and records[-1].pairs == 900 == i.shape[0] == judge.calls // 2
-            assert len(PairSet(300, np.stack([i, j], axis=1))) == 900
+            settings = RoundSettings(strategy, fixed(150, 300), seed=seed)
+            records, pool = rank_pool(300, judge.orderings, settings, 900)
+            # six rounds of 150 pairs, each recorded after its fit, and the fit after the last one
+            assert len(records) == 7 and records[-1].stopped == "call budget spent"
+            assert records[-1].pairs == 900 == pool.pairs == judge.calls // 2
+            assert len(PairSet(300, np.stack([pool.i, pool.j], axis=1))) == 900
             rhos.append(spearmanr(records[-1].post.mean, truth).statistic)
         results[strategy] = np.mean(rhos)
     assert results["reorder"] > results["random"] + 0.01 and results["windowed"] > results["random"] + 0.01
@@ -518,15 +554,9 @@ def test_rounds_read_by_the_logit_link_with_the_robust_fit_beat_the_linear_fit_o
         truth = pool_truth("normal", n, rng)
         judge = PoolJudge(truth, rng, scale=3.0, item_noise=0.2, call_noise=0.5, flip=0.02)
         for name, model in (("linear", Model()), ("logit", Model("logit", LOGIT_CLIP, 1.345))):
-            records, *_ = run_rounds(
-                n,
-                judge,
-                strategy="reorder",
-                budget_pairs=2 * n,  # 4 calls per item
-                pairs_per_round=round_schedule(n, 0.25, least=n // 4),
-                rng=np.random.default_rng(seed),
-                model=model,
-            )
+            # 4 calls per item: a first round of N pairs, then rounds of a quarter of what is judged
+            settings = RoundSettings("reorder", Schedule(1.0, 0.25, 0.25), model, seed=seed)
+            records, _ = rank_pool(n, judge.orderings, settings, 2 * n)
             assert records[-1].post.link == model.link
             scores[name].append(spearmanr(records[-1].post.mean, truth).statistic)
     assert np.mean(scores["logit"]) > np.mean(scores["linear"]) + 0.02
@@ -537,11 +567,13 @@ def test_a_stop_rule_ends_the_rounds_early_and_a_warm_start_helps_the_first_roun
     truth = pool_truth("normal", 200, rng)
     judge = PoolJudge(truth, rng, item_noise=0.0)
     rule = StopRule("expected_tau", 0.6)
-    records, *_ = run_rounds(
-        200, judge, strategy="reorder", budget_pairs=4000, pairs_per_round=100, rng=rng, stop=rule
+    records, pool = rank_pool(
+        200, judge.orderings, RoundSettings(schedule=fixed(100, 200), seed=11), 4000, stop=rule
     )
-    assert records[-1].criterion >= 0.6 and records[-1].pairs < 4000
-    assert all(r.criterion < 0.6 for r in records[:-1])
+    assert (
+        records[-1].criterion >= 0.6 and records[-1].stopped.startswith("expected_tau") and pool.pairs < 4000
+    )
+    assert all(r.criterion < 0.6 and r.stopped is None for r in records[:-1])
     cold, warm = [], []
     for seed in range(5):
         rng = np.random.default_rng(seed)
@@ -549,17 +581,42 @@ def test_a_stop_rule_ends_the_rounds_early_and_a_warm_start_helps_the_first_roun
         judge = PoolJudge(truth, rng, item_noise=0.0)
         absolute = judge.absolute(rng, noise=0.5)
         for out, prior in ((cold, None), (warm, Prior(absolute, weight=1.0))):
-            records, *_ = run_rounds(
-                200,
-                judge,
-                strategy="reorder",
-                budget_pairs=100,
-                pairs_per_round=100,
-                rng=np.random.default_rng(seed),
-                prior=prior,
-            )
+            settings = RoundSettings(schedule=fixed(100, 200), seed=seed)
+            records, _ = rank_pool(200, judge.orderings, settings, 100, prior=prior)
             out.append(spearmanr(records[-1].post.mean, truth).statistic)
     assert np.mean(warm) > np.mean(cold) + 0.05
+
+
+def test_the_rounds_of_several_pools_share_one_judge_call_per_round_and_stop_on_their_own():
+    judged: list[dict[str, int]] = []
+
+    def judge(_r, chosen):
+        judged.append({name: pairs.shape[0] for name, pairs in chosen.items()})
+        return {name: np.tile([0.7, 0.3], (pairs.shape[0], 1)) for name, pairs in chosen.items()}
+
+    pools = {"small": Pool(10, key=1, budget_pairs=8), "large": Pool(40, key=2, budget_pairs=30)}
+    records = run_rounds(pools, judge, RoundSettings(seed=3), should_stop=lambda name, pool: None)
+    assert all(set(r) <= {"small", "large"} for r in judged) and judged[0] == {"small": 5, "large": 20}
+    assert pools["small"].pairs == 8 and pools["large"].pairs == 30
+    assert [r.stopped for r in records if r.stopped] == ["call budget spent", "call budget spent"]
+    # a resumed loop goes on from the pools' state and the next round's number
+    again = run_rounds({"small": Pool(10, key=1, budget_pairs=12)}, judge, RoundSettings(seed=3), start=5)
+    assert again[0].round == 5 and again[0].pairs == 0
+
+
+def test_a_budget_only_the_caller_knows_stops_a_pool():
+    def judge(_r, chosen):
+        return {name: np.tile([0.7, 0.3], (pairs.shape[0], 1)) for name, pairs in chosen.items()}
+
+    pools = {"a": Pool(20, budget_pairs=100), "b": Pool(20, budget_pairs=100)}
+    records = run_rounds(
+        pools,
+        judge,
+        RoundSettings(),
+        should_stop=lambda name, pool: "tokens" if pool.pairs >= 10 and name == "a" else None,
+    )
+    assert pools["a"].stopped == "tokens" and 10 <= pools["a"].pairs < 100
+    assert pools["b"].pairs == 100 and records[-1].pool == "b"
 
 
 def test_the_warm_start_is_put_on_the_comparisons_scale():

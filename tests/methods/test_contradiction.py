@@ -3,6 +3,8 @@ simulated judge's known flips, and what leaving them out does to the rounds' fit
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from scipy.special import expit
@@ -11,7 +13,7 @@ from scipy.stats import spearmanr
 from pipeline.methods.contradiction import MARGIN, contradicted, ordering_bias, read_orderings
 from pipeline.methods.locate import fix_pairs
 from pipeline.methods.posterior import Posterior
-from pipeline.methods.rounds import Model, fit_round, run_rounds
+from pipeline.methods.rounds import Model, RoundSettings, Schedule, fit_round, rank_pool
 from pipeline.methods.selection import PairSet
 from pipeline.methods.simulate import PoolJudge, pool_truth
 
@@ -83,27 +85,19 @@ def test_rounds_that_leave_contradicted_pairs_out_rank_better_than_rounds_that_a
     gains = []
     for seed in range(10):
         ranked = {}
-        for both in (True, False):
+        for drop in (True, False):
             rng = np.random.default_rng(seed)
             truth = pool_truth("normal", 200, rng)
             judge = PoolJudge(truth, rng, scale=8.0, item_noise=0.2, call_noise=0.5, flip=0.02)
-            records, i, j, p = run_rounds(
-                200,
-                judge.orderings if both else judge,
-                strategy="locate",
-                budget_pairs=280,
-                pairs_per_round=40,
-                rng=np.random.default_rng([seed, 1]),
-                model=MODEL,
-            )
-            assert judge.calls == 2 * i.shape[0] == 560
-            if both:  # the count in every record is the rule's over everything judged by then
-                q = np.stack([judge.ordered(i, j), judge.ordered(j, i)], axis=1)
-                assert records[-1].contradicted == int(read_orderings(q)[1].sum()) > 0
-                assert np.allclose(p, read_orderings(q)[0])
-            else:
-                assert all(r.contradicted == 0 for r in records)
-            ranked[both] = spearmanr(records[-1].post.mean, truth).statistic
+            model = dataclasses.replace(MODEL, drop_contradicted=drop)
+            settings = RoundSettings("locate", Schedule(0.2, 0.2, 0.0), model, seed=seed)
+            records, pool = rank_pool(200, judge.orderings, settings, 280)
+            assert judge.calls == 2 * pool.pairs == 560
+            # the count in every record is the rule's over everything judged by then, left out or averaged
+            q = np.stack([judge.ordered(pool.i, pool.j), judge.ordered(pool.j, pool.i)], axis=1)
+            assert records[-1].contradicted == int(read_orderings(q)[1].sum()) > 0
+            assert np.allclose(pool.p, read_orderings(q)[0])
+            ranked[drop] = spearmanr(records[-1].post.mean, truth).statistic
         gains.append(ranked[True] - ranked[False])
     assert np.mean(gains) > 0.005 and sum(g > 0 for g in gains) >= 7
 

@@ -9,7 +9,7 @@ from scipy.stats import spearmanr
 
 from pipeline.config.enums import RoundStrategy
 from pipeline.config.rounds import AdaptiveConfig, BudgetConfig
-from pipeline.data.contexts import Context
+from pipeline.contracts.keys import stable_hash
 from pipeline.methods.locate import (
     AMBIGUOUS,
     FIX_MAX_PAIRS,
@@ -19,11 +19,10 @@ from pipeline.methods.locate import (
     select_locate,
     star_pairs,
 )
-from pipeline.methods.posterior import Posterior, fit_posterior
-from pipeline.methods.rounds import Model, fit_round, run_rounds
+from pipeline.methods.posterior import Posterior
+from pipeline.methods.rounds import Model, RoundSettings, Schedule, fit_round, rank_pool
 from pipeline.methods.selection import PairSet
 from pipeline.methods.simulate import PoolJudge, pool_truth
-from pipeline.stages.rounds import PoolState, Rounds, _stable
 
 MODEL = Model(link="logit", robust=1.345, censor=True)
 
@@ -183,32 +182,28 @@ def test_locate_rounds_spend_the_budget_once_and_rank_better_than_reorder_at_low
             rng = np.random.default_rng(seed)
             truth = pool_truth("normal", n, rng)
             judge = PoolJudge(truth, rng, scale=8.0, item_noise=0.2, call_noise=0.5, flip=0.02)
-            records, i, j, _ = run_rounds(
-                n, judge, strategy=strategy, budget_pairs=budget, pairs_per_round=25, rng=rng, model=MODEL
-            )
-            pairs = np.stack([i, j], 1)
-            assert len(i) == budget == judge.calls // 2 and np.unique(pairs, axis=0).shape[0] == budget
+            settings = RoundSettings(strategy, Schedule(0.125, 0.125, 0.0), MODEL, seed=seed)
+            records, pool = rank_pool(n, judge.orderings, settings, budget)
+            pairs = np.stack([pool.i, pool.j], 1)
+            assert pool.pairs == budget == judge.calls // 2 and np.unique(pairs, axis=0).shape[0] == budget
             assert records[-1].pairs == budget
             rho[strategy] = spearmanr(records[-1].post.mean, truth).statistic
         gains.append(rho["locate"] - rho["reorder"])
     assert np.mean(gains) > 0.015 and np.sum(np.array(gains) > 0) >= 9
 
 
-def test_the_rounds_stage_samples_then_stars_within_the_call_budget():
+def test_the_rounds_sample_then_star_within_the_call_budget():
     n = 40
-    ctx = Context("pool", "", tuple(f"c{x}" for x in range(n)), tuple("" for _ in range(n)))
     budget = BudgetConfig(calls=2 * 30, calls_per_item=None)
-    stage = Rounds(AdaptiveConfig(strategy=RoundStrategy.locate, budget=budget), None)  # type: ignore[arg-type]
-    pool = PoolState(ctx, {c: x for x, c in enumerate(ctx.candidate_ids)}, None)
-    first = stage._select(pool, stage._next_size(pool), 0)
-    assert np.array_equal(first, sample_pairs(n, np.random.default_rng([0, 0, _stable("pool")])))
-    i, j = first[:, 0], first[:, 1]
-    p = np.full(i.shape[0], 0.6)
-    pool.post = fit_posterior(n, i, j, p, link="logit")
-    pool.pairs, pool.calls = int(i.shape[0]), 2 * int(i.shape[0])
-    pool.judged = PairSet(n, first)
-    pool.answers = (i, j, p)
-    star = stage._select(pool, stage._next_size(pool), 1)
+    settings = AdaptiveConfig(strategy=RoundStrategy.locate, budget=budget).round_settings()
+
+    def judge(i, j):
+        return np.tile([0.6, 0.4], (i.shape[0], 1))
+
+    records, pool = rank_pool(n, judge, settings, 30, key=stable_hash("pool"))
+    first = records[0].chosen
+    assert np.array_equal(first, sample_pairs(n, np.random.default_rng([0, 0, stable_hash("pool")])))
     # the star would join 34 items; the budget leaves 30 - 12 pairs
+    star = records[1].chosen
     assert star.shape[0] == 30 - first.shape[0] and np.unique(star, axis=0).shape[0] == star.shape[0]
-    assert stage._left(pool) == 30 - first.shape[0]
+    assert pool.pairs == 30 and records[-1].stopped == "call budget spent"

@@ -97,16 +97,16 @@ def test_the_default_templates_resolve_for_the_default_judge(tokenizer):
     templates = resolve_absolute(AbsoluteConfig(modes=list(AbsoluteMode)), tokenizer, "smollm2")
     by_mode = {t.mode: t for t in templates}
     assert by_mode[AbsoluteMode.g_eval].words == ("1", "2", "3", "4", "5")
-    assert len(by_mode[AbsoluteMode.g_eval].read.token_ids) == 5
+    assert len(by_mode[AbsoluteMode.g_eval].request.token_ids) == 5
     assert by_mode[AbsoluteMode.implicit].n_yes == 4
     assert (
-        by_mode[AbsoluteMode.prompt_score].read.token_ids == ()
-        and by_mode[AbsoluteMode.prompt_score].read.n == 1
+        by_mode[AbsoluteMode.prompt_score].request.token_ids == ()
+        and by_mode[AbsoluteMode.prompt_score].request.n == 1
     )
     sampled = resolve_absolute(
         AbsoluteConfig(modes=[AbsoluteMode.explicit], samples=20, temperature=1.0), tokenizer, "m"
     )[0]
-    assert sampled.read.n == 20 and sampled.read.temperature == 1.0 and sampled.read.seed == 0
+    assert sampled.request.n == 20 and sampled.request.temperature == 1.0 and sampled.request.seed == 0
     with pytest.raises(ConfigError, match="needs absolute.temperature > 0"):
         compose(["absolute.modes=[explicit]", "absolute.samples=20"])
 

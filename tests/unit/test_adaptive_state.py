@@ -1,4 +1,4 @@
-"""The adaptive rounds' state on disk (pipeline.adaptive): the rounds table written and read back, a folder written
+"""The adaptive rounds' state on disk (pipeline.stages.rounds_files): the rounds table written and read back, a folder written
 before a column existed, and a round's MLflow metrics."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.contracts.schemas import ROUNDS
-from pipeline.stages.rounds import read_rounds, step_metrics, write_rounds
+from pipeline.stages.rounds_files import read_rounds, step_metrics, write_rounds
 
 
 def record(

@@ -16,10 +16,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import polars as pl
 import pytest
 
-from pipeline.contracts.engine import Read
-from pipeline.contracts.frame import split_prompt
+from pipeline.config.judging import ApiConfig
+from pipeline.contracts.engine import Request
 from pipeline.judge.api.bodies import chat_body, completion_body, parse_chat, parse_completion
-from pipeline.judge.api.client import ApiClient, ApiSettings, backoff_delay, retry_after
+from pipeline.judge.api.client import ApiClient, backoff_delay, retry_after
+from pipeline.judge.spec import ApiEndpoint
 
 KEY = "sk-test-0123456789abcdef-do-not-leak"
 
@@ -99,8 +100,10 @@ def stand_in():
         s.close()
 
 
-def settings(url: str, **kw) -> ApiSettings:
-    return ApiSettings(**{"base_url": url, "backoff": 0.01, "backoff_max": 0.05, "concurrency": 4, **kw})
+def settings(url: str, cache_path: str | None = None, **kw) -> ApiEndpoint:
+    """An endpoint at ``url`` with quick retries (the reply cache only where ``cache_path`` is given)."""
+    config = ApiConfig(**{"base_url": url, "backoff": 0.01, "backoff_max": 0.05, "concurrency": 4, **kw})
+    return ApiEndpoint(config, model="judge", cache_path=cache_path)
 
 
 def test_retry_after_in_seconds_or_as_a_date():
@@ -111,7 +114,7 @@ def test_retry_after_in_seconds_or_as_a_date():
 
 
 def test_backoff_grows_exponentially_with_jitter_capped_and_yields_to_retry_after():
-    s = ApiSettings(base_url="http://x", backoff=0.5, backoff_max=8.0)
+    s = ApiConfig(base_url="http://x", backoff=0.5, backoff_max=8.0)
     rng = random.Random(0)
     for attempt in range(8):
         d = backoff_delay(attempt, s, rng, None)
@@ -202,7 +205,7 @@ def test_the_key_is_sent_as_a_header_only(stand_in, tmp_path, monkeypatch, caplo
 
 
 def test_completion_bodies_and_token_id_logprobs():
-    read = Read(token_ids=(330, 49, 389, 50), max_tokens=1, n=1, temperature=0.0, seed=0)
+    read = Request(token_ids=(330, 49, 389, 50), max_tokens=1, n=1, temperature=0.0, seed=0)
     body = completion_body("smol", [1, 2, 3], read)
     assert body["prompt"] == [1, 2, 3] and body["logprob_token_ids"] == [330, 49, 389, 50]
     assert body["max_tokens"] == 1 and body["temperature"] == 0.0 and body["return_tokens_as_token_ids"]
@@ -221,7 +224,7 @@ def test_completion_bodies_and_token_id_logprobs():
     logprobs, texts, reasons, missing = parse_completion(reply, read.token_ids)
     assert logprobs == [-0.2, -3.0, -1.5, -3.0] and missing == 1  # token 50 missing: the floor, counted
     assert texts == [" A"] and reasons == ["length"]
-    generated = Read(token_ids=(), max_tokens=8, n=1, temperature=0.0, seed=0)
+    generated = Request(token_ids=(), max_tokens=8, n=1, temperature=0.0, seed=0)
     assert "logprob_token_ids" not in completion_body("smol", [1], generated)
 
 
@@ -335,16 +338,19 @@ def test_the_key_is_read_on_the_driver_and_never_described(tmp_path, monkeypatch
         resolve_judge(compose(overrides).judge, judge_model_cache(judge_model))
     monkeypatch.setenv("CA_TEST_KEY", KEY)
     spec = resolve_judge(compose(overrides).judge, judge_model_cache(judge_model))
-    assert spec.secret.value == KEY and pickle.loads(pickle.dumps(spec)).secret.value == KEY  # reaches actors
+    assert (
+        spec.api.secret.value == KEY and pickle.loads(pickle.dumps(spec)).api.secret.value == KEY
+    )  # reaches actors
     for text in (
         json.dumps(spec.describe(), default=str),
         json.dumps(spec.identity()),
         repr(spec),
-        str(spec.secret),
+        str(spec.api.secret),
     ):
         assert KEY not in text
     assert (
-        spec.api["api_key_env"] == "CA_TEST_KEY" and spec.identity()["api_model"] == "smollm2-135m-instruct"
+        spec.api.settings.api_key_env == "CA_TEST_KEY"
+        and spec.identity()["api_model"] == "smollm2-135m-instruct"
     )
 
 
@@ -359,9 +365,9 @@ def test_prompts_split_into_message_and_prefix_and_chat_bodies_prefill_the_answe
     from pipeline.contracts.frame import PromptFrame
 
     frame = PromptFrame(head="<s>user\n", tail="</s>\n<s>assistant\n")
-    message, prefix = split_prompt("<s>user\nWhich summary? A or B</s>\n<s>assistant\nSummary", frame)
+    message, prefix = frame.split("<s>user\nWhich summary? A or B</s>\n<s>assistant\nSummary")
     assert (message, prefix) == ("Which summary? A or B", "Summary")
-    read = Read(token_ids=(330, 389), max_tokens=1, n=1, temperature=0.0, seed=0)
+    read = Request(token_ids=(330, 389), max_tokens=1, n=1, temperature=0.0, seed=0)
     body = chat_body("m", message, prefix, read, "Be fair.", 20, prefill=True)
     assert body["messages"] == [
         {"role": "system", "content": "Be fair."},

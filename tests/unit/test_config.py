@@ -179,13 +179,16 @@ def test_the_pool_preset_composes_an_adaptive_run():
 
 
 def test_the_round_sizes_come_from_one_schedule():
-    """The pipeline's rounds and bench-adaptive both size rounds with AdaptiveConfig.schedule."""
+    """The pipeline's rounds and bench-adaptive both size rounds with AdaptiveConfig.round_settings().schedule."""
     from pipeline.config.rounds import AdaptiveConfig
 
-    size = AdaptiveConfig(first_round=0.5, later_round=0.125, growth=0.25).schedule(100)
+    def sizes(cfg: AdaptiveConfig, n: int, checkpoints: tuple[int, ...] = ()):
+        return cfg.round_settings().schedule.sizes(n, checkpoints)
+
+    size = sizes(AdaptiveConfig(first_round=0.5, later_round=0.125, growth=0.25), 100)
     assert size(0) == 50  # a matching first
     assert size(50) == 12  # then max(later_round x items, growth x judged): round(12.5) and 12
     assert size(400) == 100  # growth x judged once it is the larger
-    assert AdaptiveConfig(first_round=1.0).schedule(100, (130,))(100) == 25  # cut to end at a checkpoint
-    assert AdaptiveConfig(first_round=1.0).schedule(100, (110,))(100) == 10
-    assert AdaptiveConfig(first_round=0.001).schedule(3)(0) == 1  # never an empty round
+    assert sizes(AdaptiveConfig(first_round=1.0), 100, (130,))(100) == 25  # cut to end at a checkpoint
+    assert sizes(AdaptiveConfig(first_round=1.0), 100, (110,))(100) == 10
+    assert sizes(AdaptiveConfig(first_round=0.001), 3)(0) == 1  # never an empty round

@@ -14,11 +14,16 @@ from pipeline.contracts.schemas import HUMAN_SCORES, SchemaError
 from pipeline.stages import ports
 from pipeline.stages.base import Port, Stage
 from pipeline.workflows.catalog import assessment
-from pipeline.workflows.core import Workflow, WorkflowError
+from pipeline.workflows.core import Segment, Workflow, WorkflowError
 from tests.conftest import ROOT, compose
 
 NUMBER = Port("number", "a number", type=int)
 HUMAN = Port("human_scores", "human scores", schema=HUMAN_SCORES, file="human_scores")
+
+
+def flow(*stages: Stage) -> Workflow:
+    """A workflow of one segment."""
+    return Workflow("w", (Segment("all", stages),))
 
 
 class Ctx:
@@ -146,7 +151,7 @@ def test_the_readme_lists_the_stages_as_declared():
 
 def test_a_read_no_earlier_stage_writes_is_refused():
     with pytest.raises(WorkflowError, match="make_scores reads 'number', which no earlier stage writes"):
-        Workflow("w", (MakeScores(),))
+        flow(MakeScores())
 
 
 def test_run_must_take_exactly_the_declared_reads():
@@ -162,14 +167,12 @@ def test_run_must_take_exactly_the_declared_reads():
     with pytest.raises(
         WorkflowError, match=r"sloppy.run takes \['number', 'other'\] but declares reads \['number'\]"
     ):
-        Workflow("w", (MakeNumber(2), Sloppy()))
+        flow(MakeNumber(2), Sloppy())
 
 
 def test_outputs_are_checked_and_persisted():
     persisted = []
-    values = Workflow("w", (MakeNumber(3), MakeScores())).run(
-        Ctx(), persist=lambda p, v: persisted.append(p.name)
-    )
+    values = flow(MakeNumber(3), MakeScores()).run(Ctx(), persist=lambda p, v: persisted.append(p.name))
     assert isinstance(values["human_scores"], pa.Table) and values["human_scores"].schema.equals(HUMAN_SCORES)
     assert persisted == ["human_scores"]
 
@@ -188,15 +191,15 @@ def test_outputs_are_checked_and_persisted():
 )
 def test_an_output_that_breaks_its_declaration_names_the_stage(bad, error, message):
     with pytest.raises(error, match=message):
-        Workflow("w", (MakeNumber(3), MakeScores(bad))).run(Ctx())
+        flow(MakeNumber(3), MakeScores(bad)).run(Ctx())
 
 
 def test_stop_after_and_stage_timings():
     ctx = Ctx()
-    values = Workflow("w", (MakeNumber(3), MakeScores())).run(ctx, stop_after="make_number")
+    values = flow(MakeNumber(3), MakeScores()).run(ctx, stop_after="make_number")
     assert values == {"number": 3} and set(ctx.metrics) == {"stage/make_number/seconds"}
     with pytest.raises(KeyError, match="no stage 'nope'"):
-        Workflow("w", (MakeNumber(3),)).run(Ctx(), stop_after="nope")
+        flow(MakeNumber(3)).run(Ctx(), stop_after="nope")
 
 
 def test_every_port_is_documented_once():

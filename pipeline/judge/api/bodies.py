@@ -11,23 +11,27 @@ from typing import Any
 TOKEN_PREFIX = "token_id:"
 
 
-def completion_body(model: str, ids: list[int], read: Any) -> dict[str, Any]:
+def completion_body(model: str, ids: list[int], request: Any) -> dict[str, Any]:
     """A ``/completions`` body for one prompt as token ids, read as ``read`` (a :class:`pipeline.absolute.Read`)
     says: vLLM's server takes the ids as the prompt and returns the exact first-token log-probability of each
     requested token (``logprob_token_ids``), keyed by id (``return_tokens_as_token_ids``)."""
     body: dict[str, Any] = {
         "model": model,
         "prompt": list(ids),
-        "max_tokens": read.max_tokens,
-        "n": read.n,
-        "temperature": read.temperature,
-        "seed": read.seed,
-        "top_p": read.top_p,
+        "max_tokens": request.max_tokens,
+        "n": request.n,
+        "temperature": request.temperature,
+        "seed": request.seed,
+        "top_p": request.top_p,
     }
-    if read.stop:
-        body["stop"] = list(read.stop)
-    if read.token_ids:
-        body |= {"logprobs": 1, "logprob_token_ids": list(read.token_ids), "return_tokens_as_token_ids": True}
+    if request.stop:
+        body["stop"] = list(request.stop)
+    if request.token_ids:
+        body |= {
+            "logprobs": 1,
+            "logprob_token_ids": list(request.token_ids),
+            "return_tokens_as_token_ids": True,
+        }
     return body
 
 
@@ -62,7 +66,7 @@ def chat_body(
     model: str,
     message: str,
     prefix: str,
-    read: Any,
+    request: Any,
     system_prompt: str | None,
     top_logprobs: int,
     prefill: bool,
@@ -73,27 +77,27 @@ def chat_body(
     messages.append({"role": "user", "content": message})
     if prefix and prefill:
         messages.append({"role": "assistant", "content": prefix})
-    return messages_body(model, messages, read, top_logprobs, continued=bool(prefix and prefill))
+    return messages_body(model, messages, request, top_logprobs, continued=bool(prefix and prefill))
 
 
 def messages_body(
-    model: str, messages: list[dict[str, str]], read: Any, top_logprobs: int, continued: bool = False
+    model: str, messages: list[dict[str, str]], request: Any, top_logprobs: int, continued: bool = False
 ) -> dict[str, Any]:
     """A ``/chat/completions`` body for a conversation (``continued``: the model continues its last message)."""
     body: dict[str, Any] = {
         "model": model,
         "messages": messages,
-        "max_tokens": read.max_tokens,
-        "n": read.n,
-        "temperature": read.temperature,
-        "seed": read.seed,
-        "top_p": read.top_p,
+        "max_tokens": request.max_tokens,
+        "n": request.n,
+        "temperature": request.temperature,
+        "seed": request.seed,
+        "top_p": request.top_p,
     }
     if continued:
         body |= {"continue_final_message": True, "add_generation_prompt": False}
-    if read.stop:
-        body["stop"] = list(read.stop)
-    if read.token_ids:
+    if request.stop:
+        body["stop"] = list(request.stop)
+    if request.token_ids:
         body |= {"logprobs": True, "top_logprobs": top_logprobs}
     return body
 

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.config.judging import ApiConfig
+from pipeline.judge.spec import ApiEndpoint
 from pipeline.storage.sqlite import SqliteCache
 
 log = logging.getLogger(__name__)
@@ -44,37 +46,8 @@ RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 600.0
 
 
-class Secret:
-    """A key that travels to the judge actors (pickled with the actor's arguments, never in the Ray
-    runtime_env) but prints as ``***`` in any repr, str, log line or JSON written with ``default=str``."""
-
-    __slots__ = ("value",)
-
-    def __init__(self, value: str):
-        self.value = value
-
-    def __repr__(self) -> str:
-        return "Secret(***)"
-
-    __str__ = __repr__
-
-
-@dataclass(frozen=True)
-class ApiSettings:
-    """What the client needs (picklable; the key's *name*, never its value)."""
-
-    base_url: str
-    api_key_env: str | None = None
-    concurrency: int = 8
-    timeout: float = 60.0
-    max_retries: int = 8
-    retry_for: float = 300.0
-    backoff: float = 0.5
-    backoff_max: float = 30.0
-    cache_path: str | None = None
-    seed: int = 0  # of the jitter
-    # The key read on the driver from api_key_env; None: read api_key_env where the client runs.
-    api_key: Secret | None = field(default=None, repr=False, compare=False)
+# The seed of the retries' jitter (reproducible backoff).
+JITTER_SEED = 0
 
 
 @dataclass
@@ -115,7 +88,7 @@ def retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def backoff_delay(attempt: int, settings: ApiSettings, rng: random.Random, asked: float | None) -> float:
+def backoff_delay(attempt: int, settings: ApiConfig, rng: random.Random, asked: float | None) -> float:
     """Exponential backoff with jitter for retry ``attempt`` (0-based), or what the server asked if longer."""
     delay = min(settings.backoff_max, settings.backoff * 2**attempt) * rng.uniform(0.5, 1.0)
     if asked is not None:
@@ -135,17 +108,23 @@ def _server_message(response: Any) -> str:
 
 
 class ApiClient:
-    def __init__(self, settings: ApiSettings):
-        self.settings = settings
+    def __init__(self, endpoint: ApiEndpoint, seed: int = JITTER_SEED):
+        self.endpoint = endpoint
+        self.settings = endpoint.settings
         self.stats = ClientStats()
-        self.cache = SqliteCache(Path(settings.cache_path)) if settings.cache_path else None
-        self._rng = random.Random(settings.seed)
+        self.cache = SqliteCache(Path(endpoint.cache_path)) if endpoint.cache_path else None
+        self._rng = random.Random(seed)
+
+    @property
+    def base_url(self) -> str:
+        return str(self.settings.base_url)
 
     def _headers(self) -> dict[str, str]:
         headers = {"Content-Type": "application/json"}
         name = self.settings.api_key_env
         if name:
-            key = self.settings.api_key.value if self.settings.api_key else os.environ.get(name)
+            secret = self.endpoint.secret
+            key = secret.value if secret is not None else os.environ.get(name)
             if not key:
                 raise RuntimeError(
                     f"judge.api.api_key_env names {name!r}, but that environment variable is empty"
@@ -162,7 +141,7 @@ class ApiClient:
 
         cache = self.cache if use_cache else None
         replies: list[Reply | None] = [None] * len(bodies)
-        keys = [cache_key(self.settings.base_url, path, b) for b in bodies]
+        keys = [cache_key(self.base_url, path, b) for b in bodies]
         todo = []
         for k, key in enumerate(keys):
             hit = cache.get(key) if cache else None
@@ -175,7 +154,7 @@ class ApiClient:
             headers = self._headers()
             limits = httpx.Limits(max_connections=self.settings.concurrency)
             gate = asyncio.Semaphore(self.settings.concurrency)
-            url = self.settings.base_url.rstrip("/") + path
+            url = self.base_url.rstrip("/") + path
             async with httpx.AsyncClient(
                 timeout=self.settings.timeout, limits=limits, headers=headers
             ) as http:
@@ -228,9 +207,3 @@ class ApiClient:
     def close(self) -> None:
         if self.cache:
             self.cache.close()
-
-
-def api_client(spec: Any) -> ApiClient:
-    """The client of an API judge's spec (its endpoint settings and key)."""
-    settings = {k: v for k, v in spec.api.items() if k in ApiSettings.__dataclass_fields__}
-    return ApiClient(ApiSettings(**settings, api_key=spec.secret))

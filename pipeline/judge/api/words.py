@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from pipeline.contracts.frame import split_prompt
+from pipeline.contracts.engine import Request
+from pipeline.contracts.frame import PromptFrame
 from pipeline.judge.api.bodies import chat_body, first_token_alternatives
-from pipeline.judge.api.client import api_client
+from pipeline.judge.api.client import ApiClient
+from pipeline.judge.spec import JudgeSpec
 
 
 @dataclass(frozen=True)
@@ -28,25 +29,32 @@ class WordCheck:
 
 
 def check_words(
-    spec: Any, frame: Any, prompts: Sequence[str], words: Sequence[str], read: Any, what: str
+    spec: JudgeSpec,
+    frame: PromptFrame,
+    prompts: Sequence[str],
+    words: Sequence[str],
+    request: Request,
+    what: str,
 ) -> WordCheck:
-    """Send ``prompts`` (whole prompt texts, answered as ``read`` says) to the chat endpoint and look for
+    """Send ``prompts`` (whole prompt texts, answered as ``request`` says) to the chat endpoint and look for
     ``words`` among the first token's alternatives: a word that is there is one token the judge answers with.
     The replies go to the reply cache, so the run's own identical requests cost nothing more."""
-    api = dict(spec.api)
-    client = api_client(spec)
+    if spec.api is None:
+        raise ValueError(f"judge {spec.name}: a test request needs the endpoint (judge.api)")
+    endpoint = spec.api
+    client = ApiClient(endpoint)
     bodies = []
     for prompt in prompts:
-        message, prefix = split_prompt(prompt, frame)
+        message, prefix = frame.split(prompt)
         bodies.append(
             chat_body(
-                api["model"],
+                endpoint.model,
                 message,
                 prefix,
-                read,
+                request,
                 frame.system,
-                int(api.get("top_logprobs", 20)),
-                bool(api.get("prefill", True)),
+                endpoint.settings.top_logprobs,
+                endpoint.settings.prefill,
             )
         )
     try:
@@ -57,7 +65,7 @@ def check_words(
     if len(failed) == len(replies):
         from pipeline.contracts.errors import UserError
 
-        raise UserError(f"judge {spec.name}: the test request to {api['base_url']} failed: {failed[0]}")
+        raise UserError(f"judge {spec.name}: the test request to {client.base_url} failed: {failed[0]}")
     best: list[float | None] = [None] * len(words)
     alternatives: tuple[str, ...] = ()
     for reply in replies:
