@@ -48,7 +48,7 @@ $(CHROMIUM):
 run: $(STAMP) ## set up and run the main job on the embedded default (demo data, SmolLM2 on CPU vLLM, local Ray, local MLflow)
 	$(BIN)/python -m pipeline.cli $(ARGS)
 
-stages: $(STAMP) ## print the workflow's stages and the tables they pass, from their declarations (ARGS: overrides)
+stages: $(STAMP) ## print every workflow's segments, stages and the tables they pass, from their declarations (ARGS: overrides for one)
 	$(BIN)/python -m pipeline.workflows.describe $(ARGS)
 
 test: $(STAMP) $(CHROMIUM) ## run every test: unit, config, real CPU vLLM engine, end to end on a local Ray, the review page in headless Chromium
@@ -57,9 +57,11 @@ test: $(STAMP) $(CHROMIUM) ## run every test: unit, config, real CPU vLLM engine
 test-fast: $(STAMP) ## run the tests that need no engine and no Ray
 	$(BIN)/python -m pytest -m "not engine and not ray" $(PYTEST_ARGS)
 
-lint: $(STAMP) ## ruff lint and format check
+lint: $(STAMP) ## ruff (lint and format), the layer contracts (import-linter) and the type checker (mypy)
 	$(BIN)/ruff check pipeline tests jobs
 	$(BIN)/ruff format --check pipeline tests jobs
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 format: $(STAMP) ## ruff format and autofix
 	$(BIN)/ruff format pipeline tests jobs

@@ -31,7 +31,7 @@ from pipeline.judge.hardware import read_cpu
 from pipeline.judge.hf_engine import HFEngine
 from pipeline.judge.models import resolve_judge
 from pipeline.judge.vllm_engine import VLLMEngine
-from pipeline.prompts.generation import generation_prompts
+from pipeline.prompts.generation import generation_prompts, generator_frame
 from pipeline.runtime.logs import capture_process_output, console, setup_logging
 from pipeline.stages.generation import generation_step
 
@@ -43,6 +43,22 @@ def write_inputs(folder: Path, n: int) -> Path:
             ticket = DEMO_TICKETS[k % len(DEMO_TICKETS)]
             fh.write(json.dumps({"id": f"t{k:04d}", "ticket": f"(ticket {k}) {ticket}"}) + "\n")
     return path
+
+
+def run_pipeline(step, prompts: pa.Table, cfg, work: Path) -> tuple[pa.Table, float]:
+    """1. The pipeline's generation step on Ray Data, timed from the actor's engine being ready to the last row."""
+    import ray
+
+    from pipeline.runtime.ray_data import RayDataExecutor
+
+    size = cfg.generate.batch_size
+    blocks = [prompts.slice(k, size) for k in range(0, prompts.num_rows, size)]
+    try:
+        out = pa.concat_tables(list(RayDataExecutor(cfg.runtime, work / "logs").stream(blocks, [step])))
+        done_at = time.time()
+    finally:
+        ray.shutdown()
+    return out, done_at - min(out.column("ready_at").to_pylist())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -68,32 +84,17 @@ def main(argv: list[str] | None = None) -> None:
         ]
     )
     gen_cfg = cfg.generate.models[0]
-    cache_dir = PROJECT_ROOT / cfg.paths.cache_dir
-    spec = resolve_judge(generator_judge_config(gen_cfg, cfg.judge), cache_dir)
-    read = generator_request(gen_cfg)
-    generator = Generator(gen_cfg.name, spec, read, gen_cfg.system_prompt)
+    spec = resolve_judge(generator_judge_config(gen_cfg, cfg.judge), PROJECT_ROOT / cfg.paths.cache_dir)
+    request = generator_request(gen_cfg)
+    generator = Generator(gen_cfg.name, spec, request, gen_cfg.system_prompt)
     tasks = load_tasks(cfg.generate, Path(cfg.generate.inputs)).tasks
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(spec.model_path)
-    prompts = generation_prompts([generator], tasks, tokenizer)
-
-    # 1. the pipeline's step on Ray Data
-    import ray
-
-    from pipeline.runtime.ray_data import RayDataExecutor
-
-    step = generation_step(
-        [generator], tokenizer, cfg.generate.batch_size, cfg.judge, worker=TimedJudgeWorker
-    )
-    size = cfg.generate.batch_size
-    blocks = [prompts.slice(k, size) for k in range(0, prompts.num_rows, size)]
-    try:
-        out = pa.concat_tables(list(RayDataExecutor(cfg.runtime, work / "logs").stream(blocks, [step])))
-        done_at = time.time()
-    finally:
-        ray.shutdown()
-    pipe_seconds = done_at - min(out.column("ready_at").to_pylist())
+    frames = {generator.name: generator_frame(tokenizer, spec.name, generator.system_prompt)}
+    prompts = generation_prompts(frames, tasks)
+    step = generation_step([generator], frames, cfg.generate.batch_size, cfg.judge, worker=TimedJudgeWorker)
+    out, pipe_seconds = run_pipeline(step, prompts, cfg, work)
     pipe_tokens = int(np.asarray(out.column("generated_tokens")).sum())
     pipe_texts = dict(
         zip(out.column("cand_a").to_pylist(), [t[0] for t in out.column("texts").to_pylist()], strict=True)
@@ -101,18 +102,14 @@ def main(argv: list[str] | None = None) -> None:
 
     # 2. vLLM generate, direct
     engine = VLLMEngine(spec)
-    ids = step.kwargs["frame"].encode(engine.tokenizer, prompts.column("prompt").to_pylist())
+    ids = frames[generator.name].encode(engine.tokenizer, prompts.column("prompt").to_pylist())
     engine.llm.reset_prefix_cache()
     started = time.perf_counter()
-    results = engine.run(ids, read)
+    results = engine.run(ids, request)
     direct_seconds = time.perf_counter() - started
     direct_tokens = sum(r.generated_tokens for r in results)
-    same = np.mean(
-        [
-            pipe_texts[i] == r.texts[0]
-            for i, r in zip(prompts.column("cand_a").to_pylist(), results, strict=True)
-        ]
-    )
+    inputs = prompts.column("cand_a").to_pylist()
+    same = np.mean([pipe_texts[i] == r.texts[0] for i, r in zip(inputs, results, strict=True)])
     dtype, start_direct = engine.dtype, engine.start_seconds
     engine.close()
 
@@ -120,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     hf = HFEngine(replace(spec, engine={"dtype": dtype}))
     n_hf = min(args.hf_prompts, len(ids))
     started = time.perf_counter()
-    hf_results = hf.run(ids[:n_hf], read)
+    hf_results = hf.run(ids[:n_hf], request)
     hf_seconds = time.perf_counter() - started
     hf_tokens = sum(r.generated_tokens for r in hf_results)
 
@@ -129,30 +126,33 @@ def main(argv: list[str] | None = None) -> None:
         "vLLM generate, direct": (prompts.num_rows, direct_tokens, direct_tokens / direct_seconds),
         "HF generate, one at a time": (n_hf, hf_tokens, hf_tokens / hf_seconds),
     }
-    direct_rate = rates["vLLM generate, direct"][2]
-    hf_rate = rates["HF generate, one at a time"][2]
-    lines = [
+    header = [
         f"# generate benchmark  {datetime.datetime.now().isoformat(timespec='seconds')}",
         f"# cpu: {read_cpu().describe()}",
         f"# {platform.node()}; python {platform.python_version()}; dtype {dtype} ({spec.dtype_reason})",
         f"# {prompts.num_rows} prompts (demo tickets), greedy, max_tokens {args.max_tokens}, "
         f"generate.batch_size {cfg.generate.batch_size}",
-        "",
-        f"{'method':<36} {'prompts':>7} {'out tok':>8} {'tok/s':>8} {'x direct':>9} {'x HF':>7}",
     ]
-    for name, (n, tokens, rate) in rates.items():
-        lines.append(
-            f"{name:<36} {n:>7d} {tokens:>8d} {rate:>8.1f} {rate / direct_rate:>9.2f} {rate / hf_rate:>7.2f}"
-        )
-    lines += [
-        "",
+    footer = [
         f"same greedy text, pipeline vs direct: {same:.0%} of prompts",
         f"engine start (excluded): pipeline actor {out.column('engine_start_s')[0].as_py():.1f} s, direct "
         f"{start_direct:.1f} s, HF {hf.start_seconds:.1f} s",
     ]
     out_console = console()
-    out_console.write("\n".join(lines) + "\n")
+    out_console.write("\n".join([*header, "", *rate_lines(rates), "", *footer]) + "\n")
     out_console.flush()
+
+
+def rate_lines(rates: dict[str, tuple[int, int, float]]) -> list[str]:
+    """The table: prompts, output tokens, tokens per second, and the ratios to direct vLLM and to HF."""
+    direct_rate = rates["vLLM generate, direct"][2]
+    hf_rate = rates["HF generate, one at a time"][2]
+    lines = [f"{'method':<36} {'prompts':>7} {'out tok':>8} {'tok/s':>8} {'x direct':>9} {'x HF':>7}"]
+    for name, (n, tokens, rate) in rates.items():
+        lines.append(
+            f"{name:<36} {n:>7d} {tokens:>8d} {rate:>8.1f} {rate / direct_rate:>9.2f} {rate / hf_rate:>7.2f}"
+        )
+    return lines
 
 
 if __name__ == "__main__":

@@ -26,10 +26,12 @@ import gc
 import logging
 import os
 import platform
+import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -40,7 +42,7 @@ from pipeline.config.hydra import compose
 from pipeline.judge.cores import engine_inside
 from pipeline.judge.hardware import read_cpu
 from pipeline.judge.hf_engine import HFEngine
-from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.spec import ApiEndpoint, JudgeSpec
 from pipeline.judge.vllm_engine import VLLMEngine
 from pipeline.judge.worker import JudgeWorker
 from pipeline.methods.labels import p_a_wins, side_logprobs
@@ -55,8 +57,8 @@ log = logging.getLogger("pipeline.benchmarks.judge")
 class TimedJudgeWorker(JudgeWorker):
     """The judge worker plus the wall-clock moment its engine was ready (same machine as the driver)."""
 
-    def __init__(self, spec, reads, frame, **kwargs):
-        super().__init__(spec, reads, frame, **kwargs)
+    def __init__(self, spec, requests, frame, **kwargs):
+        super().__init__(spec, requests, frame, **kwargs)
         self.ready_at = time.time()
 
     def __call__(self, batch: pa.Table) -> pa.Table:
@@ -141,21 +143,8 @@ def run_api(cfg, shards, plan, spec, dtype: str, rounds: int, work: Path) -> tup
 
     served = "bench-judge"
     with LocalVLLMServer(spec.model_path, work / "vllm-server.log", served, dtype=dtype) as server:
-        api = cfg.judge.api
-        api_spec = replace(
-            spec,
-            backend=Backend.api,
-            engine={},
-            api={
-                "base_url": server.url,
-                "model": served,
-                "concurrency": api.concurrency,
-                "timeout": api.timeout,
-                "max_retries": api.max_retries,
-                "retry_for": api.retry_for,
-                "cache_path": None,
-            },
-        )
+        settings = replace(cfg.judge.api, base_url=server.url, model=served, cache=False)
+        api_spec = replace(spec, backend=Backend.api, engine={}, api=ApiEndpoint(settings, served))
         runs = []
         for round_ in range(rounds):
             timing, table = run_pipeline(cfg, shards, plan, api_spec, work / "logs")
@@ -192,7 +181,7 @@ def run_actors(cfg, shards, plan, spec, actors: int, rounds: int, work: Path) ->
     return runs
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -221,7 +210,23 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--verbose", action="store_true", help="the engines' and Ray's output on the console")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. judge.batch_size=128")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+@dataclass
+class Setup:
+    """The real workflow up to the shards: the config, the prompt plan, the judge (dtype for this CPU), the
+    shards and every prompt they make, and the benchmark's scratch folder."""
+
+    cfg: Any
+    plan: Any
+    spec: JudgeSpec
+    shards: list[pa.Table]
+    pairs: pa.Table
+    work: Path
+
+
+def prepare(args: argparse.Namespace) -> Setup:
     work = Path(tempfile.mkdtemp(prefix="bench-judge-"))
     if not args.verbose:
         capture_process_output(work / "output.log")
@@ -236,154 +241,187 @@ def main(argv: list[str] | None = None) -> None:
             *args.overrides,
         ]
     )
-    # The real workflow up to the shards: input, judge (dtype for this CPU), prompts, an empty run folder.
     planned = run(cfg, PROJECT_ROOT, stop_after="shard_contexts").values
-    plan, spec = planned["prompt_plan"], planned["judge"]
+    plan = planned["prompt_plan"]
     shards = split_shards(planned["contexts"])
-    pairs = pa.concat_tables(
-        [
-            chunk
-            for shard in shards
-            for chunk in generate_prompts(shard, cfg.pairs, plan, cfg.runtime.pair_chunk_rows)
-        ]
+    chunks = [
+        chunk
+        for shard in shards
+        for chunk in generate_prompts(shard, cfg.pairs, plan, cfg.runtime.pair_chunk_rows)
+    ]
+    pairs = pa.concat_tables(chunks)
+    log.info(
+        "%d prompts (%d SummEval contexts, %s, both orderings)", pairs.num_rows, args.contexts, args.attribute
     )
-    total = pairs.num_rows
-    log.info("%d prompts (%d SummEval contexts, %s, both orderings)", total, args.contexts, args.attribute)
+    return Setup(cfg, plan, planned["judge"], shards, pairs, work)
 
-    # Alternate the two so drift of this shared machine hits both; the direct engine stays loaded (idle) while
-    # the pipeline's actor runs, and starts each measurement from an empty prefix cache.
-    direct = Direct(spec, plan, pairs)
-    pipeline_runs: list[Timing] = []
-    direct_runs: list[Timing] = []
-    own_runs: list[Timing] = []
-    own_spec = replace(spec, engine_process=EngineProcess.own)
+
+@dataclass
+class Measured:
+    """Every arm's timings and what it answered, keyed back to the setup's prompts."""
+
+    pipeline: list[Timing] = field(default_factory=list)
+    direct: list[Timing] = field(default_factory=list)
+    own: list[Timing] = field(default_factory=list)
+    api: list[Timing] = field(default_factory=list)
+    actors: list[Timing] = field(default_factory=list)
+    pipe_lp: np.ndarray | None = None
+    direct_lp: np.ndarray | None = None
+    own_lp: np.ndarray | None = None
+    api_lp: np.ndarray | None = None
+    hf: Timing | None = None
+    hf_lp: np.ndarray | None = None
+    dtype: str = ""
+
+
+def measure(args: argparse.Namespace, s: Setup) -> Measured:
+    """Alternate the pipeline and the direct engine so drift of this shared machine hits both; the direct engine
+    stays loaded (idle) while the pipeline's actor runs, and starts each measurement from an empty prefix cache.
+    Then the API, pinned-actor and one-at-a-time arms."""
+    m = Measured()
+    direct = Direct(s.spec, s.plan, s.pairs)
+    own_spec = replace(s.spec, engine_process=EngineProcess.own)
+    total = s.pairs.num_rows
     try:
         for round_ in range(args.rounds):
-            timing, pipe = run_pipeline(cfg, shards, plan, spec, work / "logs")
-            pipeline_runs.append(timing)
+            timing, pipe = run_pipeline(s.cfg, s.shards, s.plan, s.spec, s.work / "logs")
+            m.pipeline.append(timing)
             if args.own:
-                timing, own = run_pipeline(cfg, shards, plan, own_spec, work / "logs")
-                own_runs.append(timing)
+                timing, own = run_pipeline(s.cfg, s.shards, s.plan, own_spec, s.work / "logs")
+                m.own.append(timing)
+                m.own_lp = in_order(own, s.pairs)
                 log.info(
                     "round %d/%d: engine in its own processes %.2f/s",
                     round_ + 1,
                     args.rounds,
                     total / timing.seconds,
                 )
-            timing, direct_lp = direct.measure()
-            direct_runs.append(timing)
+            timing, m.direct_lp = direct.measure()
+            m.direct.append(timing)
             log.info(
                 "round %d/%d: pipeline %.2f/s, direct %.2f/s",
                 round_ + 1,
                 args.rounds,
-                total / pipeline_runs[-1].seconds,
-                total / direct_runs[-1].seconds,
+                total / m.pipeline[-1].seconds,
+                total / m.direct[-1].seconds,
             )
     finally:
         direct.close()
-    ids, dtype = direct.ids, direct.dtype
-
-    # agreement: the pipeline judged the same prompts to (nearly) the same log-probabilities
-    def keys(table: pa.Table) -> list[tuple[str, str]]:
-        return list(zip(table.column("cand_a").to_pylist(), table.column("cand_b").to_pylist(), strict=True))
-
-    pipe_by_key = dict(zip(keys(pipe), pipe.column("token_logprobs").to_pylist(), strict=True))
-    pipe_lp = np.array([pipe_by_key[k] for k in keys(pairs)])
-    n_a = plan.labels.n_a  # the first n_a label columns are A words
-    max_diff = float(np.abs(pipe_lp - direct_lp).max())
-    pipe_pa, direct_pa = p_a(pipe_lp, n_a), p_a(direct_lp, n_a)
-
-    api_runs: list[Timing] = []
-    api_diff = float("nan")
+    m.pipe_lp, m.dtype = in_order(pipe, s.pairs), direct.dtype
     if args.api:
-        api_runs, api_lp = run_api(cfg, shards, plan, spec, dtype, args.rounds, work)
-        api_by_key = dict(zip(keys(api_lp), api_lp.column("token_logprobs").to_pylist(), strict=True))
-        api_diff = float(np.abs(np.array([api_by_key[k] for k in keys(pairs)]) - direct_lp).max())
-
-    actor_runs: list[Timing] = []
+        m.api, api_table = run_api(s.cfg, s.shards, s.plan, s.spec, m.dtype, args.rounds, s.work)
+        m.api_lp = in_order(api_table, s.pairs)
     if args.actors > 1:
-        actor_runs = run_actors(cfg, shards, plan, spec, args.actors, args.rounds, work)
+        m.actors = run_actors(s.cfg, s.shards, s.plan, s.spec, args.actors, args.rounds, s.work)
+    n_hf = min(args.hf_prompts, total)
+    m.hf, m.hf_lp = run_hf(s.spec, s.plan, direct.ids[:n_hf], m.dtype)
+    return m
 
-    n_hf = min(args.hf_prompts, len(ids))
-    hf_timing, hf_lp = run_hf(spec, plan, ids[:n_hf], dtype)
-    hf_diff = float(np.abs(hf_lp - direct_lp[:n_hf]).max())
-    hf_pa = p_a(hf_lp, n_a)
 
-    pipe_rate = float(np.median([total / t.seconds for t in pipeline_runs]))
-    direct_rate = float(np.median([total / t.seconds for t in direct_runs]))
-    paired = [d.seconds / p.seconds for p, d in zip(pipeline_runs, direct_runs, strict=True)]
-    hf_rate = n_hf / hf_timing.seconds
+def in_order(table: pa.Table, pairs: pa.Table) -> np.ndarray:
+    """A judged table's label log-probabilities in the order of ``pairs`` (keyed by the two candidates)."""
+
+    def keys(t: pa.Table) -> list[tuple[str, str]]:
+        return list(zip(t.column("cand_a").to_pylist(), t.column("cand_b").to_pylist(), strict=True))
+
+    by_key = dict(zip(keys(table), table.column("token_logprobs").to_pylist(), strict=True))
+    return np.array([by_key[k] for k in keys(pairs)])
+
+
+def rate(runs: list[Timing], total: int) -> float:
+    """The median of the rounds' rates (prompts per second); NaN for an arm that did not run."""
+    return float(np.median([total / t.seconds for t in runs])) if runs else float("nan")
+
+
+def rates(runs: list[Timing], total: int) -> str:
+    return ", ".join(f"{total / t.seconds:.2f}" for t in runs)
+
+
+def report(args: argparse.Namespace, s: Setup, m: Measured, argv: list[str]) -> list[str]:
+    """The rate table (against direct and HF) and what it rests on: rounds, engine starts, agreement."""
+    assert m.hf is not None and m.pipe_lp is not None and m.direct_lp is not None and m.hf_lp is not None
+    total, n_hf = s.pairs.num_rows, len(m.hf_lp)
+    direct_rate, hf_rate = rate(m.direct, total), n_hf / m.hf.seconds
     rows = [
-        (f"pipeline (Ray Data, 1 vLLM actor, {engine_where(spec)})", total, pipe_rate),
+        (f"pipeline (Ray Data, 1 vLLM actor, {engine_where(s.spec)})", total, rate(m.pipeline, total)),
         ("vLLM generate, direct", total, direct_rate),
         ("HF transformers, one at a time", n_hf, hf_rate),
     ]
-    api_rate = float(np.median([total / t.seconds for t in api_runs])) if api_runs else float("nan")
-    if api_runs:
-        rows.append(("pipeline, API (local vLLM server)", total, api_rate))
-    actors_rate = float(np.median([total / t.seconds for t in actor_runs])) if actor_runs else float("nan")
-    if actor_runs:
-        rows.append((f"pipeline, {args.actors} actors (pinned)", total, actors_rate))
+    if m.api:
+        rows.append(("pipeline, API (local vLLM server)", total, rate(m.api, total)))
+    if m.actors:
+        rows.append((f"pipeline, {args.actors} actors (pinned)", total, rate(m.actors, total)))
     cpu = read_cpu()
     lines = [
         f"# judge benchmark  {datetime.datetime.now().isoformat(timespec='seconds')}",
         f"# cpu: {cpu.describe()}",
         f"# {platform.node()}; python {platform.python_version()}",
-        f"# dtype {dtype} for all ({spec.dtype_reason})",
-        f"# command: python -m pipeline.benchmarks.judge {' '.join(argv if argv is not None else __import__('sys').argv[1:])}",
+        f"# dtype {m.dtype} for all ({s.spec.dtype_reason})",
+        f"# command: python -m pipeline.benchmarks.judge {' '.join(argv)}",
         "",
         f"{'method':<50} {'prompts':>7} {'cmp/s':>7} {'x direct':>9} {'x HF':>7}",
     ]
-    for name, n, rate in rows:
-        lines.append(f"{name:<50} {n:>7d} {rate:>7.2f} {rate / direct_rate:>9.2f} {rate / hf_rate:>7.2f}")
-    lines += [
-        "",
-        "rounds (cmp/s): pipeline "
-        + ", ".join(f"{total / t.seconds:.2f}" for t in pipeline_runs)
-        + "; direct "
-        + ", ".join(f"{total / t.seconds:.2f}" for t in direct_runs),
+    for name, n, r in rows:
+        lines.append(f"{name:<50} {n:>7d} {r:>7.2f} {r / direct_rate:>9.2f} {r / hf_rate:>7.2f}")
+    return lines + [""] + details(args, s, m)
+
+
+def details(args: argparse.Namespace, s: Setup, m: Measured) -> list[str]:
+    assert m.hf is not None and m.pipe_lp is not None and m.direct_lp is not None and m.hf_lp is not None
+    total, n_hf, n_a = s.pairs.num_rows, len(m.hf_lp), s.plan.labels.n_a
+    paired = [d.seconds / p.seconds for p, d in zip(m.pipeline, m.direct, strict=True)]
+    pipe_pa, direct_pa, hf_pa = p_a(m.pipe_lp, n_a), p_a(m.direct_lp, n_a), p_a(m.hf_lp, n_a)
+    lines = [
+        f"rounds (cmp/s): pipeline {rates(m.pipeline, total)}; direct {rates(m.direct, total)}",
         f"pipeline / direct, per round: {', '.join(f'{r:.2f}' for r in paired)} (median {np.median(paired):.2f})",
-        f"engine start (excluded above): pipeline actor {pipeline_runs[-1].start_seconds:.1f} s, "
-        f"direct {direct_runs[-1].start_seconds:.1f} s, HF {hf_timing.start_seconds:.1f} s",
-        f"prefix cache share of prompt tokens: pipeline {pipeline_runs[-1].cache_share:.1%}, "
-        f"direct {direct_runs[-1].cache_share:.1%}",
-        f"max |label logprob| difference: pipeline vs direct {max_diff:.2e}, HF vs direct {hf_diff:.2e}",
-        f"p(A wins) vs direct: pipeline mean |diff| {np.abs(pipe_pa - direct_pa).mean():.2e} "
-        f"(max {np.abs(pipe_pa - direct_pa).max():.2e}, same decision {np.mean((pipe_pa > 0.5) == (direct_pa > 0.5)):.1%}); "
-        f"HF mean |diff| {np.abs(hf_pa - direct_pa[:n_hf]).mean():.2e} "
-        f"(max {np.abs(hf_pa - direct_pa[:n_hf]).max():.2e}, "
-        f"same decision {np.mean((hf_pa > 0.5) == (direct_pa[:n_hf] > 0.5)):.1%})",
-        f"judge.engine {dict(spec.engine)}; judge.batch_size {cfg.judge.batch_size}",
+        f"engine start (excluded above): pipeline actor {m.pipeline[-1].start_seconds:.1f} s, "
+        f"direct {m.direct[-1].start_seconds:.1f} s, HF {m.hf.start_seconds:.1f} s",
+        f"prefix cache share of prompt tokens: pipeline {m.pipeline[-1].cache_share:.1%}, "
+        f"direct {m.direct[-1].cache_share:.1%}",
+        f"max |label logprob| difference: pipeline vs direct {np.abs(m.pipe_lp - m.direct_lp).max():.2e}, "
+        f"HF vs direct {np.abs(m.hf_lp - m.direct_lp[:n_hf]).max():.2e}",
+        f"p(A wins) vs direct: pipeline {agreement(pipe_pa, direct_pa)}; HF {agreement(hf_pa, direct_pa[:n_hf])}",
+        f"judge.engine {dict(s.spec.engine)}; judge.batch_size {s.cfg.judge.batch_size}",
     ]
-    if api_runs:
-        lines += [
-            f"API judge ({cfg.judge.api.concurrency} requests in flight, token-id path, no reply cache): rounds "
-            f"{', '.join(f'{total / t.seconds:.2f}' for t in api_runs)} cmp/s; "
-            f"{api_rate / pipe_rate:.2f}x the in-process pipeline (median rates); server start "
-            f"{api_runs[-1].start_seconds:.1f} s (excluded); max |label logprob| vs direct {api_diff:.2e}",
-        ]
-    if own_runs:
-        own_by_key = dict(zip(keys(own), own.column("token_logprobs").to_pylist(), strict=True))
-        own_diff = float(np.abs(np.array([own_by_key[k] for k in keys(pairs)]) - pipe_lp).max())
-        own_rate = float(np.median([total / t.seconds for t in own_runs]))
-        lines += [
-            f"engine inside the actor (judge.engine_process={spec.engine_process}) against its own processes "
-            f"(own): engine start {pipeline_runs[-1].start_seconds:.1f} s against {own_runs[-1].start_seconds:.1f} s "
-            f"({own_runs[-1].start_seconds / max(pipeline_runs[-1].start_seconds, 1e-9):.1f}x); judging "
+    pipe_rate = rate(m.pipeline, total)
+    if m.api and m.api_lp is not None:
+        lines.append(
+            f"API judge ({s.cfg.judge.api.concurrency} requests in flight, token-id path, no reply cache): rounds "
+            f"{rates(m.api, total)} cmp/s; {rate(m.api, total) / pipe_rate:.2f}x the in-process pipeline (median "
+            f"rates); server start {m.api[-1].start_seconds:.1f} s (excluded); max |label logprob| vs direct "
+            f"{np.abs(m.api_lp - m.direct_lp).max():.2e}"
+        )
+    if m.own and m.own_lp is not None:
+        own_rate, inside, own = rate(m.own, total), m.pipeline[-1].start_seconds, m.own[-1].start_seconds
+        lines.append(
+            f"engine inside the actor (judge.engine_process={s.spec.engine_process}) against its own processes "
+            f"(own): engine start {inside:.1f} s against {own:.1f} s ({own / max(inside, 1e-9):.1f}x); judging "
             f"{pipe_rate:.2f} against {own_rate:.2f} cmp/s ({pipe_rate / own_rate:.2f}x; own rounds "
-            f"{', '.join(f'{total / t.seconds:.2f}' for t in own_runs)}); max |label logprob| difference "
-            f"{own_diff:.2e}",
-        ]
-    if actor_runs:
-        lines += [
-            f"{args.actors} judge actors, each pinned to its own core(s): rounds "
-            f"{', '.join(f'{total / t.seconds:.2f}' for t in actor_runs)} cmp/s; {actors_rate / pipe_rate:.2f}x "
-            f"one actor on all {len(os.sched_getaffinity(0))} cores (median rates; from the first actor ready)",
-        ]
+            f"{rates(m.own, total)}); max |label logprob| difference {np.abs(m.own_lp - m.pipe_lp).max():.2e}"
+        )
+    if m.actors:
+        lines.append(
+            f"{args.actors} judge actors, each pinned to its own core(s): rounds {rates(m.actors, total)} cmp/s; "
+            f"{rate(m.actors, total) / pipe_rate:.2f}x one actor on all {len(os.sched_getaffinity(0))} cores "
+            "(median rates; from the first actor ready)"
+        )
     if captured_output_path() is not None:
-        lines.append(f"(engine and Ray output: {captured_output_path()} and {work / 'logs'})")
+        lines.append(f"(engine and Ray output: {captured_output_path()} and {s.work / 'logs'})")
+    return lines
+
+
+def agreement(p: np.ndarray, reference: np.ndarray) -> str:
+    diff = np.abs(p - reference)
+    same = np.mean((p > 0.5) == (reference > 0.5))
+    return f"mean |diff| {diff.mean():.2e} (max {diff.max():.2e}, same decision {same:.1%})"
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    setup = prepare(args)
+    measured = measure(args, setup)
     out = console()
-    out.write("\n".join(lines) + "\n")
+    out.write("\n".join(report(args, setup, measured, sys.argv[1:] if argv is None else argv)) + "\n")
     out.flush()
 
 

@@ -85,6 +85,159 @@ def status(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
+Row = tuple[str, str, str]
+
+
+def gaussian_rows(
+    truth: np.ndarray, pairs: np.ndarray, p: np.ndarray, repeats: int
+) -> tuple[list[Row], bool]:
+    """1. PoE-Gaussian on N items and K comparisons: time, peak memory, agreement with the truth."""
+    n, k = truth.shape[0], pairs.shape[0]
+    i, j = pairs[:, 0], pairs[:, 1]
+
+    def run_gaussian():
+        return gaussian_fit(n, i, j, p, stderr="none")
+
+    times, fit = timed(run_gaussian, repeats)
+    traced_mb, rss_mb = peak_memory(run_gaussian)
+    corr = float(np.corrcoef(fit.scores, truth)[0, 1])
+    ok = min(times) <= TARGETS["gaussian_s"] and traced_mb / 1e3 <= TARGETS["gaussian_gb"]
+    rows = [
+        (f"PoE-Gaussian N={n:,} K={k:,}", fmt_times(times), f"<= 2 s: {status(min(times) <= 2)}"),
+        (
+            "  peak memory (tracemalloc; ru_maxrss growth)",
+            f"{traced_mb:.0f} MB ({rss_mb:.0f} MB)",
+            f"<= 2 GB: {status(traced_mb <= 2000)}",
+        ),
+        ("  corr(scores, true scores)", f"{corr:.4f}", ""),
+    ]
+    return rows, ok
+
+
+def bradley_terry_rows(
+    pairs: np.ndarray,
+    p: np.ndarray,
+    n: int,
+    repeats: int,
+    rng: np.random.Generator,
+    choix_sizes: list[int],
+    with_choix: bool,
+) -> list[Row]:
+    """3. Bradley-Terry on the same comparisons (hard decisions), and choix beside it where choix can run."""
+    k = pairs.shape[0]
+    i, j = pairs[:, 0], pairs[:, 1]
+    y = (rng.random(k) < p).astype(np.float64)  # hard outcomes drawn from the judge's probabilities
+    times, _ = timed(lambda: bradley_terry(n, i, j, y), repeats)
+    rows = [
+        (f"Bradley-Terry (MM) N={n:,} K={k:,}", fmt_times(times), ""),
+        (f"  choix.ilsr_pairwise N={n:,}", "not run", f"dense {n}x{n} chain = {n**2 * 8 / 1e9:.0f} GB"),
+    ]
+    if not with_choix:
+        return rows
+    try:
+        import choix
+    except ImportError:
+        return [*rows, ("  choix", "not installed", "pip install choix==0.4.1")]
+    for n_small in choix_sizes:
+        k_small = 10 * n_small
+        _, pr_small, p_small = random_comparisons(n_small, k_small, rng)
+        y_small = (rng.random(k_small) < p_small).astype(np.float64)
+        a_s, b_s = pr_small[:, 0], pr_small[:, 1]
+        winners = np.where(y_small == 1.0, a_s, b_s)
+        losers = np.where(y_small == 1.0, b_s, a_s)
+        data = [(int(w), int(lo)) for w, lo in zip(winners, losers, strict=True)]
+        ours_t, ours = timed(lambda a=a_s, b=b_s, ys=y_small, m=n_small: bradley_terry(m, a, b, ys), 1)
+        # choix's regulariser: alpha on every entry of the chain (virtual comparisons with every item)
+        ch_t, theirs = timed(lambda m=n_small, d=data: choix.ilsr_pairwise(m, d, alpha=1.0 / m), 1)
+        c = float(np.corrcoef(ours, theirs)[0, 1])
+        rows.append(
+            (
+                f"  N={n_small:,} K={k_small:,}: ours vs choix.ilsr_pairwise",
+                f"{ours_t[0]:.3f} s vs {ch_t[0]:.3f} s",
+                f"choix/ours = {ch_t[0] / ours_t[0]:.1f}x; corr {c:.4f}",
+            )
+        )
+    return rows
+
+
+def efficiency_rows(draws: int, rng: np.random.Generator) -> tuple[list[Row], bool, bool]:
+    """4-5. The efficiency curve of a SummEval-sized set, and the PoE paper's finding on it."""
+    n_ctx, n_cand, scale = 100, 16, 0.5
+    noise = simulate.noise_for_accuracy(0.7, scale=scale)
+    true_scores, probs = simulate.simulate_context_set(
+        n_ctx, n_cand, rng, scale=scale, noise=noise, bias=simulate.bias_for_prior(0.6)
+    )
+    a, b = np.nonzero(~np.eye(n_cand, dtype=bool))
+    acc = np.mean(
+        [simulate.judge_accuracy(true_scores[c], np.stack([a, b], 1), probs[c, a, b]) for c in range(n_ctx)]
+    )
+    ctx = np.repeat(np.arange(n_ctx), a.size)
+    pm = efficiency.pair_matrix(
+        n_ctx, n_cand, ctx, np.tile(a, n_ctx), np.tile(b, n_ctx), probs[:, a, b].ravel()
+    )
+    times, curve = timed(lambda: efficiency.efficiency_curve(pm, true_scores, rng, n_draws=draws), 1)
+    ok_eff = times[0] <= TARGETS["efficiency_s"]
+    q10, q90 = np.nanquantile(probs, [0.1, 0.9])
+    rows = [
+        (
+            f"efficiency curve {n_ctx}x{n_cand}, {draws} draws, K={curve.k.tolist()}, 7 methods",
+            f"{times[0]:.2f} s",
+            f"< 60 s: {status(ok_eff)}",
+        ),
+        (
+            "  simulated judge: pairwise accuracy, P(A), p 10-90% range",
+            f"{acc:.3f}, {float(np.nanmean(probs)):.3f}, {q10:.2f}-{q90:.2f}",
+            f"logit {scale} (s_A - s_B) + bias + N(0, {noise:.2f}^2); orderings averaged",
+        ),
+    ]
+    k20 = int(np.flatnonzero(curve.k == round(0.2 * curve.k[-1]))[0])
+    loss = {}
+    for m in curve.methods:
+        mean, std = curve.curve(m)
+        loss[m] = mean[-1] - mean[k20]
+        rows.append(
+            (
+                f"  {m}: Spearman full / at K={curve.k[k20]} (+-std over draws)",
+                f"{mean[-1]:.3f} / {mean[k20]:.3f} (+-{std[k20]:.3f})",
+                f"loss {loss[m]:.3f} ({loss[m] / mean[-1]:.1%} of full)",
+            )
+        )
+    finding = loss["poe_gaussian"] < loss["win_ratio"] and loss["poe_bt"] < loss["win_ratio"]
+    rows.append(("  PoE finding: loss(PoE-Gaussian), loss(PoE-BT) < loss(win-ratio)", "", status(finding)))
+    return rows, ok_eff, finding
+
+
+def bootstrap_rows(repeats: int, rng: np.random.Generator) -> tuple[list[Row], bool]:
+    """6. The leaderboard's bootstrap, against a Python loop over rounds run in this process."""
+    from pipeline.methods.bootstrap import bootstrap_counts, bootstrap_means, bootstrap_ratio
+
+    n_models, n_inputs, n_rounds = 10, 10_000, 1_000
+    scores = rng.standard_normal((n_inputs, n_models)) + np.linspace(0, 0.1, n_models)
+    games = np.full((n_inputs, n_models), 9.0)
+    wins = rng.uniform(0, 9, size=(n_inputs, n_models))
+
+    def run_bootstrap():
+        counts = bootstrap_counts(n_inputs, n_rounds, np.random.default_rng(0))
+        return bootstrap_ratio(wins, games, counts, 0.9), bootstrap_means(scores, counts, 0.9)
+
+    times, _ = timed(run_bootstrap, repeats)
+    # the baseline in this process: the same bootstrap as a Python loop over rounds (100 rounds, scaled to 1,000)
+    started = time.perf_counter()
+    loop_rng = np.random.default_rng(0)
+    for _ in range(100):
+        draw = loop_rng.integers(0, n_inputs, n_inputs)
+        _ = wins[draw].sum(axis=0) / games[draw].sum(axis=0), scores[draw].mean(axis=0)
+    loop_s = (time.perf_counter() - started) * n_rounds / 100
+    ok = min(times) <= TARGETS["bootstrap_s"]
+    row = (
+        f"leaderboard bootstrap {n_models} models x {n_inputs:,} inputs x {n_rounds:,} rounds",
+        fmt_times(times),
+        f"<= {TARGETS['bootstrap_s']:g} s: {status(ok)}; Python loop over rounds {loop_s:.2f} s "
+        f"({loop_s / min(times):.1f}x)",
+    )
+    return [row], ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -101,10 +254,6 @@ def main(argv: list[str] | None = None) -> int:
 
     rng = np.random.default_rng(args.seed)
     n_big, k_big = (20_000, 200_000) if args.quick else (100_000, 1_000_000)
-    draws = 20 if args.quick else 100
-    choix_sizes = [1000] if args.quick else [1000, 2000, 4000]
-    rows: list[tuple[str, str, str]] = []
-
     print(f"# methods benchmark  {datetime.datetime.now().isoformat(timespec='seconds')}")
     print(f"# cpu: {read_cpu().describe()}")
     print(
@@ -116,151 +265,17 @@ def main(argv: list[str] | None = None) -> int:
         f"# command: python -m pipeline.benchmarks.methods {' '.join(sys.argv[1:] if argv is None else argv)}"
     )
 
-    # 1. PoE-Gaussian ---------------------------------------------------------------------------------------
     truth, pairs, p = random_comparisons(n_big, k_big, rng)
-    i, j = pairs[:, 0], pairs[:, 1]
-
-    def run_gaussian():
-        return gaussian_fit(n_big, i, j, p, stderr="none")
-
-    times, fit = timed(run_gaussian, args.repeats)
-    traced_mb, rss_mb = peak_memory(run_gaussian)
-    corr = float(np.corrcoef(fit.scores, truth)[0, 1])
-    ok = min(times) <= TARGETS["gaussian_s"] and traced_mb / 1e3 <= TARGETS["gaussian_gb"]
-    rows.append(
-        (f"PoE-Gaussian N={n_big:,} K={k_big:,}", fmt_times(times), f"<= 2 s: {status(min(times) <= 2)}")
-    )
-    rows.append(
-        (
-            "  peak memory (tracemalloc; ru_maxrss growth)",
-            f"{traced_mb:.0f} MB ({rss_mb:.0f} MB)",
-            f"<= 2 GB: {status(traced_mb <= 2000)}",
-        )
-    )
-    rows.append(("  corr(scores, true scores)", f"{corr:.4f}", ""))
-
-    # 2. greedy optimal -----------------------------------------------------------------------------------
+    rows, ok = gaussian_rows(truth, pairs, p, args.repeats)
     times, _ = timed(
         lambda: selection.greedy_optimal(658, 2000, np.random.default_rng(args.seed)), args.repeats
     )
     rows.append(("greedy-optimal N=658 K=2,000", fmt_times(times), f"<= 2 s: {status(min(times) <= 2)}"))
-
-    # 3. Bradley-Terry vs choix ---------------------------------------------------------------------------
-    y = (rng.random(k_big) < p).astype(np.float64)  # hard outcomes drawn from the judge's probabilities
-    times, _ = timed(lambda: bradley_terry(n_big, i, j, y), args.repeats)
-    rows.append((f"Bradley-Terry (MM) N={n_big:,} K={k_big:,}", fmt_times(times), ""))
-    rows.append(
-        (
-            f"  choix.ilsr_pairwise N={n_big:,}",
-            "not run",
-            f"dense {n_big}x{n_big} chain = {n_big**2 * 8 / 1e9:.0f} GB",
-        )
-    )
-    if not args.no_choix:
-        try:
-            import choix
-        except ImportError:
-            rows.append(("  choix", "not installed", "pip install choix==0.4.1"))
-        else:
-            for n_small in choix_sizes:
-                k_small = 10 * n_small
-                t_small, pr_small, p_small = random_comparisons(n_small, k_small, rng)
-                y_small = (rng.random(k_small) < p_small).astype(np.float64)
-                a_s, b_s = pr_small[:, 0], pr_small[:, 1]
-                winners = np.where(y_small == 1.0, a_s, b_s)
-                losers = np.where(y_small == 1.0, b_s, a_s)
-                data = [(int(w), int(lo)) for w, lo in zip(winners, losers, strict=True)]
-                ours_t, ours = timed(
-                    lambda a=a_s, b=b_s, ys=y_small, n=n_small: bradley_terry(n, a, b, ys), 1
-                )
-                # choix's regulariser: alpha on every entry of the chain (virtual comparisons with every item)
-                ch_t, theirs = timed(lambda n=n_small, d=data: choix.ilsr_pairwise(n, d, alpha=1.0 / n), 1)
-                c = float(np.corrcoef(ours, theirs)[0, 1])
-                rows.append(
-                    (
-                        f"  N={n_small:,} K={k_small:,}: ours vs choix.ilsr_pairwise",
-                        f"{ours_t[0]:.3f} s vs {ch_t[0]:.3f} s",
-                        f"choix/ours = {ch_t[0] / ours_t[0]:.1f}x; corr {c:.4f}",
-                    )
-                )
-
-    # 4-5. efficiency curve and the PoE finding -------------------------------------------------------------
-    n_ctx, n_cand, scale = 100, 16, 0.5
-    noise = simulate.noise_for_accuracy(0.7, scale=scale)
-    true_scores, probs = simulate.simulate_context_set(
-        n_ctx, n_cand, rng, scale=scale, noise=noise, bias=simulate.bias_for_prior(0.6)
-    )
-    a, b = np.nonzero(~np.eye(n_cand, dtype=bool))
-    acc = np.mean(
-        [simulate.judge_accuracy(true_scores[c], np.stack([a, b], 1), probs[c, a, b]) for c in range(n_ctx)]
-    )
-    prior_a = float(np.nanmean(probs))
-    ctx = np.repeat(np.arange(n_ctx), a.size)
-    pm = efficiency.pair_matrix(
-        n_ctx, n_cand, ctx, np.tile(a, n_ctx), np.tile(b, n_ctx), probs[:, a, b].ravel()
-    )
-    times, curve = timed(lambda: efficiency.efficiency_curve(pm, true_scores, rng, n_draws=draws), 1)
-    ok_eff = times[0] <= TARGETS["efficiency_s"]
-    rows.append(
-        (
-            f"efficiency curve {n_ctx}x{n_cand}, {draws} draws, K={curve.k.tolist()}, 7 methods",
-            f"{times[0]:.2f} s",
-            f"< 60 s: {status(ok_eff)}",
-        )
-    )
-    q10, q90 = np.nanquantile(probs, [0.1, 0.9])
-    rows.append(
-        (
-            "  simulated judge: pairwise accuracy, P(A), p 10-90% range",
-            f"{acc:.3f}, {prior_a:.3f}, {q10:.2f}-{q90:.2f}",
-            f"logit {scale} (s_A - s_B) + bias + N(0, {noise:.2f}^2); orderings averaged",
-        )
-    )
-    k20 = int(np.flatnonzero(curve.k == round(0.2 * curve.k[-1]))[0])
-    loss = {}
-    for m in curve.methods:
-        mean, std = curve.curve(m)
-        loss[m] = mean[-1] - mean[k20]
-        rows.append(
-            (
-                f"  {m}: Spearman full / at K={curve.k[k20]} (+-std over draws)",
-                f"{mean[-1]:.3f} / {mean[k20]:.3f} (+-{std[k20]:.3f})",
-                f"loss {loss[m]:.3f} ({loss[m] / mean[-1]:.1%} of full)",
-            )
-        )
-    finding = loss["poe_gaussian"] < loss["win_ratio"] and loss["poe_bt"] < loss["win_ratio"]
-    rows.append(("  PoE finding: loss(PoE-Gaussian), loss(PoE-BT) < loss(win-ratio)", "", status(finding)))
-
-    # 5. leaderboard bootstrap --------------------------------------------------------------------------------
-    from pipeline.methods.bootstrap import bootstrap_counts, bootstrap_means, bootstrap_ratio
-
-    n_models, n_inputs, n_rounds = 10, 10_000, 1_000
-    scores = rng.standard_normal((n_inputs, n_models)) + np.linspace(0, 0.1, n_models)
-    games = np.full((n_inputs, n_models), 9.0)
-    wins = rng.uniform(0, 9, size=(n_inputs, n_models))
-
-    def run_bootstrap():
-        counts = bootstrap_counts(n_inputs, n_rounds, np.random.default_rng(0))
-        return bootstrap_ratio(wins, games, counts, 0.9), bootstrap_means(scores, counts, 0.9)
-
-    times, (win_interval, _) = timed(run_bootstrap, args.repeats)
-    # the baseline in this process: the same bootstrap as a Python loop over rounds (100 rounds, scaled to 1,000)
-    started = time.perf_counter()
-    loop_rng = np.random.default_rng(0)
-    for _ in range(100):
-        draw = loop_rng.integers(0, n_inputs, n_inputs)
-        _ = wins[draw].sum(axis=0) / games[draw].sum(axis=0), scores[draw].mean(axis=0)
-    loop_s = (time.perf_counter() - started) * n_rounds / 100
-    ok_boot = min(times) <= TARGETS["bootstrap_s"]
-    rows.append(
-        (
-            f"leaderboard bootstrap {n_models} models x {n_inputs:,} inputs x {n_rounds:,} rounds",
-            fmt_times(times),
-            f"<= {TARGETS['bootstrap_s']:g} s: {status(ok_boot)}; Python loop over rounds {loop_s:.2f} s "
-            f"({loop_s / min(times):.1f}x)",
-        )
-    )
-    ok = ok and ok_boot
+    choix_sizes = [1000] if args.quick else [1000, 2000, 4000]
+    rows += bradley_terry_rows(pairs, p, n_big, args.repeats, rng, choix_sizes, not args.no_choix)
+    curve_rows, ok_eff, finding = efficiency_rows(20 if args.quick else 100, rng)
+    boot_rows, ok_boot = bootstrap_rows(args.repeats, rng)
+    rows += curve_rows + boot_rows
 
     width = max(len(r[0]) for r in rows)
     width2 = max(len(r[1]) for r in rows)
@@ -268,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, value, note in rows:
         print(f"{name:<{width}}  {value:<{width2}}  {note}")
     print(f"\n# load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    return 0 if (ok and finding) else 1
+    return 0 if (ok and ok_boot and finding) else 1
 
 
 if __name__ == "__main__":

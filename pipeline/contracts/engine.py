@@ -95,10 +95,15 @@ class Tokenizer(Protocol):
 class Engine(Protocol):
     """An engine: answers prompts of one request at a time, in order."""
 
-    # Seconds its start took (0 for an engine that starts nothing).
-    start_seconds: float
-    # Whether a vLLM engine runs inside this process (judge.engine_process); None for other engines.
-    inside: bool | None
+    @property
+    def start_seconds(self) -> float:
+        """Seconds its start took (0 for an engine that starts nothing)."""
+        ...
+
+    @property
+    def inside(self) -> bool | None:
+        """Whether a vLLM engine runs inside this process (judge.engine_process); None for other engines."""
+        ...
 
     @property
     def dtype(self) -> str:

@@ -86,173 +86,165 @@ def _score(value: object) -> float | None:
 
 
 def validate_records(records: Iterable[Record], rules: ValidationRules) -> ValidatedInput:
-    problems: list[Problem] = []
-    report = InputReport()
-    cand_rows: dict[str, list] = {name: [] for name in CANDIDATES.names}
-    score_rows: dict[str, list] = {name: [] for name in HUMAN_SCORES.names}
-    seen_contexts: dict[str, str] = {}
-    with_score = dict.fromkeys(rules.attributes, 0)
-    without_score = dict.fromkeys(rules.attributes, 0)
-
+    """CANDIDATES and HUMAN_SCORES from the records, every problem collected and raised at once."""
+    check = Validation(rules)
     for record in records:
+        check.record(record)
+    return check.finish()
+
+
+# A candidate kept: its id, its system, its text, its human scores.
+Kept = tuple[str, str | None, str, dict]
+
+
+class Validation:
+    """The checks of one input, record by record: what is kept, what is wrong (:class:`Problem`), what was changed
+    by a documented handling (:class:`InputReport`)."""
+
+    def __init__(self, rules: ValidationRules):
+        self.rules = rules
+        self.problems: list[Problem] = []
+        self.report = InputReport()
+        self.cand_rows: dict[str, list] = {name: [] for name in CANDIDATES.names}
+        self.score_rows: dict[str, list] = {name: [] for name in HUMAN_SCORES.names}
+        self.seen_contexts: dict[str, str] = {}
+        self.with_score = dict.fromkeys(rules.attributes, 0)
+        self.without_score = dict.fromkeys(rules.attributes, 0)
+
+    def record(self, record: Record) -> None:
+        """One context's record: its id and text, then every candidate."""
         data = record.data
         if not isinstance(data, dict):
-            problems.append(Problem(None, None, None, "is not a JSON object", location=record.location))
-            continue
+            self.problems.append(Problem(None, None, None, "is not a JSON object", location=record.location))
+            return
         cid = _identifier(data.get("context_id"))
         if cid is None:
-            problems.append(
-                Problem(
-                    None,
-                    None,
-                    "context_id",
-                    f"missing or not a valid id: {data.get('context_id')!r}",
-                    location=record.location,
-                )
-            )
-            continue
-        if cid in seen_contexts:
-            problems.append(
-                Problem(cid, None, "context_id", f"duplicate context id (also at {seen_contexts[cid]})")
-            )
-            continue
-        seen_contexts[cid] = record.location
+            message = f"missing or not a valid id: {data.get('context_id')!r}"
+            self.problems.append(Problem(None, None, "context_id", message, location=record.location))
+            return
+        if cid in self.seen_contexts:
+            message = f"duplicate context id (also at {self.seen_contexts[cid]})"
+            self.problems.append(Problem(cid, None, "context_id", message))
+            return
+        self.seen_contexts[cid] = record.location
         context = data.get("context")
         if context is None:
             context = ""
         if not isinstance(context, str):
-            problems.append(Problem(cid, None, "context", f"not a string: {type(context).__name__}"))
-            continue
-        if not context.strip() and not rules.allow_empty_context:
-            problems.append(
-                Problem(
-                    cid,
-                    None,
-                    "context",
-                    "missing or empty text (set dataset.allow_empty_context=true for a pool)",
-                )
-            )
+            self.problems.append(Problem(cid, None, "context", f"not a string: {type(context).__name__}"))
+            return
+        if not context.strip() and not self.rules.allow_empty_context:
+            message = "missing or empty text (set dataset.allow_empty_context=true for a pool)"
+            self.problems.append(Problem(cid, None, "context", message))
         candidates = data.get("candidates")
         if not isinstance(candidates, list):
-            problems.append(Problem(cid, None, "candidates", "missing or not a list"))
-            continue
-        if rules.max_candidates is not None:
-            candidates = candidates[: rules.max_candidates]
-
-        kept: list[tuple[str, str | None, str, dict]] = []
-        seen_candidates: set[str] = set()
+            self.problems.append(Problem(cid, None, "candidates", "missing or not a list"))
+            return
+        if self.rules.max_candidates is not None:
+            candidates = candidates[: self.rules.max_candidates]
+        kept: list[Kept] = []
+        seen: set[str] = set()
         for n, cand in enumerate(candidates):
-            if not isinstance(cand, dict):
-                problems.append(Problem(cid, f"#{n}", None, "candidate is not a JSON object"))
-                continue
-            cand_id = _identifier(cand.get("candidate_id"))
-            if cand_id is None:
-                problems.append(
-                    Problem(
-                        cid,
-                        f"#{n}",
-                        "candidate_id",
-                        f"missing or not a valid id: {cand.get('candidate_id')!r}",
-                    )
-                )
-                continue
-            if cand_id in seen_candidates:
-                problems.append(
-                    Problem(cid, cand_id, "candidate_id", "duplicate candidate id in this context")
-                )
-                continue
-            seen_candidates.add(cand_id)
-            text = cand.get("text")
-            if text is not None and not isinstance(text, str):
-                problems.append(Problem(cid, cand_id, "text", f"not a string: {type(text).__name__}"))
-                continue
-            if text is None or not text.strip() or text.strip() in rules.empty_markers:
-                if rules.empty_text == "placeholder":
-                    report.empty_text_replaced.append(f"{cid}/{cand_id}")
-                    text = rules.placeholder
-                elif rules.empty_text == "drop":
-                    report.empty_text_dropped.append(f"{cid}/{cand_id}")
-                    continue
-                else:
-                    problems.append(
-                        Problem(
-                            cid,
-                            cand_id,
-                            "text",
-                            f"missing or empty text ({text!r}); set dataset.empty_text=placeholder or drop "
-                            "to handle such candidates",
-                        )
-                    )
-                    continue
-            system = cand.get("system")
-            scores = cand.get("scores") if rules.correlation != "off" else None
-            if scores is None:
-                scores = {}
-            if not isinstance(scores, dict):
-                problems.append(Problem(cid, cand_id, "scores", f"not an object: {type(scores).__name__}"))
-                continue
-            kept.append((cand_id, None if system is None else str(system), text, scores))
-
+            candidate = self.candidate(cid, n, cand, seen)
+            if candidate is not None:
+                kept.append(candidate)
         if len(kept) < 2:
-            problems.append(
-                Problem(
-                    cid,
-                    None,
-                    "candidates",
-                    f"has {len(kept)} usable candidate(s); a comparison needs at least 2",
-                )
-            )
-            continue
+            message = f"has {len(kept)} usable candidate(s); a comparison needs at least 2"
+            self.problems.append(Problem(cid, None, "candidates", message))
+            return
+        self.keep(cid, context, kept)
 
+    def candidate(self, cid: str, n: int, cand: object, seen: set[str]) -> Kept | None:
+        """One candidate of context ``cid`` (the ``n``-th), or None when it is wrong or dropped."""
+        if not isinstance(cand, dict):
+            self.problems.append(Problem(cid, f"#{n}", None, "candidate is not a JSON object"))
+            return None
+        cand_id = _identifier(cand.get("candidate_id"))
+        if cand_id is None:
+            message = f"missing or not a valid id: {cand.get('candidate_id')!r}"
+            self.problems.append(Problem(cid, f"#{n}", "candidate_id", message))
+            return None
+        if cand_id in seen:
+            self.problems.append(
+                Problem(cid, cand_id, "candidate_id", "duplicate candidate id in this context")
+            )
+            return None
+        seen.add(cand_id)
+        text = cand.get("text")
+        if text is not None and not isinstance(text, str):
+            self.problems.append(Problem(cid, cand_id, "text", f"not a string: {type(text).__name__}"))
+            return None
+        if text is None or not text.strip() or text.strip() in self.rules.empty_markers:
+            text = self.empty_text(cid, cand_id, text)
+            if text is None:
+                return None
+        system = cand.get("system")
+        scores = cand.get("scores") if self.rules.correlation != "off" else None
+        if scores is None:
+            scores = {}
+        if not isinstance(scores, dict):
+            self.problems.append(Problem(cid, cand_id, "scores", f"not an object: {type(scores).__name__}"))
+            return None
+        return cand_id, None if system is None else str(system), text, scores
+
+    def empty_text(self, cid: str, cand_id: str, text: str | None) -> str | None:
+        """An empty candidate as ``dataset.empty_text`` says: its placeholder, None when dropped or refused."""
+        if self.rules.empty_text == "placeholder":
+            self.report.empty_text_replaced.append(f"{cid}/{cand_id}")
+            return self.rules.placeholder
+        if self.rules.empty_text == "drop":
+            self.report.empty_text_dropped.append(f"{cid}/{cand_id}")
+            return None
+        message = f"missing or empty text ({text!r}); set dataset.empty_text=placeholder or drop to handle such candidates"
+        self.problems.append(Problem(cid, cand_id, "text", message))
+        return None
+
+    def keep(self, cid: str, context: str, kept: list[Kept]) -> None:
+        """A context's candidates as rows, and their human scores."""
         for index, (cand_id, system, text, scores) in enumerate(kept):
-            cand_rows["context_id"].append(cid)
-            cand_rows["context"].append(context)
-            cand_rows["candidate_id"].append(cand_id)
-            cand_rows["candidate_index"].append(index)
-            cand_rows["system"].append(system)
-            cand_rows["text"].append(text)
-            for attribute in rules.attributes:
+            for name, value in zip(
+                CANDIDATES.names, (cid, context, cand_id, index, system, text), strict=True
+            ):
+                self.cand_rows[name].append(value)
+            for attribute in self.rules.attributes:
                 raw = scores.get(attribute)
                 if raw is None:
-                    without_score[attribute] += 1
+                    self.without_score[attribute] += 1
                     continue
                 value = _score(raw)
                 if value is None:
-                    problems.append(
-                        Problem(cid, cand_id, f"scores.{attribute}", f"not a finite number: {raw!r}")
-                    )
+                    message = f"not a finite number: {raw!r}"
+                    self.problems.append(Problem(cid, cand_id, f"scores.{attribute}", message))
                     continue
-                with_score[attribute] += 1
-                score_rows["context_id"].append(cid)
-                score_rows["candidate_id"].append(cand_id)
-                score_rows["attribute"].append(attribute)
-                score_rows["human_score"].append(value)
-        report.n_contexts += 1
-        report.n_candidates += len(kept)
+                self.with_score[attribute] += 1
+                for name, field_value in zip(
+                    HUMAN_SCORES.names, (cid, cand_id, attribute, value), strict=True
+                ):
+                    self.score_rows[name].append(field_value)
+        self.report.n_contexts += 1
+        self.report.n_candidates += len(kept)
 
-    if rules.correlation == "required":
-        for attribute in rules.attributes:
-            if without_score[attribute]:
-                problems.append(
-                    Problem(
-                        None,
-                        None,
-                        f"scores.{attribute}",
-                        f"{without_score[attribute]} candidate(s) have no human score for {attribute!r} but "
-                        "scoring.correlation=required; use scoring.correlation=auto to report scores without it",
+    def finish(self) -> ValidatedInput:
+        """The tables, or an :class:`InputError` listing every problem."""
+        rules = self.rules
+        if rules.correlation == "required":
+            for attribute in rules.attributes:
+                if self.without_score[attribute]:
+                    message = (
+                        f"{self.without_score[attribute]} candidate(s) have no human score for {attribute!r} but "
+                        "scoring.correlation=required; use scoring.correlation=auto to report scores without it"
                     )
-                )
-    if not seen_contexts and not problems:
-        problems.append(Problem(None, None, None, "the dataset holds no contexts"))
-    if problems:
-        raise InputError(problems)
-
-    if rules.correlation != "off":
-        report.missing_scores = {a: n for a, n in without_score.items() if n}
-        report.attributes_without_scores = [a for a in rules.attributes if with_score[a] == 0]
-    return ValidatedInput(
-        candidates=pa.table(cand_rows, schema=CANDIDATES),
-        human_scores=pa.table(score_rows, schema=HUMAN_SCORES),
-        attributes=list(rules.attributes),
-        report=report,
-    )
+                    self.problems.append(Problem(None, None, f"scores.{attribute}", message))
+        if not self.seen_contexts and not self.problems:
+            self.problems.append(Problem(None, None, None, "the dataset holds no contexts"))
+        if self.problems:
+            raise InputError(self.problems)
+        if rules.correlation != "off":
+            self.report.missing_scores = {a: n for a, n in self.without_score.items() if n}
+            self.report.attributes_without_scores = [a for a in rules.attributes if self.with_score[a] == 0]
+        return ValidatedInput(
+            candidates=pa.table(self.cand_rows, schema=CANDIDATES),
+            human_scores=pa.table(self.score_rows, schema=HUMAN_SCORES),
+            attributes=list(rules.attributes),
+            report=self.report,
+        )

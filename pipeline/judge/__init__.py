@@ -1,2 +1,6 @@
-"""The LLM judge: label words and p(A wins) (labels), the resolved judge (spec), engines that read first-token
-label log-probabilities (engines), and the worker a judge actor runs (worker)."""
+"""The judge's engines behind one protocol: vLLM in-process, Hugging Face, an OpenAI-compatible API, the store.
+
+:mod:`.models` resolves the judge (:mod:`.spec`), :mod:`.engines` opens its engine (:mod:`.vllm_engine`,
+:mod:`.hf_engine`, :mod:`.api`), :mod:`.stored` puts the judgement store in front, :mod:`.worker` is what a judge
+actor runs, :mod:`.watchdog` watches its engine, :mod:`.cores` and :mod:`.hardware` place it on the CPU.
+"""

@@ -58,7 +58,7 @@ def read_cpu(cpuinfo: str | None = None) -> Cpu:
     if cpuinfo is None:
         path = Path("/proc/cpuinfo")
         cpuinfo = path.read_text(errors="replace") if path.exists() else ""
-    model, flags = "", frozenset()
+    model, flags = "", frozenset[str]()
     for line in cpuinfo.splitlines():
         key, _, value = line.partition(":")
         key = key.strip().lower()

@@ -1,4 +1,4 @@
-"""Comparison selection, debiasing and scoring for LLM comparative assessment (pure numpy/scipy).
+"""The maths, pure numpy/scipy (it imports nothing else of the package): selection, debiasing, scorers, rounds.
 
 Implements the methods of "LLM Comparative Assessment" (Liusie, Manakul & Gales, EACL 2024) and
 "Efficient LLM Comparative Assessment: a Product of Experts Framework" (Liusie, Raina, Fathullah &

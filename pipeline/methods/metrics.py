@@ -11,6 +11,10 @@ Conventions
   carries no ranking information); such contexts are counted in ``n_constant_pred``.
 * Spearman uses average ranks for ties (as ``scipy.stats.spearmanr``); Kendall is tau-b (as
   ``scipy.stats.kendalltau``, whose default variant is 'b').
+* Predictions that differ by no more than ``TIE_RTOL`` of their largest magnitude are ties
+  (:func:`merge_near_ties`): scores that are equal in exact arithmetic (hard decisions, symmetric designs) come out
+  of a solver a few ulps apart, in an order that depends on the order of the sums (the arrival of a run's batches,
+  the machine's BLAS); ranked as they came, such ulps would move a pooled Spearman by 0.05.
 
 The positional prior P(A) (EACL eq. 8) is :func:`pipeline.methods.debias.positional_prior`, re-exported here.
 
@@ -33,6 +37,7 @@ __all__ = [
     "CorrelationSummary",
     "grouped_ranks",
     "kendall_tau_b",
+    "merge_near_ties",
     "pairwise_accuracy",
     "per_context_correlation",
     "pooled_correlation",
@@ -43,6 +48,26 @@ Method = Literal["spearman", "pearson", "kendall"]
 _METHODS = ("spearman", "pearson", "kendall")
 #: Groups with more candidate pairs than this use O(n log n) formulas instead of enumerating pairs.
 MAX_ENUMERATED_PAIRS = 2_000_000
+#: Predictions closer than this share of their largest magnitude are ties (floating-point noise, not a ranking).
+TIE_RTOL = 1e-12
+
+
+def merge_near_ties(values: NDArray[np.float64], rtol: float = TIE_RTOL) -> NDArray[np.float64]:
+    """``values`` with every run of near-equal values (consecutive in sorted order, each gap at most ``rtol`` times
+    the largest magnitude) replaced by the run's smallest value, so that rank statistics read them as ties."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.shape[0] < 2:
+        return x
+    scale = float(np.abs(x).max())
+    if scale == 0.0 or not np.isfinite(scale):
+        return x
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    new_run = np.ones(xs.shape[0], dtype=bool)
+    new_run[1:] = np.diff(xs) > rtol * scale
+    out = np.empty_like(x)
+    out[order] = xs[np.flatnonzero(new_run)][np.cumsum(new_run) - 1]
+    return out
 
 
 @dataclass(frozen=True)
@@ -88,7 +113,7 @@ def _inputs(
         if bad.size:
             raise ValueError(f"{name}[{int(bad[0])}]={float(arr[bad[0]])!r} is not finite")
     labels, codes = np.unique(ctx, return_inverse=True)
-    return labels, codes.astype(np.int64), x, y
+    return labels, codes.astype(np.int64), merge_near_ties(x), y
 
 
 def _group_layout(
@@ -244,10 +269,10 @@ def pooled_correlation(pred: ArrayLike, human: ArrayLike, method: Method = "spea
         raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
     x = np.asarray(pred, dtype=np.float64)
     y = np.asarray(human, dtype=np.float64)
-    if method == "kendall":
-        return kendall_tau_b(x, y)
     ctx = np.zeros(x.shape[0], dtype=np.int64)
     _, codes, x, y = _inputs(ctx, x, y)
+    if method == "kendall":
+        return kendall_tau_b(x, y)
     if x.shape[0] < 2 or _constant_groups(codes, x, 1)[0] or _constant_groups(codes, y, 1)[0]:
         return float("nan")
     if method == "spearman":

@@ -281,19 +281,7 @@ def fit_posterior(
         raise ValueError(f"ridge must be positive and finite, got {ridge!r}")
     if variance not in ("auto", "exact", "diagonal", "sketch"):
         raise ValueError(f"variance must be 'auto', 'exact', 'diagonal' or 'sketch', got {variance!r}")
-    w = np.full(n, float(ridge))
-    m = np.zeros(n)
-    if prior_weight is not None:
-        pw = np.broadcast_to(np.asarray(prior_weight, dtype=np.float64), (n,))
-        if not (np.all(np.isfinite(pw)) and np.all(pw >= 0)):
-            raise ValueError("prior_weight must be finite and non-negative")
-        if prior_mean is None:
-            raise ValueError("prior_weight needs prior_mean")
-        pm = np.asarray(prior_mean, dtype=np.float64).reshape(-1)
-        if pm.shape != (n,) or not np.all(np.isfinite(pm[pw > 0])):
-            raise ValueError(f"prior_mean must have one finite value per item ({n})")
-        w = w + pw
-        m = np.where(pw > 0, pm * pw / w, 0.0)  # the ridge pulls towards 0: combined prior mean
+    w, m = _prior(n, ridge, prior_mean, prior_weight)
     if robust is not None and not (robust > 0 and math.isfinite(robust)):
         raise ValueError(f"robust must be a positive Huber threshold or None, got {robust!r}")
     f = expert_values(pp, link, clip)
@@ -339,13 +327,7 @@ def fit_posterior(
             s = scipy.linalg.cho_solve(factor, rhs, check_finite=False)
         if refit == refits:
             break  # the weights c are those of this solve
-        d = s[ii] - s[jj]
-        new_beyond = capped & (np.sign(f) * d > clip)
-        new = np.ones(k)
-        if robust is not None:
-            leverage = c * (1.0 / (deg[ii] + w[ii]) + 1.0 / (deg[jj] + w[jj]))
-            pulling = ~new_beyond
-            new[pulling] = huber_weights(f[pulling] - d[pulling], leverage[pulling], robust)
+        new, new_beyond = _reweight(s, ii, jj, f, c, deg, w, capped, clip, robust)
         if np.array_equal(new_beyond, beyond) and float(np.abs(new - h).max(initial=0.0)) <= ROBUST_TOL:
             break
         h, beyond = new, new_beyond
@@ -354,26 +336,10 @@ def fit_posterior(
         factor = _factorise(n, ii, jj, c, w)
         s = scipy.linalg.cho_solve(factor, rhs, check_finite=False)
     if dense:
-        cov = scipy.linalg.cho_solve(factor, np.eye(n), check_finite=False)
-        # centred (the covariance of s - mean(s)): a shift of every score, which the weak ridge leaves
-        # loosely determined, changes no order; pair differences are unchanged by it
-        row = cov.mean(axis=1)
-        cov = cov - row[:, None] - row[None, :] + row.mean()
-        cov = (cov + cov.T) / 2.0
-    resid = f - (s[ii] - s[jj])
-    if sigma2 is None:
-        # the residual mean square, shrunk towards a prior guess by SIGMA2_PSEUDO_DOF pseudo-observations, so
-        # that it moves smoothly from the guess (few comparisons) to the data (many): the spread of the judge's
-        # answers about zero once there are some (all of it noise at worst; about zero, not about their mean, which
-        # would depend on which item of each pair is called i), else SIGMA2_PRIOR
-        guess = max(float(np.mean(f * f)), 1e-6) if k >= 2 else SIGMA2_PRIOR
-        dof = max(k - int(beyond.sum()) - n + 1, 0)
-        s2 = (float(c @ (resid * resid)) + SIGMA2_PSEUDO_DOF * guess) / (dof + SIGMA2_PSEUDO_DOF)
-        s2 = max(s2, 1e-9)
-    else:
-        if not (sigma2 > 0 and math.isfinite(sigma2)):
-            raise ValueError(f"sigma2 must be positive and finite, got {sigma2!r}")
-        s2 = float(sigma2)
+        cov = _centred_covariance(factor, n)
+    s2 = sigma2 if sigma2 is not None else _expert_variance(n, f - (s[ii] - s[jj]), f, c, beyond)
+    if not (s2 > 0 and math.isfinite(s2)):
+        raise ValueError(f"sigma2 must be positive and finite, got {sigma2!r}")
     if mode == "exact":
         assert cov is not None
         var = np.diag(cov).copy()
@@ -383,10 +349,72 @@ def fit_posterior(
     else:
         if rng is None:
             raise ValueError("variance='sketch' needs a numpy.random.Generator (rng)")
-        adj = adjacency_csr(n, ii, jj, c)
-        var = _sketch_var(n, ii, jj, c, adj, deg, w, rng, n_probes, rtol, maxiter)
+        var = _sketch_var(n, ii, jj, c, adjacency_csr(n, ii, jj, c), deg, w, rng, n_probes, rtol, maxiter)
     weights = h if robust is not None else None
     return Posterior(s, var * s2, s2, mode, cov, iterations, weights, link, beyond if censor else None)
+
+
+def _prior(
+    n: int, ridge: float, prior_mean: ArrayLike | None, prior_weight: ArrayLike | float | None
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Every item's prior precision (the ridge, plus a warm start's weight) and its prior mean."""
+    w = np.full(n, float(ridge))
+    m = np.zeros(n)
+    if prior_weight is None:
+        return w, m
+    pw = np.broadcast_to(np.asarray(prior_weight, dtype=np.float64), (n,))
+    if not (np.all(np.isfinite(pw)) and np.all(pw >= 0)):
+        raise ValueError("prior_weight must be finite and non-negative")
+    if prior_mean is None:
+        raise ValueError("prior_weight needs prior_mean")
+    pm = np.asarray(prior_mean, dtype=np.float64).reshape(-1)
+    if pm.shape != (n,) or not np.all(np.isfinite(pm[pw > 0])):
+        raise ValueError(f"prior_mean must have one finite value per item ({n})")
+    w = w + pw
+    return w, np.where(pw > 0, pm * pw / w, 0.0)  # the ridge pulls towards 0: combined prior mean
+
+
+def _expert_variance(
+    n: int,
+    resid: NDArray[np.float64],
+    f: NDArray[np.float64],
+    c: NDArray[np.float64],
+    beyond: NDArray[np.bool_],
+) -> float:
+    """The residual mean square, shrunk towards a prior guess by SIGMA2_PSEUDO_DOF pseudo-observations, so that it
+    moves smoothly from the guess (few comparisons) to the data (many): the spread of the judge's answers about
+    zero once there are some (all of it noise at worst; about zero, not about their mean, which would depend on
+    which item of each pair is called i), else SIGMA2_PRIOR."""
+    k = f.shape[0]
+    guess = max(float(np.mean(f * f)), 1e-6) if k >= 2 else SIGMA2_PRIOR
+    dof = max(k - int(beyond.sum()) - n + 1, 0)
+    s2 = (float(c @ (resid * resid)) + SIGMA2_PSEUDO_DOF * guess) / (dof + SIGMA2_PSEUDO_DOF)
+    return max(s2, 1e-9)
+
+
+def _reweight(s, ii, jj, f, c, deg, w, capped, clip: float, robust: float | None):
+    """The next refit's weights: Huber's of the studentised residuals (1 without ``robust``), and the capped answers
+    the fit now places beyond the cap (no pull)."""
+    d = s[ii] - s[jj]
+    beyond = capped & (np.sign(f) * d > clip)
+    new = np.ones(f.shape[0])
+    if robust is not None:
+        leverage = c * (1.0 / (deg[ii] + w[ii]) + 1.0 / (deg[jj] + w[jj]))
+        pulling = ~beyond
+        new[pulling] = huber_weights(f[pulling] - d[pulling], leverage[pulling], robust)
+    return new, beyond
+
+
+def _centred_covariance(factor, n: int) -> NDArray[np.float64]:
+    """The covariance of ``s - mean(s)`` (in units of the expert variance) from the Cholesky factor: a shift of
+    every score, which the weak ridge leaves loosely determined, changes no order; pair differences are unchanged
+    by it."""
+    import scipy.linalg
+
+    cov = scipy.linalg.cho_solve(factor, np.eye(n), check_finite=False)
+    row = cov.mean(axis=1)
+    cov = cov - row[:, None] - row[None, :] + row.mean()
+    return (cov + cov.T) / 2.0
 
 
 def _factorise(n, ii, jj, c, w):

@@ -14,8 +14,10 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from pipeline.config.enums import ReasonSample
+from pipeline.contracts.schemas import PROMPTS
 from pipeline.prompts.plan import PromptPlan
 
 ASK = "Explain briefly why."
@@ -87,3 +89,51 @@ def reason_prompt(
     if as_messages:
         return conversation_prompt(conversation)
     return tokenizer.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+
+
+# The template id of a reason's prompt in the stream; the comparison's template rides in its mode
+# (``reason:<template>``).
+REASON = "reason"
+
+
+def reason_prompts(
+    chosen: pl.DataFrame, candidates: pa.Table, plan: PromptPlan, tokenizer: Any, as_messages: bool = False
+) -> pa.Table:
+    """PROMPTS asking the judge why, one per chosen comparison (:func:`reason_prompt`, candidate i in slot A)."""
+    text = {
+        (c, k): t
+        for c, k, t in zip(
+            *(candidates.column(n).to_pylist() for n in ("context_id", "candidate_id", "text")), strict=True
+        )
+    }
+    context = dict(
+        zip(
+            candidates.column("context_id").to_pylist(), candidates.column("context").to_pylist(), strict=True
+        )
+    )
+    rows: dict[str, list] = {name: [] for name in PROMPTS.names}
+    for r in chosen.iter_rows(named=True):
+        cid = r["context_id"]
+        prompt = reason_prompt(
+            plan,
+            tokenizer,
+            r["attribute"],
+            r["template_id"],
+            context[cid],
+            text[(cid, r["cand_i"])],
+            text[(cid, r["cand_j"])],
+            r["p"] >= 0.5,
+            as_messages=as_messages,
+        )
+        values = (
+            cid,
+            f"{REASON}:{r['template_id']}",
+            r["attribute"],
+            REASON,
+            r["cand_i"],
+            r["cand_j"],
+            prompt,
+        )
+        for name, value in zip(PROMPTS.names, values, strict=True):
+            rows[name].append(value)
+    return pa.table(rows, schema=PROMPTS)

@@ -188,15 +188,31 @@ REPORT = """
 
 
 def create_app(state: ReviewState) -> Flask:
+    """The review page of ``state``: the start page, one reviewer's next comparison, an answer, the agreement."""
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = 64 * 1024
-    env = Environment(autoescape=True, undefined=StrictUndefined)
-    page, start, item_page, report_page = (env.from_string(t) for t in (PAGE, START, ITEM, REPORT))
-    run_name = state.sample.run_dir.name
+    pages = Pages(state)
+    app.add_url_rule("/", "index", pages.index, methods=["GET"])
+    app.add_url_rule("/r/<reviewer>", "review", pages.review, methods=["GET"])
+    app.add_url_rule("/r/<reviewer>", "answer", pages.answer, methods=["POST"])
+    app.add_url_rule("/agreement", "agreement", pages.agreement, methods=["GET"])
+    return app
 
-    def render(title: str, subtitle: str, body: str, script: str = "", status: int = 200) -> Response:
+
+class Pages:
+    """The page's views over one review's state: every text escaped, every page under a strict CSP."""
+
+    def __init__(self, state: ReviewState):
+        self.state = state
+        env = Environment(autoescape=True, undefined=StrictUndefined)
+        self.page, self.start, self.item_page, self.report_page = (
+            env.from_string(t) for t in (PAGE, START, ITEM, REPORT)
+        )
+        self.run_name = state.sample.run_dir.name
+
+    def render(self, title: str, subtitle: str, body: str, script: str = "", status: int = 200) -> Response:
         nonce = secrets.token_urlsafe(16)
-        html = page.render(
+        html = self.page.render(
             title=title, subtitle=subtitle, body=_markup(body), script=_markup(script), nonce=nonce
         )
         response = Response(html, status=status, mimetype="text/html")
@@ -209,71 +225,77 @@ def create_app(state: ReviewState) -> Flask:
         response.headers["Cache-Control"] = "no-store"
         return response
 
+    @staticmethod
     def reviewer_or_404(name: str) -> str:
         try:
             return check_reviewer(name)
         except UserError:
             abort(404)
 
-    def report_body(done_message: str = "") -> str:
-        result = state.agreement()
+    def report_body(self, done_message: str = "") -> str:
+        result = self.state.agreement()
         table = []
         if result.labels.height:
             for scope, group in result.judge_rows():
                 cells = {s: result.cell(scope, group, s) for s in ("raw_agreement", "kappa", "kappa_no_ties")}
-                n = result.table.filter((result.table["scope"] == scope) & (result.table["group"] == group))[
-                    "n"
-                ][0]
-                table.append({"scope": scope, "group": group, "n": n, **cells})
-        return report_page.render(
+                rows = result.table.filter(
+                    (result.table["scope"] == scope) & (result.table["group"] == group)
+                )
+                table.append({"scope": scope, "group": group, "n": rows["n"][0], **cells})
+        return self.report_page.render(
             done_message=done_message,
             headline=result.headline(),
             notes=result.notes(),
             table=table,
             labels=[f"answer {label}" for label in LABELS],
             confusion=list(result.confusion.iter_rows()),
-            answers_path=str(state.answers.path),
-            folder=str(state.sample.folder),
+            answers_path=str(self.state.answers.path),
+            folder=str(self.state.sample.folder),
         )
 
-    @app.get("/")
-    def index():
+    def slots(self, item_id: str, reviewer: str) -> tuple[dict, str, str]:
+        """An item's row and the candidates in slot 1 and slot 2 for this reviewer (a seeded swap)."""
+        state = self.state
+        row = state.sample.items.row(state.sample.ids.index(item_id), named=True)
+        first, second = row["cand_i"], row["cand_j"]
+        if swapped(item_id, reviewer, state.sample.spec.seed):
+            first, second = second, first
+        return row, first, second
+
+    def index(self):
+        state = self.state
         if request.args.get("reviewer"):
-            return redirect(url_for("review", reviewer=reviewer_or_404(request.args["reviewer"])), 303)
+            return redirect(url_for("review", reviewer=self.reviewer_or_404(request.args["reviewer"])), 303)
         if state.reviewer:
             return redirect(url_for("review", reviewer=state.reviewer), 303)
         answers = state.answers.read()
         names = sorted({a["reviewer"] for a in answers.rows})
-        progress = [(name, len(answers.by_reviewer(name))) for name in names]
-        body = start.render(
+        body = self.start.render(
             n=len(state.sample.ids),
             pairs=state.sample.n_pairs,
-            run=run_name,
+            run=self.run_name,
             strategy=state.sample.spec.strategy.value,
             seed=state.sample.spec.seed,
-            progress=progress,
+            progress=[(name, len(answers.by_reviewer(name))) for name in names],
             url=lambda name: url_for("review", reviewer=name),
             start=url_for("index"),
             agreement=url_for("agreement"),
         )
-        return render("Blind review", run_name, body)
+        return self.render("Blind review", self.run_name, body)
 
-    @app.get("/r/<reviewer>")
-    def review(reviewer: str):
-        reviewer = reviewer_or_404(reviewer)
+    def review(self, reviewer: str):
+        state = self.state
+        reviewer = self.reviewer_or_404(reviewer)
         answered = state.answers.read().by_reviewer(reviewer)
         order = state.order(reviewer)
         left = [item for item in order if item not in answered]
         subtitle = f"{reviewer}: {len(answered)} of {len(order)} answered"
         if not left:
             message = f"All {len(order)} comparisons answered. How often you and the judge agree:"
-            return render("Review done", subtitle, report_body(message))
+            return self.render("Review done", subtitle, self.report_body(message))
         item_id = left[0]
-        row = state.sample.items.row(state.sample.ids.index(item_id), named=True)
-        first, second = row["cand_i"], row["cand_j"]
-        if swapped(item_id, reviewer, state.sample.spec.seed):
-            first, second = second, first
-        body = item_page.render(
+        row, first, second = self.slots(item_id, reviewer)
+        body = self.item_page.render(
             attribute=row["attribute"],
             criterion=criterion_text(state.config, row["attribute"]),
             context=state.contexts[row["context_id"]],
@@ -284,11 +306,11 @@ def create_app(state: ReviewState) -> Flask:
             shown=f"{time.time():.3f}",
             max_note=MAX_NOTE,
         )
-        return render(f"Comparison {len(answered) + 1} of {len(order)}", subtitle, body, SCRIPT)
+        return self.render(f"Comparison {len(answered) + 1} of {len(order)}", subtitle, body, SCRIPT)
 
-    @app.post("/r/<reviewer>")
-    def answer(reviewer: str):
-        reviewer = reviewer_or_404(reviewer)
+    def answer(self, reviewer: str):
+        state = self.state
+        reviewer = self.reviewer_or_404(reviewer)
         item_id = request.form.get("item_id", "")
         if item_id not in state.sample.ids:
             abort(404)
@@ -297,11 +319,7 @@ def create_app(state: ReviewState) -> Flask:
         choice = request.form.get("choice", "")
         if choice not in CHOICES:
             abort(400)
-        note = request.form.get("note", "")[:MAX_NOTE]
-        row = state.sample.items.row(state.sample.ids.index(item_id), named=True)
-        first, second = row["cand_i"], row["cand_j"]
-        if swapped(item_id, reviewer, state.sample.spec.seed):
-            first, second = second, first
+        row, first, second = self.slots(item_id, reviewer)
         try:
             seconds = max(0.0, time.time() - float(request.form.get("shown", "")))
         except ValueError:
@@ -317,7 +335,7 @@ def create_app(state: ReviewState) -> Flask:
                 "slot1": first,
                 "slot2": second,
                 "choice": choice,
-                "note": note,
+                "note": request.form.get("note", "")[:MAX_NOTE],
                 "seconds": round(seconds, 3) if np.isfinite(seconds) else None,
             }
         )
@@ -325,11 +343,8 @@ def create_app(state: ReviewState) -> Flask:
             publish(state)  # the reviewer's last answer: the tables and MLflow are brought up to date
         return redirect(url_for("review", reviewer=reviewer), 303)
 
-    @app.get("/agreement")
-    def agreement():
-        return render("Agreement", run_name, report_body())
-
-    return app
+    def agreement(self):
+        return self.render("Agreement", self.run_name, self.report_body())
 
 
 def publish(state: ReviewState) -> report.Agreement:

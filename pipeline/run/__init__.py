@@ -1,6 +1,8 @@
-"""The run's context: ``run(RunConfig) -> RunResult`` (:mod:`pipeline.run.context`), its folder
-(:mod:`pipeline.run.folder`), its MLflow run (:mod:`pipeline.run.tracking`), and a finished run's tables opened
-for notebooks and scripts (:mod:`pipeline.run.results`)."""
+"""The run's context: ``run(RunConfig) -> RunResult``, its folder, its MLflow run, and a finished run's tables.
+
+:mod:`.context` (``run`` and the :class:`RunContext` its stages see), :mod:`.folder` (a new folder or the latest
+of the same config), :mod:`.tracking` (MLflow), :mod:`.results` (a finished run's tables for notebooks and scripts).
+"""
 
 from pipeline.run.context import RunResult, run
 

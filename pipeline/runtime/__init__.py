@@ -1,4 +1,4 @@
-"""Where the streamed stages run: in this process (tests, notebooks) or on Ray Data (a local Ray or a cluster).
+"""Where streamed work runs (in this process, or Ray Data on a local Ray or a cluster), its logs and its progress.
 
 A stage that streams (pair generation feeding the judge) hands the executor its input blocks and a chain of
 :class:`MapStep` s, and reads the output batches as they finish. What runs is the step's function or class;
@@ -46,6 +46,10 @@ class MapStep:
     # (the same class and settings) reuses them, until the executor is closed. Adaptive rounds judge every round
     # with the engines started for the first.
     keep_alive: bool = False
+    # A class on Ray: the environment its worker processes start with, for what a process reads as it loads
+    # (``LD_PRELOAD``, see pipeline.judge.cores.worker_process_env). The local executor runs the step in this
+    # process, already started, and cannot apply it.
+    env: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def stateful(self) -> bool:

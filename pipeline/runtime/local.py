@@ -50,6 +50,7 @@ class LocalExecutor:
         if not blocks:
             return
         made = []
+        kwargs: dict[str, object]
         try:
             stream: Iterable[pa.Table] = iter(blocks)
             for step in steps:

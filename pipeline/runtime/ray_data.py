@@ -59,6 +59,11 @@ def with_output_to(cls: type, log_dir: Path, step: str) -> type:
     return type(cls.__name__, (cls,), {"__init__": __init__})
 
 
+def runtime_env(step: MapStep) -> dict | None:
+    """The actors' runtime environment: the step's process environment (Ray merges it into the job's)."""
+    return {"env_vars": dict(step.env)} if step.env else None
+
+
 class RayDataExecutor:
     def __init__(self, runtime: RuntimeConfig, log_dir: Path | None):
         self.runtime = runtime
@@ -92,7 +97,7 @@ class RayDataExecutor:
                 # of hundreds of candidates) is spread over every actor. Without strict, a task may take a bundle
                 # of blocks and return all of them at its end.
                 ds = ds.repartition(target_num_rows_per_block=step.batch_size, strict=True)
-            if step.stateful:
+            if isinstance(step.fn, type):
                 fn = with_output_to(step.fn, self.log_dir, step.name) if self.log_dir else step.fn
                 with warnings.catch_warnings():
                     # max_restarts / max_task_retries have no named parameter in Ray 2.60 (pinned); the
@@ -137,6 +142,7 @@ class RayDataExecutor:
             compute=ray.data.ActorPoolStrategy(size=step.workers),
             num_cpus=step.num_cpus,
             num_gpus=step.num_gpus or None,
+            runtime_env=runtime_env(step),
             **(
                 {"max_restarts": step.max_restarts, "max_task_retries": step.max_restarts}
                 if step.max_restarts is not None
@@ -179,6 +185,7 @@ class KeptPool:
             num_gpus=step.num_gpus,
             max_restarts=restarts,
             max_task_retries=restarts,
+            runtime_env=runtime_env(step),
         )(_Kept)
         self.actors = [remote.remote(cls, dict(step.kwargs)) for _ in range(max(1, step.workers))]
         self.name = step.name

@@ -11,6 +11,8 @@ from named systems); a run whose candidates name none has no leaderboard.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 import pyarrow as pa
@@ -60,24 +62,56 @@ def leaderboard_table(
     for (judge, attribute, template_id), comps in comparisons.group_by(
         ["judge", "attribute", "template_id"], maintain_order=True
     ):
+        games = Games.of(comps, system_of)
+        if games is None:
+            continue
+        counts = bootstrap_counts(len(games.units), rounds, np.random.default_rng(seed))
+        metrics = {WIN_RATE: bootstrap_ratio(games.wins, games.played, counts, level)}
+        attribute_scores = scores.filter((pl.col("judge") == judge) & (pl.col("attribute") == attribute))
+        for method in methods:
+            values = games.mean_scores(
+                attribute_scores.filter(pl.col("method") == method), template_id, system_of
+            )
+            if values is not None:
+                metrics[method] = bootstrap_means(values, counts, level)
+        group = {"judge": judge, "attribute": attribute, "template_id": template_id}
+        for metric, interval in metrics.items():
+            rows += games.rows(group, metric, interval)
+    if not rows:
+        return _empty()
+    out = pl.DataFrame(rows, schema=_empty().schema)
+    return out.sort(
+        ["judge", "attribute", "template_id", "metric", "rank", "estimate"], descending=[False] * 5 + [True]
+    )
+
+
+@dataclass(frozen=True)
+class Games:
+    """The games of one judge, attribute and template: each model's wins and games in each bootstrap unit (the
+    inputs, or a one-context pool's items, each game counted for the item on each side)."""
+
+    unit: str
+    units: list[str]
+    models: list[str]
+    wins: np.ndarray
+    played: np.ndarray
+
+    @classmethod
+    def of(cls, comps: pl.DataFrame, system_of: dict[str, str]) -> Games | None:
+        """The games of the comparisons whose two candidates name their model (None: none do)."""
         with_sys = comps.with_columns(
             sys_i=(pl.col("context_id") + "\x1f" + pl.col("cand_i")).replace_strict(system_of, default=None),
             sys_j=(pl.col("context_id") + "\x1f" + pl.col("cand_j")).replace_strict(system_of, default=None),
         ).drop_nulls(["sys_i", "sys_j"])
         if not with_sys.height:
-            continue
-        # the bootstrap's units: the inputs (contexts); in a run of one context (a pool) its items, each game
-        # counted for the item on each side
+            return None
         unit = ITEM if with_sys["context_id"].n_unique() == 1 else INPUT
-        unit_i, unit_j = (
-            (
-                pl.col("context_id") + "\x1f" + pl.col("cand_i"),
-                pl.col("context_id") + "\x1f" + pl.col("cand_j"),
-            )
-            if unit == ITEM
-            else (pl.col("context_id"), pl.col("context_id"))
-        )
-        # the games of each model in each unit, won when the debiased P(i beats j) says so (a draw at 1/2 each)
+        if unit == ITEM:
+            unit_i = pl.col("context_id") + "\x1f" + pl.col("cand_i")
+            unit_j = pl.col("context_id") + "\x1f" + pl.col("cand_j")
+        else:
+            unit_i = unit_j = pl.col("context_id")
+        # won when the debiased P(i beats j) says so (a draw at 1/2 each)
         won = pl.when(pl.col("p") > 0.5).then(1.0).when(pl.col("p") < 0.5).then(0.0).otherwise(0.5)
         games = pl.concat(
             [
@@ -85,63 +119,60 @@ def leaderboard_table(
                 with_sys.select(unit=unit_j, model="sys_j", win=1.0 - won),
             ]
         )
-        inputs = sorted(games["unit"].unique().to_list())
+        units = sorted(games["unit"].unique().to_list())
         models = sorted(games["model"].unique().to_list())
-        row_of = {c: k for k, c in enumerate(inputs)}
+        row_of = {c: k for k, c in enumerate(units)}
         col_of = {m: k for k, m in enumerate(models)}
-        wins = np.zeros((len(inputs), len(models)))
+        wins = np.zeros((len(units), len(models)))
         played = np.zeros_like(wins)
         r = np.array([row_of[c] for c in games["unit"].to_list()], dtype=np.int64)
         c = np.array([col_of[m] for m in games["model"].to_list()], dtype=np.int64)
         np.add.at(wins, (r, c), games["win"].to_numpy())
         np.add.at(played, (r, c), 1.0)
-        counts = bootstrap_counts(len(inputs), rounds, np.random.default_rng(seed))
-        metrics = {WIN_RATE: bootstrap_ratio(wins, played, counts, level)}
-        attribute_scores = scores.filter((pl.col("judge") == judge) & (pl.col("attribute") == attribute))
-        for method in methods:
-            part = attribute_scores.filter(pl.col("method") == method)
-            # a comparative method's scores of this template; an absolute method's whatever its own template
-            if part.filter(pl.col("template_id") == template_id).height:
-                part = part.filter(pl.col("template_id") == template_id)
-            item = pl.col("context_id") + "\x1f" + pl.col("candidate_id")
-            part = part.with_columns(
-                model=item.replace_strict(system_of, default=None),
-                unit=item if unit == ITEM else pl.col("context_id"),
-            )
-            part = part.filter(pl.col("model").is_in(models) & pl.col("unit").is_in(inputs))
-            if not part.height:
-                continue
-            means = part.group_by("unit", "model").agg(pl.col("score").mean())
-            values = np.full((len(inputs), len(models)), np.nan)
-            values[
-                [row_of[x] for x in means["unit"].to_list()],
-                [col_of[m] for m in means["model"].to_list()],
-            ] = means["score"].to_numpy()
-            metrics[method] = bootstrap_means(values, counts, level)
-        for metric, interval in metrics.items():
-            ranks = statistical_ranks(interval.lower, interval.upper)
-            tied = tied_groups(models, interval.lower, interval.upper)
-            for m, model in enumerate(models):
-                rows.append(
-                    {
-                        "judge": judge,
-                        "attribute": attribute,
-                        "template_id": template_id,
-                        "metric": metric,
-                        "model": model,
-                        "estimate": float(interval.estimate[m]),
-                        "lower": float(interval.lower[m]),
-                        "upper": float(interval.upper[m]),
-                        "rank": int(ranks[m]),
-                        "tied_with": ", ".join(tied[m]),
-                        "unit": unit,
-                        "n_inputs": int((played[:, m] > 0).sum()),
-                        "n_games": int(played[:, m].sum()),
-                    }
-                )
-    if not rows:
-        return _empty()
-    out = pl.DataFrame(rows, schema=_empty().schema)
-    return out.sort(
-        ["judge", "attribute", "template_id", "metric", "rank", "estimate"], descending=[False] * 5 + [True]
-    )
+        return cls(unit, units, models, wins, played)
+
+    def mean_scores(
+        self, part: pl.DataFrame, template_id: str, system_of: dict[str, str]
+    ) -> np.ndarray | None:
+        """A method's mean score of each model in each unit (NaN where none): a comparative method's scores of this
+        template, an absolute method's whatever its own template; None where no model has any."""
+        if part.filter(pl.col("template_id") == template_id).height:
+            part = part.filter(pl.col("template_id") == template_id)
+        item = pl.col("context_id") + "\x1f" + pl.col("candidate_id")
+        part = part.with_columns(
+            model=item.replace_strict(system_of, default=None),
+            unit=item if self.unit == ITEM else pl.col("context_id"),
+        )
+        part = part.filter(pl.col("model").is_in(self.models) & pl.col("unit").is_in(self.units))
+        if not part.height:
+            return None
+        means = part.group_by("unit", "model").agg(pl.col("score").mean())
+        row_of = {c: k for k, c in enumerate(self.units)}
+        col_of = {m: k for k, m in enumerate(self.models)}
+        values = np.full((len(self.units), len(self.models)), np.nan)
+        values[
+            [row_of[x] for x in means["unit"].to_list()],
+            [col_of[m] for m in means["model"].to_list()],
+        ] = means["score"].to_numpy()
+        return values
+
+    def rows(self, group: dict[str, str], metric: str, interval) -> list[dict]:
+        """LEADERBOARD rows of one metric: every model's estimate, interval, statistical rank and ties."""
+        ranks = statistical_ranks(interval.lower, interval.upper)
+        tied = tied_groups(self.models, interval.lower, interval.upper)
+        return [
+            {
+                **group,
+                "metric": metric,
+                "model": model,
+                "estimate": float(interval.estimate[m]),
+                "lower": float(interval.lower[m]),
+                "upper": float(interval.upper[m]),
+                "rank": int(ranks[m]),
+                "tied_with": ", ".join(tied[m]),
+                "unit": self.unit,
+                "n_inputs": int((self.played[:, m] > 0).sum()),
+                "n_games": int(self.played[:, m].sum()),
+            }
+            for m, model in enumerate(self.models)
+        ]

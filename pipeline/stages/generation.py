@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,15 +13,30 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.config.judging import GenerateConfig, JudgeConfig
+from pipeline.contracts.frame import PromptFrame
+from pipeline.contracts.schemas import GENERATIONS
 from pipeline.data.source import DatasetInfo
 from pipeline.data.validate import InputReport
-from pipeline.judge.generators import Generator
+from pipeline.judge.cores import worker_process_env
+from pipeline.judge.generators import (
+    Generator,
+    describe_generators,
+    engine_groups,
+    generator_identity,
+    generator_judge_config,
+    generator_request,
+)
 from pipeline.judge.models import resolve_judge
-from pipeline.prompts.generation import generator_frame
+from pipeline.judge.tokenizers import load_tokenizer
+from pipeline.judge.worker import JudgeWorker
+from pipeline.prompts.generation import generation_prompts, generator_frame
+from pipeline.runtime import MapStep
 from pipeline.runtime.progress import Progress
+from pipeline.scoring.responses import generation_rows
 from pipeline.stages import ports
 from pipeline.stages.accounting import ApiUsage, column_total, raise_failed, report_generator_usage
 from pipeline.stages.base import Stage, StageContext
+from pipeline.storage.parts import PartStore
 
 log = logging.getLogger("pipeline")
 
@@ -69,107 +84,114 @@ class Generate(Stage):
     writes = (ports.GENERATIONS, ports.GENERATORS)
 
     def run(self, ctx: StageContext, *, tasks: pa.Table) -> dict[str, Any]:
-        from pipeline.contracts.schemas import GENERATIONS
-        from pipeline.judge.generators import (
-            Generator,
-            engine_groups,
-            generator_identity,
-            generator_judge_config,
-            generator_request,
-        )
-        from pipeline.judge.tokenizers import load_tokenizer
-        from pipeline.prompts.generation import generation_prompts
-        from pipeline.scoring.responses import generation_rows
-        from pipeline.storage.parts import PartStore
-
-        generators = []
-        for cfg in self.generate.models:
-            key = f"generate.models[{cfg.name}].model"
-            spec = resolve_judge(generator_judge_config(cfg, self.judge), self.cache_dir, key)
-            generators.append(Generator(cfg.name, spec, generator_request(cfg), cfg.system_prompt))
-        inputs = tasks.column("input_id").to_pylist()
+        generators = self._generators()
         identities = {g.name: {**self.identity, "generator": generator_identity(g)} for g in generators}
         # every generator's earlier outputs checked before anything is generated (or the run folder opened)
         for g in generators:
             PartStore(
                 ctx.planned_run_dir / "generations" / g.name, identities[g.name], GENERATIONS
             ).check_identity()
-        wanted = pa.array(inputs, pa.string())
-        parts = []
-        generated_now = reused = 0
-        failed: list[pa.Table] = []
-        # generators behind an API, by their engine group's first member: requests, cache, billed tokens
-        api_usage: dict[str, ApiUsage] = {}
+        done = Generated()
         for group in engine_groups(generators):
-            spec = group[0].spec
-            tokenizer = load_tokenizer(spec)
             stores = {
                 g.name: PartStore(ctx.run_dir / "generations" / g.name, identities[g.name], GENERATIONS)
                 for g in group
             }
-            done = {name: set(store.read().column("input_id").to_pylist()) for name, store in stores.items()}
-            prompts = generation_prompts(group, tasks, tokenizer, done)
-            log.info(
-                "generating %d output(s) with %s (%s) for %s",
-                prompts.num_rows,
-                spec.model,
-                spec.dtype,
-                ", ".join(g.name for g in group),
-            )
-            generated_now += prompts.num_rows
-            if prompts.num_rows:
-                size = self.generate.batch_size
-                blocks = [prompts.slice(k, size) for k in range(0, prompts.num_rows, size)]
-                step = generation_step(group, tokenizer, size, self.judge, self.store_path)
-                progress = Progress(prompts.num_rows, verb="generated", noun="outputs")
-                for batch in ctx.executor.stream(blocks, [step]):
-                    if spec.api:
-                        usage = api_usage.setdefault(group[0].name, ApiUsage())
-                        usage.add(batch)
-                    reused += pc.sum(pc.equal(batch.column("source"), "store")).as_py() or 0
-                    is_failed = pc.is_valid(batch.column("error"))
-                    if pc.any(is_failed).as_py():  # requests that kept failing: not outputs, reported below
-                        failed.append(batch.filter(is_failed))
-                        batch = batch.filter(pc.invert(is_failed))
-                    out = generation_rows(batch)
-                    for (model,), part in pl.from_arrow(out).group_by(["model"], maintain_order=True):
-                        stores[model].add(part.to_arrow())
-                    progress.update(
-                        batch.num_rows,
-                        column_total(batch, "prompt_tokens"),
-                        column_total(batch, "cached_tokens"),
-                    )
-            for store in stores.values():
-                store.flush()
-                held = (
-                    store.read()
-                )  # outputs of inputs no longer in the task set (e.g. a lower max_inputs) stay out
-                parts.append(held.filter(pc.is_in(held.column("input_id"), value_set=wanted)))
-        report_generator_usage(api_usage, self.generate, ctx.metrics)
-        if failed:
-            raise_failed(pa.concat_tables(failed), ctx.run_dir, what="generated")
-        generations = pa.concat_tables(parts) if parts else GENERATIONS.empty_table()
-        missing = len(inputs) * len(generators) - generations.num_rows
-        if missing:
-            raise RuntimeError(
-                f"the generate stage has {generations.num_rows} outputs, expected {len(inputs) * len(generators)}"
-            )
-        tokens = column_total(generations, "output_tokens")
+            self._generate(ctx, group, tasks, stores, done)
+        report_generator_usage(done.usage, self.generate, ctx.metrics)
+        if done.failed:
+            raise_failed(pa.concat_tables(done.failed), ctx.run_dir, what="generated")
+        generations = pa.concat_tables(done.parts) if done.parts else GENERATIONS.empty_table()
+        expected = tasks.num_rows * len(generators)
+        if generations.num_rows != expected:
+            raise RuntimeError(f"the generate stage has {generations.num_rows} outputs, expected {expected}")
+        self._report(ctx, generations, done)
+        return {"generations": generations, "generators": describe_generators(generators)}
+
+    def _generators(self) -> list[Generator]:
+        """The generators as settled on the driver: each one's engine, request and system prompt."""
+        out = []
+        for cfg in self.generate.models:
+            key = f"generate.models[{cfg.name}].model"
+            spec = resolve_judge(generator_judge_config(cfg, self.judge), self.cache_dir, key)
+            out.append(Generator(cfg.name, spec, generator_request(cfg), cfg.system_prompt))
+        return out
+
+    def _generate(
+        self,
+        ctx: StageContext,
+        group: Sequence[Generator],
+        tasks: pa.Table,
+        stores: dict[str, PartStore],
+        done: Generated,
+    ) -> None:
+        """One engine's generators: the outputs the folder lacks generated and stored as they arrive; then the
+        folder's outputs of the task inputs kept."""
+        spec = group[0].spec
+        tokenizer = load_tokenizer(spec)
+        frames = {g.name: generator_frame(tokenizer, g.spec.name, g.system_prompt) for g in group}
+        held = {name: set(store.read().column("input_id").to_pylist()) for name, store in stores.items()}
+        prompts = generation_prompts(frames, tasks, held)
+        log.info(
+            "generating %d output(s) with %s (%s) for %s",
+            prompts.num_rows,
+            spec.model,
+            spec.dtype,
+            ", ".join(g.name for g in group),
+        )
+        done.generated += prompts.num_rows
+        if prompts.num_rows:
+            size = self.generate.batch_size
+            blocks = [prompts.slice(k, size) for k in range(0, prompts.num_rows, size)]
+            step = generation_step(group, frames, size, self.judge, self.store_path)
+            progress = Progress(prompts.num_rows, verb="generated", noun="outputs")
+            for batch in ctx.executor.stream(blocks, [step]):
+                if spec.api:
+                    done.usage.setdefault(group[0].name, ApiUsage()).add(batch)
+                done.reused += pc.sum(pc.equal(batch.column("source"), "store")).as_py() or 0
+                is_failed = pc.is_valid(batch.column("error"))
+                if pc.any(is_failed).as_py():  # requests that kept failing: not outputs, reported after
+                    done.failed.append(batch.filter(is_failed))
+                    batch = batch.filter(pc.invert(is_failed))
+                for (model,), part in pl.from_arrow(generation_rows(batch)).group_by(
+                    ["model"], maintain_order=True
+                ):
+                    stores[model].add(part.to_arrow())
+                progress.update(
+                    batch.num_rows, column_total(batch, "prompt_tokens"), column_total(batch, "cached_tokens")
+                )
+        wanted = tasks.column("input_id")
+        for store in stores.values():
+            store.flush()
+            # outputs of inputs no longer in the task set (e.g. a lower max_inputs) stay out
+            kept = store.read()
+            done.parts.append(kept.filter(pc.is_in(kept.column("input_id"), value_set=wanted)))
+
+    def _report(self, ctx: StageContext, generations: pa.Table, done: Generated) -> None:
         ctx.metrics["generate/outputs"] = float(generations.num_rows)
-        ctx.metrics["generate/generated_now"] = float(generated_now)
-        ctx.metrics["generate/reused_outputs"] = float(reused)
-        if reused:
+        ctx.metrics["generate/generated_now"] = float(done.generated)
+        ctx.metrics["generate/reused_outputs"] = float(done.reused)
+        ctx.metrics["generate/output_tokens"] = float(column_total(generations, "output_tokens"))
+        if done.reused:
             log.info(
                 "%d of the %d output(s) were answered from the judgement store %s (the same prompt generated "
                 "before)",
-                reused,
-                generated_now,
+                done.reused,
+                done.generated,
                 self.store_path,
             )
-        ctx.metrics["generate/output_tokens"] = float(tokens)
-        from pipeline.judge.generators import describe_generators
 
-        return {"generations": generations, "generators": describe_generators(generators)}
+
+@dataclass
+class Generated:
+    """What the generate stage gathered over its engines: outputs, failures, API usage and counts."""
+
+    parts: list[pa.Table] = field(default_factory=list)
+    failed: list[pa.Table] = field(default_factory=list)
+    # generators behind an API, by their engine group's first member: requests, cache, billed tokens
+    usage: dict[str, ApiUsage] = field(default_factory=dict)
+    generated: int = 0
+    reused: int = 0
 
 
 @dataclass(frozen=True)
@@ -223,20 +245,16 @@ class MakeCandidates(Stage):
 
 def generation_step(
     group: Sequence[Generator],
-    tokenizer: Any,
+    frames: Mapping[str, PromptFrame],
     batch_size: int,
     judge: JudgeConfig,
     store: Path | None = None,
     worker: type | None = None,
-) -> Any:
+) -> MapStep:
     """The streamed step of one engine: an actor pool of the judge worker answering every generator's prompts
-    with its own sampling and frame (the judge's actor resources), behind the judgement ``store`` for an
+    with its own request and frame (the judge's actor resources), behind the judgement ``store`` for an
     in-process engine."""
-    from pipeline.judge.worker import JudgeWorker
-    from pipeline.runtime import MapStep
-
     spec = group[0].spec
-    frames = {g.name: generator_frame(tokenizer, g) for g in group}
     return MapStep(
         "generate",
         worker or JudgeWorker,
@@ -244,7 +262,7 @@ def generation_step(
             "spec": spec,
             "requests": {g.name: g.request for g in group},
             "frame": frames[group[0].name],
-            "frames": frames,
+            "frames": dict(frames),
             "store": str(store) if store is not None and spec.api is None else None,
         },
         batch_size=batch_size,
@@ -252,4 +270,5 @@ def generation_step(
         workers=judge.num_actors,
         num_cpus=judge.num_cpus_per_actor,
         num_gpus=judge.num_gpus_per_actor,
+        env=worker_process_env(spec),
     )

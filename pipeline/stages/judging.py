@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.errors import UserError
 from pipeline.contracts.stats import JudgeStats
 from pipeline.data.contexts import group_by_context
+from pipeline.judge.cores import worker_process_env
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.watchdog import read_events
 from pipeline.judge.worker import JudgeWorker
@@ -122,6 +123,7 @@ def judge_steps(
             num_gpus=judge.num_gpus_per_actor,
             max_restarts=max_restarts,
             keep_alive=keep_alive,
+            env=worker_process_env(spec),
         ),
     ]
 
@@ -140,7 +142,7 @@ class Judge(Stage):
     judge: JudgeConfig
     chunk_rows: int
     max_restarts: int = 3
-    # The judgement store (pipeline.judge.memo); None: off.
+    # The judgement store (pipeline.storage.judgements); None: off.
     store_path: Path | None = None
     # The pairs to judge per context (candidate index rows, slot A then B), chosen by adaptive rounds; None: the
     # pairs config's selection.
@@ -166,9 +168,7 @@ class Judge(Stage):
         shards = split_shards(contexts)
         log.info("%d prompts to judge in %d shard(s)", remaining, len(shards))
         progress = Progress(remaining)
-        failed: list[pa.Table] = []
-        api = ApiUsage()
-        reused = 0
+        tally = Tally()
         events = ctx.run_dir / "logs" / ENGINE_EVENTS
         seen_events = len(read_events(events))
         if remaining:
@@ -186,17 +186,7 @@ class Judge(Stage):
             )
             try:
                 for batch in ctx.executor.stream(shards, steps):
-                    api.add(batch)
-                    reused += pc.sum(pc.equal(batch.column("source"), "store")).as_py() or 0
-                    unanswered = pc.is_valid(batch.column("error"))
-                    if pc.any(unanswered).as_py():  # left out of the stores: a rerun judges them
-                        failed.append(batch.filter(unanswered))
-                        answered = batch.filter(pc.invert(unanswered))
-                    else:
-                        answered = batch
-                    judgments, ratings = split_responses(answered, prompt_plan)
-                    store.add(judgments)
-                    rating_store.add(ratings)
+                    tally.add(batch, prompt_plan, store, rating_store)
                     progress.update(
                         batch.num_rows,
                         column_total(batch, "prompt_tokens"),
@@ -216,10 +206,20 @@ class Judge(Stage):
                 ) from exc
         store.flush()
         rating_store.flush()
-        seconds = time.monotonic() - progress.started
         if progress.done != remaining:
             raise RuntimeError(f"the judge stage returned {progress.done} prompts, expected {remaining}")
-        if remaining:
+        self._log(progress, tally.reused)
+        report_interruptions(ctx, events, seen_events)
+        if tally.failed:
+            raise_failed(pa.concat_tables(tally.failed), store.folder.parent)
+        judgments, ratings = store.read(), rating_store.read()
+        stats = self._stats(judgments, ratings, progress, tally)
+        ctx.metrics.update(stats.metrics())
+        return {"judgments": judgments, "ratings": ratings, "judge_stats": stats}
+
+    def _log(self, progress: Progress, reused: int) -> None:
+        if progress.total:
+            seconds = time.monotonic() - progress.started
             log.info("judge stage finished: %d prompts in %s", progress.done, format_seconds(seconds))
         if reused:
             log.info(
@@ -230,21 +230,18 @@ class Judge(Stage):
                 self.store_path,
                 progress.done - reused,
             )
-        report_interruptions(ctx, events, seen_events)
-        if failed:
-            raise_failed(pa.concat_tables(failed), store.folder.parent)
-        judgments, ratings = store.read(), rating_store.read()
-        prompts = judgments.num_rows + ratings.num_rows
-        prompt_tokens = column_total(judgments, "prompt_tokens") + column_total(ratings, "prompt_tokens")
-        cached_tokens = column_total(judgments, "cached_tokens") + column_total(ratings, "cached_tokens")
-        stats = JudgeStats(
-            prompts=prompts,
+
+    def _stats(self, judgments: pa.Table, ratings: pa.Table, progress: Progress, tally: Tally) -> JudgeStats:
+        """What the stage judged and what it cost, over the run folder's judgments and ratings."""
+        api = tally.api
+        return JudgeStats(
+            prompts=judgments.num_rows + ratings.num_rows,
             judged_now=progress.done,
-            seconds=seconds,
+            seconds=time.monotonic() - progress.started,
             rate=progress.rate(),
             rate_with_startup=progress.overall_rate(),
-            prompt_tokens=prompt_tokens,
-            cached_tokens=cached_tokens,
+            prompt_tokens=column_total(judgments, "prompt_tokens") + column_total(ratings, "prompt_tokens"),
+            cached_tokens=column_total(judgments, "cached_tokens") + column_total(ratings, "cached_tokens"),
             requests=api.requests,
             cached_replies=api.cached,
             billed_prompt_tokens=api.prompt_tokens,
@@ -253,7 +250,26 @@ class Judge(Stage):
             logprobs_read=api.logprobs_read,
             missing_logprobs=api.missing,
             api_paths=tuple(sorted(p.removeprefix("api/") for p in api.paths)),
-            reused=reused,
+            reused=tally.reused,
         )
-        ctx.metrics.update(stats.metrics())
-        return {"judgments": judgments, "ratings": ratings, "judge_stats": stats}
+
+
+@dataclass
+class Tally:
+    """What the judge stage's stream brought: answers stored as they arrive, prompts that could not be answered
+    (left out of the stores: a rerun judges them), what an endpoint was asked, answers from the judgement store."""
+
+    failed: list[pa.Table] = field(default_factory=list)
+    api: ApiUsage = field(default_factory=ApiUsage)
+    reused: int = 0
+
+    def add(self, batch: pa.Table, plan: PromptPlan, store: JudgmentStore, rating_store: RatingStore) -> None:
+        self.api.add(batch)
+        self.reused += pc.sum(pc.equal(batch.column("source"), "store")).as_py() or 0
+        unanswered = pc.is_valid(batch.column("error"))
+        if pc.any(unanswered).as_py():
+            self.failed.append(batch.filter(unanswered))
+            batch = batch.filter(pc.invert(unanswered))
+        judgments, ratings = split_responses(batch, plan)
+        store.add(judgments)
+        rating_store.add(ratings)

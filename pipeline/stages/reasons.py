@@ -10,10 +10,16 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
+from pipeline.config.enums import ReasonSample
 from pipeline.config.judging import JudgeConfig
+from pipeline.contracts.engine import Request
+from pipeline.contracts.schemas import REASONS
+from pipeline.judge.cores import worker_process_env
 from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.tokenizers import load_tokenizer
 from pipeline.judge.worker import JudgeWorker
 from pipeline.prompts.plan import PromptPlan
+from pipeline.prompts.reasons import REASON, choose, reason_prompts
 from pipeline.runtime import MapStep
 from pipeline.stages import ports
 from pipeline.stages.base import Stage, StageContext
@@ -47,64 +53,19 @@ class Reasons(Stage):
         prompt_plan: PromptPlan,
         judge: JudgeSpec,
     ) -> dict[str, Any]:
-        from pipeline.config.enums import ReasonSample
-        from pipeline.contracts.engine import Request
-        from pipeline.contracts.schemas import PROMPTS, REASONS
-        from pipeline.prompts.reasons import choose, reason_prompt
-
         chosen = choose(pl.from_arrow(comparisons), self.n, [ReasonSample(s) for s in self.sample], self.seed)
         if not chosen.height:
             return {"reasons": REASONS.empty_table()}
-        from pipeline.judge.tokenizers import load_tokenizer
-
-        tokenizer = load_tokenizer(judge)
-        text = {
-            (c, k): t
-            for c, k, t in zip(
-                *(candidates.column(n).to_pylist() for n in ("context_id", "candidate_id", "text")),
-                strict=True,
-            )
-        }
-        context = dict(
-            zip(
-                candidates.column("context_id").to_pylist(),
-                candidates.column("context").to_pylist(),
-                strict=True,
-            )
+        # an API judge gets conversations: the server applies its own chat template
+        prompts = reason_prompts(
+            chosen, candidates, prompt_plan, load_tokenizer(judge), as_messages=bool(judge.api)
         )
-        rows: dict[str, list] = {name: [] for name in PROMPTS.names}
-        for r in chosen.iter_rows(named=True):
-            cid = r["context_id"]
-            prompt = reason_prompt(
-                prompt_plan,
-                tokenizer,
-                r["attribute"],
-                r["template_id"],
-                context[cid],
-                text[(cid, r["cand_i"])],
-                text[(cid, r["cand_j"])],
-                r["p"] >= 0.5,
-                as_messages=bool(judge.api),  # an API judge: the server applies its own chat template
-            )
-            # the comparison's template rides in ``mode`` (the read is keyed by template_id "reason")
-            values = (
-                cid,
-                f"reason:{r['template_id']}",
-                r["attribute"],
-                "reason",
-                r["cand_i"],
-                r["cand_j"],
-                prompt,
-            )
-            for name, value in zip(PROMPTS.names, values, strict=True):
-                rows[name].append(value)
-        prompts = pa.table(rows, schema=PROMPTS)
         step = MapStep(
             "reasons",
             JudgeWorker,
             {
                 "spec": judge,
-                "requests": {"reason": Request(max_tokens=self.max_tokens)},
+                "requests": {REASON: Request(max_tokens=self.max_tokens)},
                 "frame": prompt_plan.frame,
                 "store": str(self.store_path) if self.store_path is not None and judge.api is None else None,
             },
@@ -113,24 +74,28 @@ class Reasons(Stage):
             workers=1,
             num_cpus=self.judge_cfg.num_cpus_per_actor,
             num_gpus=self.judge_cfg.num_gpus_per_actor,
+            env=worker_process_env(judge),
         )
         log.info("asking the judge why for %d comparison(s)", prompts.num_rows)
         answers = pa.concat_tables(list(ctx.executor.stream([prompts], [step])))
-        said = {
-            (a["mode"], a["context_id"], a["attribute"], a["cand_a"], a["cand_b"]): (
-                a["texts"][0] if a["texts"] else ""
-            )
-            for a in answers.select(
-                ["mode", "context_id", "attribute", "cand_a", "cand_b", "texts"]
-            ).to_pylist()
-        }
-        out = chosen.with_columns(
-            decision=pl.when(pl.col("p") >= 0.5).then(pl.col("cand_i")).otherwise(pl.col("cand_j")),
-            reason=pl.struct("template_id", "context_id", "attribute", "cand_i", "cand_j").map_elements(
-                lambda k: said[
-                    (f"reason:{k['template_id']}", k["context_id"], k["attribute"], k["cand_i"], k["cand_j"])
-                ].strip(),
-                return_dtype=pl.String,
-            ),
+        return {"reasons": with_reasons(chosen, answers)}
+
+
+def with_reasons(chosen: pl.DataFrame, answers: pa.Table) -> pl.DataFrame:
+    """REASONS: the chosen comparisons with the judge's decision and the reason it generated for each."""
+    said = {
+        (a["mode"], a["context_id"], a["attribute"], a["cand_a"], a["cand_b"]): (
+            a["texts"][0] if a["texts"] else ""
         )
-        return {"reasons": out.select(REASONS.names)}
+        for a in answers.select(["mode", "context_id", "attribute", "cand_a", "cand_b", "texts"]).to_pylist()
+    }
+    out = chosen.with_columns(
+        decision=pl.when(pl.col("p") >= 0.5).then(pl.col("cand_i")).otherwise(pl.col("cand_j")),
+        reason=pl.struct("template_id", "context_id", "attribute", "cand_i", "cand_j").map_elements(
+            lambda k: said[
+                (f"{REASON}:{k['template_id']}", k["context_id"], k["attribute"], k["cand_i"], k["cand_j"])
+            ].strip(),
+            return_dtype=pl.String,
+        ),
+    )
+    return out.select(REASONS.names)

@@ -1,5 +1,5 @@
 """``python -m pipeline.workflows.describe [overrides]`` (``make stages``): every workflow's segments and stages,
-and the values they pass, as declared.
+and the values they pass, as declared; ``--packages``: the map of the package's layers.
 
 Prints Markdown built from the stage declarations themselves (``docs/workflows.md`` holds the same text, and a
 test keeps it in sync): for each workflow, its stages by segment with what each does, reads and writes; then every
@@ -13,6 +13,7 @@ import sys
 
 from pipeline import PROJECT_ROOT
 from pipeline.config.hydra import compose
+from pipeline.stages.base import Port
 from pipeline.workflows.catalog import WORKFLOWS
 from pipeline.workflows.core import Workflow, describe_ports
 
@@ -35,7 +36,7 @@ def describe(overrides: list[str] | None = None) -> str:
         flows = [workflow(overrides)]
     else:
         flows = [workflow(example) for example in EXAMPLES.values()]
-    ports = {}
+    ports: dict[str, Port] = {}
     for flow in flows:
         for port in flow.ports():
             ports.setdefault(port.name, port)
@@ -49,5 +50,25 @@ def describe(overrides: list[str] | None = None) -> str:
     return "\n\n".join([*parts, table])
 
 
+def package_map() -> str:
+    """The packages of ``pipeline/`` as a Markdown table, top layer first (the layers of pyproject.toml's import
+    contract), each with the first line of its docstring (README.md holds the same table; a test keeps it in sync)."""
+    import importlib
+    import tomllib
+
+    config = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())
+    contracts = config["tool"]["importlinter"]["contracts"]
+    layers = next(c["layers"] for c in contracts if c["type"] == "layers")
+    lines = ["| layer | package | what it holds |", "|---|---|---|"]
+    for n, layer in enumerate(layers, start=1):
+        for name in (part.strip() for part in layer.split("|")):
+            module = importlib.import_module(name)
+            summary = (module.__doc__ or "").strip().splitlines()[0]
+            path = name.replace(".", "/") + ("/" if hasattr(module, "__path__") else ".py")
+            lines.append(f"| {n} | `{path}` | {summary} |")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    print(describe(sys.argv[1:]))
+    args = sys.argv[1:]
+    print(package_map() if args == ["--packages"] else describe(args))

@@ -136,3 +136,26 @@ def test_pearson_survives_huge_scores():
     assert summary.values[1] == pytest.approx(1.0)
     tiny = human / 1e300 * 1e-300  # scores near the smallest normal double: squares underflow to 0
     assert metrics.pooled_correlation(pred, tiny, "pearson") == pytest.approx(expected, rel=1e-9)
+
+
+def test_scores_a_few_ulps_apart_rank_as_the_ties_they_are():
+    # PoE-Gaussian on hard decisions: 0.125 in one context and 0.12499999999999997 in another are the same value in
+    # exact arithmetic; which of the two a solver returns depends on the order of its sums
+    human = np.array([5.0, 3.0, 2.0, 1.0, 5.0, 3.0, 2.0, 1.0])
+    exact = np.array([0.125, -0.125, -0.375, 0.375, 0.375, 0.125, -0.375, -0.125])
+    noisy = exact + np.array([0, 1, 0, 0, 0, -1, 2, -3]) * np.spacing(0.375)
+    for method in ("spearman", "kendall", "pearson"):
+        assert metrics.pooled_correlation(noisy, human, method) == pytest.approx(
+            metrics.pooled_correlation(exact, human, method), abs=1e-12
+        )
+    ctx = np.repeat([0, 1], 4)
+    assert metrics.pairwise_accuracy(ctx, noisy, human) == metrics.pairwise_accuracy(ctx, exact, human)
+    # exactly tied, the two contexts' 0.125 share a rank: the pooled Spearman is scipy's on the exact values
+    assert metrics.pooled_correlation(noisy, human) == pytest.approx(stats.spearmanr(exact, human).statistic)
+
+
+def test_merging_near_ties_keeps_every_real_difference(rng):
+    x = rng.normal(size=500) * 1e-3
+    assert np.array_equal(metrics.merge_near_ties(x), x)
+    y = np.array([1.0, 1.0 + 1e-13, 2.0, 2.0 - 1e-13, 3.0, 1e-9])
+    assert metrics.merge_near_ties(y).tolist() == [1.0, 1.0, 2.0 - 1e-13, 2.0 - 1e-13, 3.0, 1e-9]

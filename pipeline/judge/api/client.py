@@ -161,9 +161,9 @@ class ApiClient:
 
                 async def one(k: int) -> None:
                     async with gate:
-                        replies[k] = await self._send(http, url, bodies[k])
-                    if replies[k].body is not None and cache:
-                        cache.put(keys[k], replies[k].body)
+                        reply = replies[k] = await self._send(http, url, bodies[k])
+                    if reply.body is not None and cache:
+                        cache.put(keys[k], reply.body)
 
                 await asyncio.gather(*(one(k) for k in todo))
         return [r for r in replies if r is not None]

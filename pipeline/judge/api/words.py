@@ -69,12 +69,13 @@ def check_words(
     best: list[float | None] = [None] * len(words)
     alternatives: tuple[str, ...] = ()
     for reply in replies:
-        if reply.error:
+        if reply.body is None:
             continue
         top = first_token_alternatives(reply.body)
         if not alternatives:
-            alternatives = tuple(sorted(top, key=top.get, reverse=True))
+            alternatives = tuple(sorted(top, key=lambda t: top[t], reverse=True))
         for k, word in enumerate(words):
-            if word in top and (best[k] is None or top[word] > best[k]):
+            seen = best[k]
+            if word in top and (seen is None or top[word] > seen):
                 best[k] = top[word]
     return WordCheck(what, tuple(words), tuple(best), alternatives)

@@ -162,7 +162,7 @@ def test_the_stage_adds_the_rounds_and_the_ranking_to_the_report(tmp_path: Path)
 
 def test_the_adaptive_workflow_ends_with_the_rounds_report():
     from pipeline.workflows.catalog import adaptive
-    from tests.unit.test_workflow import ROOT, compose
+    from tests.workflows.test_workflow import ROOT, compose
 
     workflow = adaptive(compose(["experiment=summeval_pool"]), ROOT)
     last = workflow.stages[-1]

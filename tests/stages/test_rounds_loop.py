@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.benchmarks import adaptive as bench
+from pipeline.benchmarks import adaptive_arms as bench
 from pipeline.config.assessment import PairsConfig, PromptConfig
 from pipeline.config.enums import RoundStrategy
 from pipeline.config.judging import JudgeConfig

@@ -13,8 +13,9 @@ import pytest
 from pipeline.contracts.schemas import HUMAN_SCORES, SchemaError
 from pipeline.stages import ports
 from pipeline.stages.base import Port, Stage
-from pipeline.workflows.catalog import assessment
+from pipeline.workflows.catalog import WORKFLOWS, assessment
 from pipeline.workflows.core import Segment, Workflow, WorkflowError
+from pipeline.workflows.describe import EXAMPLES, describe
 from tests.conftest import ROOT, compose
 
 NUMBER = Port("number", "a number", type=int)
@@ -143,10 +144,23 @@ def test_an_adaptive_run_scores_poe_logit_with_the_rounds_settings():
     assert plain.logit == poe_logit.DEFAULTS
 
 
-def test_the_readme_lists_the_stages_as_declared():
-    readme = (ROOT / "README.md").read_text()
-    table = assessment(compose(), ROOT).describe()
-    assert table in readme, "README.md's stage table is out of date: paste Workflow.describe() into it"
+def test_the_workflows_page_lists_every_workflow_as_declared():
+    page = (ROOT / "docs" / "workflows.md").read_text()
+    assert describe() in page, "docs/workflows.md is out of date: paste `make stages` into it"
+    for name in ("comparative", "generate", "adaptive"):
+        assert f"Workflow `{name}` (input → prompts → judge → score → report)" in page
+
+
+def test_every_workflow_is_composed_of_named_segments():
+    for overrides in EXAMPLES.values():
+        cfg = compose(overrides)
+        flow = WORKFLOWS[cfg.workflow](cfg, ROOT)
+        assert [s.name for s in flow.segments] == ["input", "prompts", "judge", "score", "report"]
+        assert flow.segment("judge").stages == tuple(
+            s for s in flow.stages if s in flow.segment("judge").stages
+        )
+    with pytest.raises(WorkflowError, match="segment names repeat"):
+        Workflow("w", (Segment("a", (MakeNumber(1),)), Segment("a", ())))
 
 
 def test_a_read_no_earlier_stage_writes_is_refused():

@@ -9,6 +9,7 @@ import pytest
 from scipy.stats import spearmanr
 
 from pipeline.benchmarks import adaptive
+from pipeline.benchmarks import adaptive_arms as arms
 
 
 def test_tiny_run_reports_the_chosen_judge_and_truth(capsys):
@@ -35,7 +36,7 @@ def test_evaluate_compares_with_the_truth_and_with_the_all_pairs_solution():
     five items costs Kendall 2/10 pairs' worth (tau 0.8) and Spearman 1 - 6 * 2 / 120 (0.9)."""
     truth = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
     full = np.array([0.0, 1.0, 2.0, 4.0, 3.0])
-    rho, tau, rho_full, tau_full = adaptive.evaluate(truth, truth, full)
+    rho, tau, rho_full, tau_full = arms.evaluate(truth, truth, full)
     assert (rho, tau) == (pytest.approx(1.0), pytest.approx(1.0))
     assert (rho_full, tau_full) == (pytest.approx(0.9), pytest.approx(0.8))
 
@@ -62,12 +63,10 @@ def test_the_connectivity_floor_leaves_out_what_the_pairs_cannot_join():
     truth = rng.standard_normal(200)
     seen = truth + 0.2 * rng.standard_normal(200)
     # two calls per item: N pairs join every item, so the floor is the judge's own ranking
-    assert adaptive.connectivity_floor(seen, truth, 2.0, rng) == pytest.approx(
-        spearmanr(seen, truth).statistic
-    )
+    assert arms.connectivity_floor(seen, truth, 2.0, rng) == pytest.approx(spearmanr(seen, truth).statistic)
     floors = [
-        np.mean([adaptive.connectivity_floor(seen, truth, b, np.random.default_rng(s)) for s in range(20)])
-        for b in adaptive.FLOOR_POINTS
+        np.mean([arms.connectivity_floor(seen, truth, b, np.random.default_rng(s)) for s in range(20)])
+        for b in arms.FLOOR_POINTS
     ]
     assert all(a < b for a, b in zip(floors, floors[1:], strict=False))
     # one call per item joins 101 items: the other 99 at the median cost far more than 0.01
@@ -86,13 +85,13 @@ def test_greedy_poe_scores_greedys_pairs_as_poe_gaussian_does():
     """The same greedy-optimal pairs, two fits: at every pair (N - 1 calls per item) PoE-Gaussian's ranking is the
     average probability's (PoE appendix A.3), and on fewer pairs the arm differs from the rounds' model."""
     n, seed = 17, 3  # 16 calls per item, a budget point, is every pair
-    setting = next(s for s in adaptive.JUDGES if s.name == "confident")
-    model = adaptive.Model("logit", 10.0, 1.345, True, True)
-    out = adaptive.run_seed((seed, n, "normal", setting, ("greedy", "greedy_poe"), model, 1e-2))
+    setting = next(s for s in arms.JUDGES if s.name == "confident")
+    model = arms.Model("logit", 10.0, 1.345, True, True)
+    out = arms.run_seed((seed, n, "normal", setting, ("greedy", "greedy_poe"), model, 1e-2))
     assert set(out["greedy"]) == set(out["greedy_poe"])  # the same budget points
-    rng = np.random.default_rng([seed, n, adaptive.TRUTHS.index("normal"), adaptive.JUDGES.index(setting)])
-    truth = adaptive.pool_truth("normal", n, rng)
-    judge = adaptive.PoolJudge(
+    rng = np.random.default_rng([seed, n, arms.TRUTHS.index("normal"), arms.JUDGES.index(setting)])
+    truth = arms.pool_truth("normal", n, rng)
+    judge = arms.PoolJudge(
         truth, rng, scale=setting.scale, bias=setting.bias, item_noise=setting.item_noise,
         call_noise=setting.call_noise, flip=setting.flip,
     )  # fmt: skip

@@ -1,0 +1,75 @@
+"""The project's own promises: the two commands first in the README, the map of the packages and the workflows'
+page in sync with the code, the layer contracts kept, and the size of modules and functions watched."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+from pipeline.workflows.describe import package_map
+from tests.conftest import ROOT
+
+README = ROOT / "README.md"
+
+
+def test_the_readme_gives_the_two_commands_first():
+    head = README.read_text().splitlines()[:25]
+    assert any(line.startswith("make run ") for line in head) and any(
+        line.startswith("make test ") for line in head
+    )
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_the_readme_maps_every_package_as_its_docstring_says():
+    assert package_map() in README.read_text(), (
+        "README.md's map is out of date: paste `make stages ARGS=--packages`"
+    )
+    mapped = set(re.findall(r"`pipeline/(\w+)/`", package_map()))
+    packages = {p.parent.name for p in (ROOT / "pipeline").glob("*/__init__.py")}
+    assert mapped == packages
+
+
+def test_every_page_the_readme_and_the_docs_link_to_exists():
+    for page in [README, *(ROOT / "docs").glob("*.md")]:
+        for target in re.findall(r"\]\(([^)#]+)\)", page.read_text()):
+            if not target.startswith("http"):
+                assert (page.parent / target).exists(), f"{page.name} links to {target}, which is not there"
+
+
+def test_the_layer_contracts_hold():
+    lint = Path(sys.executable).with_name("lint-imports")
+    done = subprocess.run([str(lint)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "Contracts: 4 kept, 0 broken" in done.stdout
+
+
+def code_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """A function's lines of code: its body's span, the docstring excluded."""
+    body = node.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+        body = body[1:]
+    return body[-1].end_lineno - body[0].lineno + 1 if body else 0  # type: ignore[operator]
+
+
+def test_no_module_or_function_of_the_package_outgrows_its_limit_but_those_listed_with_a_reason():
+    shape = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["shape"]
+    allowed = shape.get("long", {})
+    big, long = [], []
+    for path in sorted((ROOT / "pipeline").rglob("*.py")):
+        source = path.read_text()
+        name = str(path.relative_to(ROOT))
+        if len(source.splitlines()) > shape["max_module_lines"] and name not in allowed:
+            big.append(name)
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                key = f"{name}:{node.name}"
+                if code_lines(node) > shape["max_function_lines"] and key not in allowed:
+                    long.append(f"{key} ({code_lines(node)} lines)")
+    assert not big and not long, (
+        f"over the limits: {big + long}; split them, or list them in [tool.shape] with why"
+    )
+    assert all(reason.strip() for reason in allowed.values())
