@@ -62,11 +62,18 @@ class TimedJudgeWorker(JudgeWorker):
         self.ready_at = time.time()
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        started = time.time()
         out = super().__call__(batch)
         n = out.num_rows
-        return out.append_column("ready_at", pa.array([self.ready_at] * n)).append_column(
-            "engine_start_s", pa.array([self.start_seconds] * n)
-        )
+        extra = {
+            "ready_at": self.ready_at,
+            "engine_start_s": self.start_seconds,
+            "batch_started": started,
+            "batch_done": time.time(),
+        }
+        for name, value in extra.items():
+            out = out.append_column(name, pa.array([value] * n))
+        return out
 
 
 @dataclass
@@ -74,6 +81,12 @@ class Timing:
     seconds: float
     start_seconds: float
     cache_share: float
+    # The pipeline's judging window split (seconds): before the actor's first batch, inside its batches, between
+    # them, and from its last batch to the driver holding every row. Zero for direct vLLM (one call).
+    first_wait: float = 0.0
+    busy: float = 0.0
+    between: float = 0.0
+    last_lag: float = 0.0
 
 
 def run_pipeline(cfg, shards, plan, spec, log_dir: Path) -> tuple[Timing, pa.Table]:
@@ -92,14 +105,25 @@ def run_pipeline(cfg, shards, plan, spec, log_dir: Path) -> tuple[Timing, pa.Tab
         ray.shutdown()
     table = pa.concat_tables(batches)
     ready_at = min(table.column("ready_at").to_pylist())
-    timing = Timing(done_at - ready_at, max(table.column("engine_start_s").to_pylist()), cache_share(table))
+    starts, ends = table.column("batch_started").to_pylist(), table.column("batch_done").to_pylist()
+    spans = sorted(set(zip(starts, ends, strict=True)))
+    busy = sum(end - start for start, end in spans)
+    timing = Timing(
+        done_at - ready_at,
+        max(table.column("engine_start_s").to_pylist()),
+        cache_share(table),
+        first_wait=spans[0][0] - ready_at,
+        busy=busy,
+        between=spans[-1][1] - spans[0][0] - busy,
+        last_lag=done_at - spans[-1][1],
+    )
     gc.collect()
     return timing, table
 
 
 class Direct:
     """One vLLM engine in this process; each ``measure`` is one ``LLM.generate`` call on every prompt (the same
-    token ids the judge worker builds), from an empty prefix cache. The engine idles (no CPU) between calls."""
+    token ids the judge worker builds), from an empty prefix cache."""
 
     def __init__(self, spec, plan, pairs: pa.Table):
         self.engine = VLLMEngine(spec)
@@ -275,46 +299,49 @@ class Measured:
 
 
 def measure(args: argparse.Namespace, s: Setup) -> Measured:
-    """Alternate the pipeline and the direct engine so drift of this shared machine hits both; the direct engine
-    stays loaded (idle) while the pipeline's actor runs, and starts each measurement from an empty prefix cache.
-    Then the API, pinned-actor and one-at-a-time arms."""
+    """Alternate the direct engine and the pipeline so drift of this shared machine hits both, each alone on the
+    machine: the direct engine starts for its measurement (from an empty prefix cache) and is shut down before
+    the pipeline's Ray starts (loaded and idle beside the pipeline, it cost the pipeline 2.3%: 6.42 against 6.57
+    cmp/s, medians of 3 alternated rounds; BENCHMARKS.md). Then the API, pinned-actor and one-at-a-time arms."""
     m = Measured()
-    direct = Direct(s.spec, s.plan, s.pairs)
     own_spec = replace(s.spec, engine_process=EngineProcess.own)
     total = s.pairs.num_rows
-    try:
-        for round_ in range(args.rounds):
-            timing, pipe = run_pipeline(s.cfg, s.shards, s.plan, s.spec, s.work / "logs")
-            m.pipeline.append(timing)
-            if args.own:
-                timing, own = run_pipeline(s.cfg, s.shards, s.plan, own_spec, s.work / "logs")
-                m.own.append(timing)
-                m.own_lp = in_order(own, s.pairs)
-                log.info(
-                    "round %d/%d: engine in its own processes %.2f/s",
-                    round_ + 1,
-                    args.rounds,
-                    total / timing.seconds,
-                )
+    ids: list[list[int]] = []
+    for round_ in range(args.rounds):
+        direct = Direct(s.spec, s.plan, s.pairs)
+        try:
             timing, m.direct_lp = direct.measure()
-            m.direct.append(timing)
+        finally:
+            direct.close()
+        m.direct.append(timing)
+        ids, m.dtype = direct.ids, direct.dtype
+        timing, pipe = run_pipeline(s.cfg, s.shards, s.plan, s.spec, s.work / "logs")
+        m.pipeline.append(timing)
+        if args.own:
+            timing, own = run_pipeline(s.cfg, s.shards, s.plan, own_spec, s.work / "logs")
+            m.own.append(timing)
+            m.own_lp = in_order(own, s.pairs)
             log.info(
-                "round %d/%d: pipeline %.2f/s, direct %.2f/s",
+                "round %d/%d: engine in its own processes %.2f/s",
                 round_ + 1,
                 args.rounds,
-                total / m.pipeline[-1].seconds,
-                total / m.direct[-1].seconds,
+                total / timing.seconds,
             )
-    finally:
-        direct.close()
-    m.pipe_lp, m.dtype = in_order(pipe, s.pairs), direct.dtype
+        log.info(
+            "round %d/%d: pipeline %.2f/s, direct %.2f/s",
+            round_ + 1,
+            args.rounds,
+            total / m.pipeline[-1].seconds,
+            total / m.direct[-1].seconds,
+        )
+    m.pipe_lp = in_order(pipe, s.pairs)
     if args.api:
         m.api, api_table = run_api(s.cfg, s.shards, s.plan, s.spec, m.dtype, args.rounds, s.work)
         m.api_lp = in_order(api_table, s.pairs)
     if args.actors > 1:
         m.actors = run_actors(s.cfg, s.shards, s.plan, s.spec, args.actors, args.rounds, s.work)
     n_hf = min(args.hf_prompts, total)
-    m.hf, m.hf_lp = run_hf(s.spec, s.plan, direct.ids[:n_hf], m.dtype)
+    m.hf, m.hf_lp = run_hf(s.spec, s.plan, ids[:n_hf], m.dtype)
     return m
 
 
@@ -376,6 +403,7 @@ def details(args: argparse.Namespace, s: Setup, m: Measured) -> list[str]:
         f"pipeline / direct, per round: {', '.join(f'{r:.2f}' for r in paired)} (median {np.median(paired):.2f})",
         f"engine start (excluded above): pipeline actor {m.pipeline[-1].start_seconds:.1f} s, "
         f"direct {m.direct[-1].start_seconds:.1f} s, HF {m.hf.start_seconds:.1f} s",
+        "where the pipeline's judging time went (median of rounds): " + time_split(m.pipeline, m.direct),
         f"prefix cache share of prompt tokens: pipeline {m.pipeline[-1].cache_share:.1%}, "
         f"direct {m.direct[-1].cache_share:.1%}",
         f"max |label logprob| difference: pipeline vs direct {np.abs(m.pipe_lp - m.direct_lp).max():.2e}, "
@@ -408,6 +436,24 @@ def details(args: argparse.Namespace, s: Setup, m: Measured) -> list[str]:
     if captured_output_path() is not None:
         lines.append(f"(engine and Ray output: {captured_output_path()} and {s.work / 'logs'})")
     return lines
+
+
+def time_split(pipeline: list[Timing], direct: list[Timing]) -> str:
+    """The pipeline's judging window against direct vLLM's one call: waiting for the first batch, engine calls,
+    between batches, and from the last batch to the driver."""
+
+    def med(values: list[float]) -> float:
+        return float(np.median(values))
+
+    total, direct_s = med([t.seconds for t in pipeline]), med([t.seconds for t in direct])
+    parts = {
+        "first batch": med([t.first_wait for t in pipeline]),
+        "in batches": med([t.busy for t in pipeline]),
+        "between batches": med([t.between for t in pipeline]),
+        "last batch to the driver": med([t.last_lag for t in pipeline]),
+    }
+    split = ", ".join(f"{name} {value:.1f} s" for name, value in parts.items())
+    return f"{total:.1f} s = {split}; direct vLLM's call {direct_s:.1f} s"
 
 
 def agreement(p: np.ndarray, reference: np.ndarray) -> str:

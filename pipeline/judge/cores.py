@@ -85,16 +85,21 @@ def engine_inside(spec: JudgeSpec, in_actor: bool) -> bool:
     return in_actor and not spec.on_gpu
 
 
-def bound_cores(bind: str | None) -> int | None:
-    """The number of cores ``VLLM_CPU_OMP_THREADS_BIND`` gives an engine (its first rank's list: ``0-3``,
-    ``0,1,4``, ``0-3|4-7``); None where it names none (unset, ``nobind``)."""
-    cores: set[int] = set()
+def expand_cores(bind: str | None) -> list[int]:
+    """The cores ``VLLM_CPU_OMP_THREADS_BIND`` gives an engine, in order (its first rank's list: ``0-3``, ``0,1,4``,
+    ``0-3|4-7``); empty where it names none (unset, ``all``, ``auto``, ``nobind``)."""
+    cores: list[int] = []
     for part in (bind or "").split("|")[0].split(","):
         first, _, last = part.strip().partition("-")
         if not first.isdigit() or (last and not last.isdigit()):
-            return None
-        cores.update(range(int(first), int(last or first) + 1))
-    return len(cores) or None
+            return []
+        cores += [c for c in range(int(first), int(last or first) + 1) if c not in cores]
+    return cores
+
+
+def bound_cores(bind: str | None) -> int | None:
+    """The number of cores ``VLLM_CPU_OMP_THREADS_BIND`` gives an engine; None where it names none."""
+    return len(expand_cores(bind)) or None
 
 
 def vllm_env(spec: JudgeSpec, inside: bool) -> dict[str, str]:
@@ -133,11 +138,21 @@ def preloads_openmp(ld_preload: str | None) -> bool:
 
 
 def worker_process_env(spec: JudgeSpec) -> dict[str, str]:
-    """The environment a judge worker's process must start with (read as it loads, before any code of ours):
-    for a vLLM engine on the CPU inside the worker, PyTorch's OpenMP runtime preloaded (``LD_PRELOAD``), as vLLM
-    does for the engine processes it spawns itself (vllm-project/vllm#27369). Without it the engine's bound
-    OpenMP threads spin against each other: on 2 cores, 480 SummEval prompts took 73 CPU-seconds at 13/s
-    against 59 CPU-seconds at 16/s with it (BENCHMARKS.md, bench-judge). Empty for every other engine."""
+    """The environment a judge worker's process must start with (read as it loads, before any code of ours), for
+    a vLLM engine on the CPU inside the worker: what vLLM gives the engine processes it spawns itself.
+
+    - PyTorch's OpenMP runtime preloaded (``LD_PRELOAD``, vllm-project/vllm#27369): without it the engine's bound
+      threads spin against each other (on 2 cores, 480 SummEval prompts took 73 CPU-seconds at 13/s against 59 at
+      16/s with it; BENCHMARKS.md, bench-judge).
+    - Its OpenMP threads bound one per core (``VLLM_CPU_OMP_THREADS_BIND``): an explicit list as
+      ``GOMP_CPU_AFFINITY``, as vLLM's process manager sets it; ``all`` as ``OMP_PLACES=cores`` and
+      ``OMP_PROC_BIND=close``, the cores of whichever node the worker lands on; and their number. OpenMP reads
+      these once, as the process loads: set later, the threads float between the cores and the engine judged 5-8%
+      slower than vLLM's own process on 2 cores (BENCHMARKS.md, bench-judge). ``auto`` (several actors on one
+      machine, each claiming its cores as it starts) cannot be known before the process starts: unbound.
+    - The worker at Ray's default priority for a task (``RAY_worker_niceness``), not below the system's.
+
+    Empty for every other engine."""
     if spec.backend != Backend.vllm or spec.on_gpu or not engine_inside(spec, in_actor=True):
         return {}
     env = {"RAY_worker_niceness": "0"}
@@ -145,4 +160,14 @@ def worker_process_env(spec: JudgeSpec) -> dict[str, str]:
     library = torch_openmp()
     if library is not None and not preloads_openmp(current):
         env["LD_PRELOAD"] = f"{current}:{library}" if current else library
+    bind = {str(k): str(v) for k, v in spec.env.items()}.get("VLLM_CPU_OMP_THREADS_BIND", "all")
+    threads = bound_cores(bind)
+    if bind == "all":
+        cores = sorted(os.sched_getaffinity(0))
+        env["GOMP_CPU_AFFINITY"] = " ".join(str(c) for c in cores)
+        threads = len(cores)
+    elif threads is not None:
+        env["GOMP_CPU_AFFINITY"] = " ".join(str(c) for c in expand_cores(bind))
+    if threads and "OMP_NUM_THREADS" not in spec.env:
+        env["OMP_NUM_THREADS"] = str(threads)
     return env

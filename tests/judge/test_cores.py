@@ -51,3 +51,66 @@ def test_all_binds_every_core_of_the_process():
 
     env = resolve_env({"VLLM_CPU_OMP_THREADS_BIND": "all", "CA_CORES_PER_WORKER": "1"})
     assert env == {"VLLM_CPU_OMP_THREADS_BIND": ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))}
+
+
+def spec(env=None, **kw):
+    from pipeline.config.enums import Backend
+    from pipeline.judge.spec import JudgeSpec
+
+    return JudgeSpec(backend=kw.pop("backend", Backend.vllm), model="m", model_path="/m", name="m",
+                     max_model_len=512, env=env or {}, **kw)  # fmt: skip
+
+
+def test_a_cpu_engine_inside_its_actor_starts_with_the_openmp_runtime_and_threads_vllm_gives_its_own():
+    from pipeline.judge.cores import torch_openmp, worker_process_env
+
+    cores = sorted(os.sched_getaffinity(0))
+    env = worker_process_env(spec({"VLLM_CPU_OMP_THREADS_BIND": "all"}))
+    if torch_openmp() is not None and "gomp" not in os.environ.get("LD_PRELOAD", ""):
+        assert env["LD_PRELOAD"].endswith(torch_openmp())
+    assert env["GOMP_CPU_AFFINITY"] == " ".join(map(str, cores))
+    assert env["OMP_NUM_THREADS"] == str(len(cores))
+    listed = worker_process_env(spec({"VLLM_CPU_OMP_THREADS_BIND": "0-1,4"}))
+    assert listed["GOMP_CPU_AFFINITY"] == "0 1 4" and listed["OMP_NUM_THREADS"] == "3"
+    # cores claimed as the actor starts are not known before: unbound, as vLLM leaves them
+    assert "GOMP_CPU_AFFINITY" not in worker_process_env(spec({"VLLM_CPU_OMP_THREADS_BIND": "auto"}))
+    assert worker_process_env(spec({"OMP_NUM_THREADS": "1"})).get("OMP_NUM_THREADS") is None
+
+
+def test_every_other_engine_starts_with_the_environment_it_has():
+    from pipeline.config.enums import Backend, EngineProcess
+    from pipeline.judge.cores import worker_process_env
+
+    assert worker_process_env(spec(engine_process=EngineProcess.own)) == {}
+    assert worker_process_env(spec(on_gpu=True)) == {}
+    assert worker_process_env(spec(backend=Backend.hf)) == {}
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_a_process_started_with_that_environment_has_its_openmp_threads_one_per_core():
+    # the worker's environment at its start, then PyTorch's OpenMP team working: each busy thread on one core
+    from pipeline.judge.cores import worker_process_env
+
+    env = worker_process_env(spec({"VLLM_CPU_OMP_THREADS_BIND": "all"}))
+    script = textwrap.dedent(
+        """
+        import os, torch
+        x = torch.randn(1500, 1500)
+        for _ in range(20):
+            x = torch.tanh(x @ x)
+        pinned = set()
+        for task in os.listdir("/proc/self/task"):
+            status = open(f"/proc/self/task/{task}/status").read()
+            cpus = [l.split()[1] for l in status.splitlines() if l.startswith("Cpus_allowed_list")][0]
+            ticks = sum(int(v) for v in open(f"/proc/self/task/{task}/stat").read().rsplit(")", 1)[1].split()[11:13])
+            if ticks > 5:
+                pinned.add(cpus)
+        print(" ".join(sorted(pinned)))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], env={**os.environ, **env}, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    busy = done.stdout.split()
+    assert all("-" not in cpus and "," not in cpus for cpus in busy), busy  # no thread floats between cores
+    assert len(set(busy)) >= 2, busy  # the team spread over the cores, one each
