@@ -2,28 +2,32 @@
 Hugging Face ``generate`` one prompt at a time, on the same prompts (the demo tickets, repeated), greedy.
 
 Prints output tokens per second of each and the ratios (pipeline / direct is the one that matters: target 0.9x);
-engine start-up is excluded from every rate (the pipeline is timed from its actor's engine being ready).
+engine start-up is excluded from every rate (the pipeline is timed from its actor's engine being ready to the last
+row at the driver). Direct vLLM and the pipeline alternate for ``--rounds`` rounds, each alone on the machine (the
+direct engine is closed before Ray starts); the medians are printed, with the pipeline's time split.
 
     make bench-generate                       # 48 inputs, 64 new tokens
-    make bench-generate ARGS="--inputs 96 --max-tokens 128"
+    make bench-generate ARGS="--inputs 96 --max-tokens 128 --rounds 5"
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import json
 import platform
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from pipeline import PROJECT_ROOT
-from pipeline.benchmarks.judge import TimedJudgeWorker
+from pipeline.benchmarks.judge import TimedJudgeWorker, Timing, stream_timed, time_split
 from pipeline.config.hydra import compose
 from pipeline.data.tasks import DEMO_TICKETS, load_tasks
 from pipeline.judge.generators import Generator, generator_judge_config, generator_request
@@ -45,31 +49,19 @@ def write_inputs(folder: Path, n: int) -> Path:
     return path
 
 
-def run_pipeline(step, prompts: pa.Table, cfg, work: Path) -> tuple[pa.Table, float]:
-    """1. The pipeline's generation step on Ray Data, timed from the actor's engine being ready to the last row."""
-    import ray
-
-    from pipeline.runtime.ray_data import RayDataExecutor
-
-    size = cfg.generate.batch_size
-    blocks = [prompts.slice(k, size) for k in range(0, prompts.num_rows, size)]
-    try:
-        out = pa.concat_tables(list(RayDataExecutor(cfg.runtime, work / "logs").stream(blocks, [step])))
-        done_at = time.time()
-    finally:
-        ray.shutdown()
-    return out, done_at - min(out.column("ready_at").to_pylist())
+@dataclass
+class Setup:
+    cfg: Any
+    spec: Any
+    request: Any
+    frames: dict
+    prompts: pa.Table
+    step: Any
+    work: Path
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--inputs", type=int, default=48)
-    parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--hf-prompts", type=int, default=8, help="prompts for the one-at-a-time baseline")
-    parser.add_argument("--verbose", action="store_true")
-    args = parser.parse_args(argv)
+def prepare(args: argparse.Namespace) -> Setup:
+    """The generate_demo workflow's generator, its prompts (the demo tickets, repeated) and its Ray Data step."""
     work = Path(tempfile.mkdtemp(prefix="bench-generate-"))
     if not args.verbose:
         capture_process_output(work / "output.log")
@@ -94,49 +86,104 @@ def main(argv: list[str] | None = None) -> None:
     frames = {generator.name: generator_frame(tokenizer, spec.name, generator.system_prompt)}
     prompts = generation_prompts(frames, tasks)
     step = generation_step([generator], frames, cfg.generate.batch_size, cfg.judge, worker=TimedJudgeWorker)
-    out, pipe_seconds = run_pipeline(step, prompts, cfg, work)
-    pipe_tokens = int(np.asarray(out.column("generated_tokens")).sum())
-    pipe_texts = dict(
-        zip(out.column("cand_a").to_pylist(), [t[0] for t in out.column("texts").to_pylist()], strict=True)
+    return Setup(cfg, spec, request, frames, prompts, step, work)
+
+
+@dataclass
+class Measured:
+    pipeline: list[Timing] = field(default_factory=list)
+    direct: list[Timing] = field(default_factory=list)
+    tokens: int = 0
+    same_text: float = 0.0
+    dtype: str = ""
+    ids: list[list[int]] = field(
+        default_factory=list
+    )  # the prompts' token ids, as the direct engine encoded them
+
+
+def measure(s: Setup, rounds: int) -> Measured:
+    """Alternate direct vLLM (started, timed on one ``generate`` call, closed) and the pipeline (Ray started, timed
+    from its actor's engine being ready to the last row, shut down), so that each runs alone on the machine and its
+    drift hits both."""
+    m = Measured()
+    size = s.cfg.generate.batch_size
+    blocks = [s.prompts.slice(k, size) for k in range(0, s.prompts.num_rows, size)]
+    inputs = s.prompts.column("cand_a").to_pylist()
+    for _ in range(rounds):
+        engine = VLLMEngine(s.spec)
+        ids = s.frames[next(iter(s.frames))].encode(engine.tokenizer, s.prompts.column("prompt").to_pylist())
+        engine.llm.reset_prefix_cache()
+        started = time.perf_counter()
+        results = engine.run(ids, s.request)
+        m.direct.append(Timing(time.perf_counter() - started, engine.start_seconds, 0.0))
+        m.dtype, m.ids = str(engine.dtype), ids
+        engine.close()
+        gc.collect()
+        out, timing = stream_timed(s.cfg.runtime, blocks, [s.step], s.work / "logs")
+        m.pipeline.append(timing)
+        texts = dict(
+            zip(
+                out.column("cand_a").to_pylist(), [t[0] for t in out.column("texts").to_pylist()], strict=True
+            )
+        )
+        m.same_text = float(np.mean([texts[i] == r.texts[0] for i, r in zip(inputs, results, strict=True)]))
+        m.tokens = int(np.asarray(out.column("generated_tokens")).sum())
+        if m.tokens != sum(r.generated_tokens for r in results):
+            raise RuntimeError("the pipeline and direct vLLM generated different numbers of tokens")
+    return m
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--inputs", type=int, default=48)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="alternated rounds of direct vLLM and the pipeline"
+    )
+    parser.add_argument("--hf-prompts", type=int, default=8, help="prompts for the one-at-a-time baseline")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    s = prepare(args)
+    m = measure(s, args.rounds)
 
-    # 2. vLLM generate, direct
-    engine = VLLMEngine(spec)
-    ids = frames[generator.name].encode(engine.tokenizer, prompts.column("prompt").to_pylist())
-    engine.llm.reset_prefix_cache()
+    # Hugging Face, one prompt at a time
+    hf = HFEngine(replace(s.spec, engine={"dtype": m.dtype}))
+    n_hf = min(args.hf_prompts, len(m.ids))
     started = time.perf_counter()
-    results = engine.run(ids, request)
-    direct_seconds = time.perf_counter() - started
-    direct_tokens = sum(r.generated_tokens for r in results)
-    inputs = prompts.column("cand_a").to_pylist()
-    same = np.mean([pipe_texts[i] == r.texts[0] for i, r in zip(inputs, results, strict=True)])
-    dtype, start_direct = engine.dtype, engine.start_seconds
-    engine.close()
-
-    # 3. Hugging Face, one prompt at a time
-    hf = HFEngine(replace(spec, engine={"dtype": dtype}))
-    n_hf = min(args.hf_prompts, len(ids))
-    started = time.perf_counter()
-    hf_results = hf.run(ids[:n_hf], request)
+    hf_results = hf.run(m.ids[:n_hf], s.request)
     hf_seconds = time.perf_counter() - started
     hf_tokens = sum(r.generated_tokens for r in hf_results)
 
+    pipe_rates = [m.tokens / t.seconds for t in m.pipeline]
+    direct_rates = [m.tokens / t.seconds for t in m.direct]
+    n = s.prompts.num_rows
     rates = {
-        "pipeline (Ray Data, 1 vLLM actor)": (prompts.num_rows, pipe_tokens, pipe_tokens / pipe_seconds),
-        "vLLM generate, direct": (prompts.num_rows, direct_tokens, direct_tokens / direct_seconds),
+        "pipeline (Ray Data, 1 vLLM actor)": (n, m.tokens, float(np.median(pipe_rates))),
+        "vLLM generate, direct": (n, m.tokens, float(np.median(direct_rates))),
         "HF generate, one at a time": (n_hf, hf_tokens, hf_tokens / hf_seconds),
     }
     header = [
         f"# generate benchmark  {datetime.datetime.now().isoformat(timespec='seconds')}",
         f"# cpu: {read_cpu().describe()}",
-        f"# {platform.node()}; python {platform.python_version()}; dtype {dtype} ({spec.dtype_reason})",
-        f"# {prompts.num_rows} prompts (demo tickets), greedy, max_tokens {args.max_tokens}, "
-        f"generate.batch_size {cfg.generate.batch_size}",
+        f"# {platform.node()}; python {platform.python_version()}; dtype {m.dtype} ({s.spec.dtype_reason})",
+        f"# {n} prompts (demo tickets), greedy, max_tokens {args.max_tokens}, "
+        f"generate.batch_size {s.cfg.generate.batch_size}, {args.rounds} alternated rounds",
     ]
+    ratios = [p / d for p, d in zip(pipe_rates, direct_rates, strict=True)]
     footer = [
-        f"same greedy text, pipeline vs direct: {same:.0%} of prompts",
-        f"engine start (excluded): pipeline actor {out.column('engine_start_s')[0].as_py():.1f} s, direct "
-        f"{start_direct:.1f} s, HF {hf.start_seconds:.1f} s",
+        "rounds (tok/s): pipeline "
+        + ", ".join(f"{r:.1f}" for r in pipe_rates)
+        + "; direct "
+        + ", ".join(f"{r:.1f}" for r in direct_rates),
+        "pipeline / direct, per round: "
+        + ", ".join(f"{r:.2f}" for r in ratios)
+        + f" (median {float(np.median(ratios)):.2f})",
+        "where the pipeline's time went (median of rounds): " + time_split(m.pipeline, m.direct),
+        f"same greedy text, pipeline vs direct: {m.same_text:.0%} of prompts",
+        f"engine start (excluded): pipeline actor {np.median([t.start_seconds for t in m.pipeline]):.1f} s, direct "
+        f"{np.median([t.start_seconds for t in m.direct]):.1f} s, HF {hf.start_seconds:.1f} s",
     ]
     out_console = console()
     out_console.write("\n".join([*header, "", *rate_lines(rates), "", *footer]) + "\n")

@@ -89,17 +89,15 @@ class Timing:
     last_lag: float = 0.0
 
 
-def run_pipeline(cfg, shards, plan, spec, log_dir: Path) -> tuple[Timing, pa.Table]:
-    """The pair and judge steps on Ray Data, timed from the actor's engine being ready to the last row."""
+def stream_timed(runtime, blocks: list, steps: list, log_dir: Path) -> tuple[pa.Table, Timing]:
+    """Stream ``blocks`` through ``steps`` (whose engine step runs :class:`TimedJudgeWorker`) on Ray Data, timed from
+    the actor's engine being ready to the last row at the driver, with that window split (see :class:`Timing`)."""
     import ray
 
     from pipeline.runtime.ray_data import RayDataExecutor
 
-    steps = judge_steps(
-        cfg.pairs, cfg.judge, cfg.runtime.pair_chunk_rows, plan, spec, worker=TimedJudgeWorker
-    )
     try:
-        batches = list(RayDataExecutor(cfg.runtime, log_dir).stream(shards, steps))
+        batches = list(RayDataExecutor(runtime, log_dir).stream(blocks, steps))
         done_at = time.time()
     finally:
         ray.shutdown()
@@ -111,14 +109,23 @@ def run_pipeline(cfg, shards, plan, spec, log_dir: Path) -> tuple[Timing, pa.Tab
     timing = Timing(
         done_at - ready_at,
         max(table.column("engine_start_s").to_pylist()),
-        cache_share(table),
+        0.0,
         first_wait=spans[0][0] - ready_at,
         busy=busy,
         between=spans[-1][1] - spans[0][0] - busy,
         last_lag=done_at - spans[-1][1],
     )
     gc.collect()
-    return timing, table
+    return table, timing
+
+
+def run_pipeline(cfg, shards, plan, spec, log_dir: Path) -> tuple[Timing, pa.Table]:
+    """The pair and judge steps on Ray Data, timed from the actor's engine being ready to the last row."""
+    steps = judge_steps(
+        cfg.pairs, cfg.judge, cfg.runtime.pair_chunk_rows, plan, spec, worker=TimedJudgeWorker
+    )
+    table, timing = stream_timed(cfg.runtime, shards, steps, log_dir)
+    return replace(timing, cache_share=cache_share(table)), table
 
 
 class Direct:
@@ -439,8 +446,8 @@ def details(args: argparse.Namespace, s: Setup, m: Measured) -> list[str]:
 
 
 def time_split(pipeline: list[Timing], direct: list[Timing]) -> str:
-    """The pipeline's judging window against direct vLLM's one call: waiting for the first batch, engine calls,
-    between batches, and from the last batch to the driver."""
+    """The pipeline's window against direct vLLM's one call: waiting for the first batch, engine calls, between
+    batches, and from the last batch to the driver."""
 
     def med(values: list[float]) -> float:
         return float(np.median(values))

@@ -223,6 +223,9 @@ class ScoringConfig:
     debias: Debias = Debias.average
     # Correlation with human scores: auto (where the data has them) | required (error if missing) | off.
     correlation: Correlation = Correlation.auto
+    # Score the run's jurors (every judge and template that judged the same prompts) together as a jury:
+    # jury_poe, jury_majority and jury_mean in the scores, jurors.parquet and juror_agreement.parquet.
+    jury: bool = False
 
 
 @dataclass

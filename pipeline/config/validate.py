@@ -86,6 +86,12 @@ def scoring_problems(cfg: RunConfig) -> list[str]:
         )
     if len(set(methods)) != len(methods):
         problems.append(f"config scoring.methods lists a method twice: {methods}")
+    if cfg.scoring.jury and len(cfg.prompt.templates) < 2:
+        problems.append(
+            "config scoring.jury=true needs at least two jurors, and a run's jurors are its judge's comparative "
+            f"templates: prompt.templates has {len(cfg.prompt.templates)} (add a template, e.g. "
+            "experiment=jury_templates)"
+        )
     return problems
 
 

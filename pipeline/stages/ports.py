@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.contracts import schemas
+from pipeline.contracts import jury, schemas
 from pipeline.contracts.stats import JudgeStats
 from pipeline.data.source import DatasetInfo
 from pipeline.data.validate import InputReport
@@ -90,6 +90,19 @@ SCORES = Port(
 )
 UNSCORED = Port(
     "unscored", "contexts a method could not score, with the reason", schema=schemas.UNSCORED, file="unscored"
+)
+JURORS = Port(
+    "jurors",
+    "a jury's jurors (judge, template) per attribute: scale, bias and noise of each, its share of the jury's "
+    "information, its position bias",
+    schema=jury.JURORS,
+    file="jurors",
+)
+JUROR_AGREEMENT = Port(
+    "juror_agreement",
+    "every two jurors: Cohen's kappa and raw agreement of their verdicts, Spearman of their scores",
+    schema=jury.JUROR_AGREEMENT,
+    file="juror_agreement",
 )
 CORRELATIONS = Port(
     "correlations",

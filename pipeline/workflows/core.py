@@ -176,13 +176,18 @@ class Workflow:
 
 def describe_ports(ports: list[Port]) -> str:
     """Ports as a Markdown table: what each holds, its schema or type, its file in the run folder."""
-    from pipeline.contracts import schemas
+    from pipeline.contracts import jury, schemas
 
-    names = {id(v): k for k, v in vars(schemas).items() if isinstance(v, pa.Schema)}
+    names = {
+        id(v): f"{module.__name__.rsplit('.', 1)[-1]}.{k}"
+        for module in (schemas, jury)
+        for k, v in vars(module).items()
+        if isinstance(v, pa.Schema)
+    }
     lines = ["| port | holds | schema / type | in the run folder |", "|---|---|---|---|"]
     for port in ports:
         if port.schema is not None:
-            kind = f"`schemas.{names.get(id(port.schema), '?')}`: " + ", ".join(port.schema.names)
+            kind = f"`{names.get(id(port.schema), '?')}`: " + ", ".join(port.schema.names)
         else:
             kind = f"`{port.kind}`"
         if port.file is None:

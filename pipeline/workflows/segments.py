@@ -25,6 +25,7 @@ from pipeline.methods import poe_logit
 from pipeline.stages.generation import Generate, LoadTasks, MakeCandidates
 from pipeline.stages.inputs import LoadInput, OpenStore, PreparePrompts, ResolveJudge
 from pipeline.stages.judging import Judge, ShardContexts
+from pipeline.stages.jury import Jury
 from pipeline.stages.reasons import Reasons
 from pipeline.stages.reporting import Report, ReportRounds
 from pipeline.stages.rounds import Rounds
@@ -110,6 +111,7 @@ def scoring(cfg: RunConfig, root: Path, logit: poe_logit.Settings = poe_logit.DE
             Score(methods, cfg.scoring.debias, logit),
             Rate(),
             Combine(cfg.scoring.debias, cfg.absolute.combine_weight, cfg.absolute.combine),
+            Jury(cfg.scoring.jury),
             Leaderboard(
                 tuple(leaderboard_methods(cfg)),
                 cfg.leaderboard.rounds,

@@ -86,6 +86,7 @@ def test_the_comparative_workflow_is_its_declared_list():
         "score",
         "rate",
         "combine",
+        "jury",
         "leaderboard",
         "correlate",
         "cost",
