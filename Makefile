@@ -21,7 +21,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # The run folder to review (default: the latest finished run), e.g. make review RUN=outputs/runs/... ARGS="--reviewer ann"
 RUN ?=
 
-.PHONY: help install run stages test test-fast lint format review review-report bench-judge bench-methods bench-combined bench-generate bench-adaptive lock clean
+.PHONY: help install run stages test test-fast lint format review review-report bench-judge bench-methods bench-combined bench-generate bench-reasoning bench-adaptive lock clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -84,6 +84,9 @@ bench-combined: $(STAMP) ## absolute, comparative and combined (PoE with absolut
 
 bench-generate: $(STAMP) ## generation through the pipeline vs vLLM generate direct vs HF generate one at a time: output tokens/s and ratios
 	$(BIN)/python -m pipeline.benchmarks.generate $(ARGS)
+
+bench-reasoning: $(STAMP) ## reasoning then the verdict through the pipeline vs the same two calls direct with vLLM; a jury of two templates vs its jurors judged apart
+	$(BIN)/python -m pipeline.benchmarks.reasoning $(ARGS)
 
 bench-adaptive: $(STAMP) ## adaptive rounds vs random, greedy-optimal and sorting on simulated pools (N=658, 20 seeds, Spearman/Kendall with 95% CIs), then one round's fit + selection at N=100,000
 	$(BIN)/python -m pipeline.benchmarks.adaptive $(ARGS)

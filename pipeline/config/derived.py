@@ -62,7 +62,16 @@ def judging_identity(cfg: RunConfig) -> dict:
     resolved judge, dtype included): a run folder's comparisons are only resumed with the same identity."""
     from dataclasses import asdict
 
-    return {section: asdict(getattr(cfg, section)) for section in ("dataset", "pairs", "prompt")}
+    identity = {section: asdict(getattr(cfg, section)) for section in ("dataset", "pairs", "prompt")}
+    return identity | reasoning_identity(cfg)
+
+
+def reasoning_identity(cfg: RunConfig) -> dict:
+    """judge.reasoning when it is on (a judgment read after reasoning is not one read without); nothing when off,
+    so that the identity of runs without reasoning is what it was before the setting existed."""
+    from dataclasses import asdict
+
+    return {"reasoning": asdict(cfg.judge.reasoning)} if cfg.judge.reasoning.enabled else {}
 
 
 def rating_identity(cfg: RunConfig) -> dict:
@@ -89,7 +98,7 @@ def rating_identity(cfg: RunConfig) -> dict:
         "absolute": absolute,
         "prompt": prompt,
         "criteria_options": options,
-    }
+    } | reasoning_identity(cfg)
 
 
 def judgement_store(cfg: RunConfig, root: Path, cache_dir: Path) -> Path | None:

@@ -44,6 +44,24 @@ class ApiConfig:
 
 
 @dataclass
+class ReasoningConfig:
+    """Reasoning, then the verdict (off by default; pipeline.judge.reasoning). The judge first generates up to
+    ``max_tokens`` tokens of reasoning in its chat template after ``open``, ending at a ``stop`` string or the budget;
+    then ``close`` and the template's answer prefix are appended and the verdict is read as without reasoning.
+    Instruct models: ``instruction`` (appended to every prompt's message) asks them to think step by step. Thinking
+    models: ``open: "<think>\\n"``, ``close: "\\n</think>\\n\\n"``, ``stop: ["</think>"]`` and no instruction."""
+
+    enabled: bool = False
+    max_tokens: int = 256
+    instruction: str = (
+        "Before you answer, think it through step by step in a few sentences; then give your answer."
+    )
+    open: str = ""
+    close: str = "\n\nAnswer: "
+    stop: list[str] = field(default_factory=list)
+
+
+@dataclass
 class JudgeConfig:
     """The LLM judge and how its engines are placed."""
 
@@ -75,6 +93,8 @@ class JudgeConfig:
     # paths.cache_dir/judgements.sqlite. (A judge behind an API has its reply cache instead.)
     store: bool = True
     store_path: str | None = None
+    # Reason before the verdict (ReasoningConfig); off by default.
+    reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
 
 
 @dataclass

@@ -135,6 +135,12 @@ def judge_problems(cfg: RunConfig) -> list[str]:
             "remove it from judge.env"
         )
     problems += api_problems(judge)
+    r = judge.reasoning
+    if r.enabled and not (isinstance(r.max_tokens, int) and 1 <= r.max_tokens < judge.max_model_len):
+        problems.append(
+            f"config judge.reasoning.max_tokens={r.max_tokens!r} must be a positive integer below "
+            f"judge.max_model_len={judge.max_model_len} (the reasoning's budget of tokens)"
+        )
     if judge.backend == Backend.hf:
         extra = sorted(set(judge.engine) - set(HF_ENGINE_KEYS))
         if extra:

@@ -21,6 +21,19 @@ MAX_READ_TOKENS = 128
 
 
 @dataclass(frozen=True)
+class Reasoning:
+    """Reason first (``judge.reasoning``): up to ``max_tokens`` tokens generated greedily after the prompt's
+    message and ``open`` (a thinking model's ``<think>``; empty for an instruct model told to think step by step),
+    ending at a ``stop`` string or the budget; then ``close`` and the answer prefix are appended, and the request
+    is read on that whole text (:mod:`pipeline.judge.reasoning`)."""
+
+    max_tokens: int
+    open: str = ""
+    close: str = "\n\n"
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Request:
     """What the engine does with one prompt: the tokens whose first-token log-probabilities it returns, and how
     many tokens it generates (greedy with ``n == 1``, else ``n`` samples at ``temperature`` with ``seed``)."""
@@ -33,6 +46,8 @@ class Request:
     # Generation only (generate-then-evaluate): nucleus sampling and stop strings.
     top_p: float = 1.0
     stop: tuple[str, ...] = ()
+    # Reason before the answer is read (judge.reasoning); None: read at the answer prefix directly.
+    reasoning: Reasoning | None = None
 
     @property
     def reproducible(self) -> bool:
@@ -62,6 +77,11 @@ class Result:
     requests: int = 0
     # Requested tokens not among an API's returned alternatives (given a floor; see pipeline.judge.api).
     missing: int = 0
+    # With Request.reasoning: the reasoning generated before the answer, its tokens, and whether the budget cut it
+    # (the answer is still read after the answer prefix). None / 0 / None without reasoning.
+    reasoning: str | None = None
+    reasoning_tokens: int = 0
+    reasoning_cut: bool | None = None
 
     @classmethod
     def failed(cls, error: str, source: str, requests: int) -> Result:
@@ -77,6 +97,9 @@ ANSWER_FIELDS = (
     "cached_tokens",
     "generated_tokens",
     "finish_reasons",
+    "reasoning",
+    "reasoning_tokens",
+    "reasoning_cut",
 )
 
 

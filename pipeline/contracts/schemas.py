@@ -90,6 +90,15 @@ PROMPTS = pa.schema(
 )
 
 
+# With judge.reasoning: the reasoning generated before the verdict (pipeline.judge.reasoning), its tokens, and
+# whether the budget cut it; null without reasoning (and in parts written before these columns existed).
+REASONING_FIELDS = [
+    pa.field("reasoning", pa.string()),
+    pa.field("reasoning_tokens", pa.int32()),
+    pa.field("reasoning_cut", pa.bool_()),
+]
+
+
 RESPONSES = pa.schema(
     [
         pa.field("context_id", pa.string(), nullable=False),
@@ -120,6 +129,7 @@ RESPONSES = pa.schema(
         pa.field("requests", pa.int32(), nullable=False),
         # Requested tokens an API did not return among its alternatives (their log-probability is a floor).
         pa.field("missing_logprobs", pa.int32(), nullable=False),
+        *REASONING_FIELDS,
     ]
 )
 
@@ -149,6 +159,7 @@ JUDGMENTS = pa.schema(
         pa.field("seconds", pa.float64(), nullable=False),
         # host:pid of the judge actor (which engine judged the prompt).
         pa.field("worker", pa.string()),
+        *REASONING_FIELDS,
     ]
 )
 
@@ -176,6 +187,7 @@ RATINGS = pa.schema(
         pa.field("generated_tokens", pa.int32(), nullable=False),
         pa.field("seconds", pa.float64(), nullable=False),
         pa.field("worker", pa.string()),
+        *REASONING_FIELDS,
     ]
 )
 

@@ -23,6 +23,7 @@ from pipeline.contracts.frame import PromptFrame
 from pipeline.contracts.keys import PROMPT_KEY
 from pipeline.contracts.schemas import PROMPTS, RESPONSES, check_schema
 from pipeline.judge.engines import open_engine
+from pipeline.judge.reasoning import ReasoningEngine
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.stored import StoredEngine
 from pipeline.judge.watchdog import EngineWatch, Reaper, engine_processes, record_event
@@ -58,7 +59,7 @@ class JudgeWorker:
         self.frames = dict(frames or {})
         self.in_flight = 0
         self.events = events
-        engine = open_engine(spec)
+        engine = ReasoningEngine(open_engine(spec))  # reasoning first where a request asks for it
         # answers of earlier runs by content (pipeline.storage.judgements), in front of the engine; None: off
         self.engine: Engine = (
             StoredEngine(engine, JudgementStore(store, spec.identity())) if store else engine
@@ -170,6 +171,11 @@ class JudgeWorker:
                 "source": pa.array([r.source for r in done], pa.string()),
                 "requests": pa.array([r.requests for r in done], pa.int32()),
                 "missing_logprobs": pa.array([r.missing for r in done], pa.int32()),
+                "reasoning": pa.array([r.reasoning for r in done], pa.string()),
+                "reasoning_tokens": pa.array(
+                    [r.reasoning_tokens if r.reasoning is not None else None for r in done], pa.int32()
+                ),
+                "reasoning_cut": pa.array([r.reasoning_cut for r in done], pa.bool_()),
             }
         )
         return check_schema(out, RESPONSES, "judge stage output")

@@ -10,11 +10,12 @@ The resulting :class:`PromptPlan` is a small picklable object: the pair stage re
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pipeline.config.assessment import PromptConfig, TemplateConfig
-from pipeline.contracts.engine import Request
+from pipeline.config.judging import ReasoningConfig
+from pipeline.contracts.engine import Reasoning, Request
 from pipeline.contracts.frame import PromptFrame
 from pipeline.data.words import PromptWords
 from pipeline.prompts.absolute import AbsoluteTemplate
@@ -39,6 +40,9 @@ class PromptPlan:
     absolute: tuple[AbsoluteTemplate, ...] = ()
     # prompt.system_prompt (inside the frame already; kept for conversations built anew, e.g. the judge's reasons).
     system_prompt: str | None = None
+    # judge.reasoning: reason before every verdict (None: off), and the instruction added to every message.
+    reasoning: Reasoning | None = None
+    reasoning_instruction: str = ""
 
     def template(self, template_id: str) -> TemplateConfig:
         return next(t for t in self.templates if t.id == template_id)
@@ -46,13 +50,20 @@ class PromptPlan:
     def prompt(self, template: TemplateConfig, attribute: str, context: str, a: str, b: str) -> str:
         """The whole text given to the engine for ``a`` in slot A and ``b`` in slot B."""
         message = render_message(template, self.words, attribute, context, a, b)
-        return self.frame.wrap(message) + self.answer_prefixes[(template.id, attribute)]
+        return self.frame.wrap(self.instructed(message)) + self.answer_prefixes[(template.id, attribute)]
+
+    def instructed(self, message: str) -> str:
+        """The message with the reasoning instruction after it (with judge.reasoning and an instruction)."""
+        if self.reasoning is None or not self.reasoning_instruction:
+            return message
+        return f"{message}\n\n{self.reasoning_instruction}"
 
     def rate_prompt(self, template: AbsoluteTemplate, attribute: str, context: str, candidate: str) -> str:
         """The whole text given to the engine to judge ``candidate`` on its own."""
         fields = render_fields(self.words, attribute, template.low, template.high, template.options)
         message = template.text.format(context=context, candidate=candidate, **fields)
-        return self.frame.wrap(message) + template.answer_prefix.format(context="", candidate="", **fields)
+        prefix = template.answer_prefix.format(context="", candidate="", **fields)
+        return self.frame.wrap(self.instructed(message)) + prefix
 
     def rated_per_candidate(self) -> int:
         """Absolute prompts per candidate: every attribute for most templates, its own criterion for options."""
@@ -60,8 +71,9 @@ class PromptPlan:
 
     def requests(self) -> dict[str, Request]:
         """What the engine reads for every template id: the label tokens of a comparison, the absolute reads."""
-        compare = Request(token_ids=self.labels.token_ids, max_tokens=1)
-        return {**{t.id: compare for t in self.templates}, **{t.id: t.request for t in self.absolute}}
+        compare = Request(token_ids=self.labels.token_ids, max_tokens=1, reasoning=self.reasoning)
+        absolute = {t.id: replace(t.request, reasoning=self.reasoning) for t in self.absolute}
+        return {**{t.id: compare for t in self.templates}, **absolute}
 
     def describe(self) -> dict[str, Any]:
         """What the judge sees, for the run folder (``prompt_plan.json``)."""
@@ -106,13 +118,27 @@ def plan_prompts(
     model: str,
     absolute: tuple[AbsoluteTemplate, ...] = (),
     comparative: bool = True,
+    reasoning: ReasoningConfig | None = None,
 ) -> PromptPlan:
     """Settle the prompt once: chat template or plain text, the frame around messages, answer prefixes.
-    ``comparative=False``: absolute prompts only (``workflow=absolute``)."""
+    ``comparative=False``: absolute prompts only (``workflow=absolute``). ``reasoning``: judge.reasoning."""
     chat = uses_chat_template(tokenizer, cfg.chat_template, model)
     frame = chat_frame(tokenizer, cfg.system_prompt, model) if chat else plain_frame(cfg.system_prompt)
     templates = tuple(cfg.templates) if comparative else ()
     prefixes = {(t.id, a): render_answer_prefix(t, words, a) for t in templates for a in attributes}
+    think = None
+    if reasoning is not None and reasoning.enabled:
+        think = Reasoning(reasoning.max_tokens, reasoning.open, reasoning.close, tuple(reasoning.stop))
     return PromptPlan(
-        templates, tuple(attributes), words, frame, chat, labels, prefixes, tuple(absolute), cfg.system_prompt
+        templates,
+        tuple(attributes),
+        words,
+        frame,
+        chat,
+        labels,
+        prefixes,
+        tuple(absolute),
+        cfg.system_prompt,
+        think,
+        reasoning.instruction if think is not None and reasoning is not None else "",
     )

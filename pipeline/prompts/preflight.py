@@ -44,7 +44,14 @@ def _longest_prompt(tokenizer: Any, plan: PromptPlan, context: str, a: str, b: s
         for attribute in (a for a in plan.attributes if t.asks(a)):
             texts.append(plan.rate_prompt(t, attribute, context, a))
             answers.append(t.request.max_tokens)
-    return max(len(ids) + n for ids, n in zip(plan.frame.encode(tokenizer, texts), answers, strict=True))
+    # with reasoning, the verdict is read after the reasoning's budget and the text that closes it
+    extra = 0
+    if plan.reasoning is not None:
+        r = plan.reasoning
+        extra = r.max_tokens + len(tokenizer(r.open + r.close, add_special_tokens=False)["input_ids"])
+    return max(
+        len(ids) + n + extra for ids, n in zip(plan.frame.encode(tokenizer, texts), answers, strict=True)
+    )
 
 
 def check_prompt_lengths(

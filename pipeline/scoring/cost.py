@@ -28,7 +28,9 @@ def cost_table(judgments: pl.DataFrame, ratings: pl.DataFrame) -> pl.DataFrame:
 
     parts = []
     if judgments.height:
-        compare = judgments.with_columns(generated_tokens=pl.lit(1, dtype=pl.Int64))
+        # one generated token per comparison (the label), and the reasoning's tokens where the judge reasoned
+        reasoning = pl.col("reasoning_tokens").fill_null(0).cast(pl.Int64)
+        compare = judgments.with_columns(generated_tokens=1 + reasoning)
         candidates = (
             pl.concat_list(
                 pl.col("context_id") + "\x1f" + pl.col("cand_a"),

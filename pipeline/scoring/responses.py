@@ -15,6 +15,7 @@ from pipeline.config.enums import AbsoluteMode
 from pipeline.contracts.keys import COMPARE
 from pipeline.contracts.schemas import (
     GENERATIONS,
+    REASONING_FIELDS,
     check_schema,
 )
 from pipeline.methods.absolute import expected_score, sample_scores, yes_no_mass, yes_probability
@@ -50,6 +51,7 @@ def judgments_from_responses(responses: Any, labels: Labels) -> Any:
             "label_mass": pa.array(label_mass(lp_a, lp_b, lp_t), pa.float64()),
             "top_token": pa.array([t[0] if t else None for t in texts], pa.string()),
             **{k: responses.column(k) for k in ("prompt_tokens", "cached_tokens", "seconds", "worker")},
+            **{f.name: responses.column(f.name) for f in REASONING_FIELDS},
         }
     )
     return check_schema(out, JUDGMENTS, "judgments")
@@ -82,6 +84,8 @@ def ratings_from_responses(responses: pa.Table, templates: Sequence[AbsoluteTemp
             rows[name].append(cols[name][k])
         for name in ("prompt_tokens", "cached_tokens", "generated_tokens", "seconds", "worker"):
             rows[name].append(cols[name][k])
+        for f in REASONING_FIELDS:
+            rows[f.name].append(cols[f.name][k])
         rows["candidate_id"].append(cols["cand_a"][k])
         rows["score"].append(score)
         rows["values"].append(values)

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from pipeline.config.assessment import AbsoluteConfig, DatasetConfig, PromptConfig
 from pipeline.config.enums import ApiPath, Correlation
-from pipeline.config.judging import JudgeConfig
+from pipeline.config.judging import JudgeConfig, ReasoningConfig
 from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.schemas import JUDGED_KEYS
 from pipeline.data.source import DatasetInfo, load_input
@@ -143,6 +143,8 @@ class PreparePrompts(Stage):
     comparative: bool = True
     # The options of each criterion (absolute mode options).
     criteria_options: dict[str, list[Any]] = dataclasses.field(default_factory=dict)
+    # judge.reasoning: reason before every verdict (None or not enabled: off).
+    reasoning: ReasoningConfig | None = None
 
     name = "prepare_prompts"
     reads = (ports.CANDIDATES, ports.INPUT_REPORT, ports.DATASET, ports.JUDGE)
@@ -189,6 +191,7 @@ class PreparePrompts(Stage):
             judge.name,
             absolute,
             self.comparative,
+            self.reasoning,
         )
         lengths = check_prompt_lengths(candidates, plan, tokenizer, judge.max_model_len, self.prompt.too_long)
         log.info(

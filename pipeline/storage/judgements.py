@@ -35,7 +35,10 @@ class JudgementStore:
         self.identity = json.dumps(identity, sort_keys=True, default=str)
 
     def key(self, prompt: str, request: Request) -> str:
-        text = json.dumps([self.identity, asdict(request), prompt], sort_keys=True, default=str)
+        asked = asdict(request)
+        if asked["reasoning"] is None:
+            del asked["reasoning"]  # requests without reasoning keep the keys they had before it existed
+        text = json.dumps([self.identity, asked, prompt], sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()
 
     def get(self, prompts: Sequence[str], request: Request) -> list[Result | None]:

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from pipeline.config.derived import flatten
 from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.keys import COMPARE
-from pipeline.contracts.schemas import JUDGED_KEYS, JUDGMENTS, RATINGS, check_schema
+from pipeline.contracts.schemas import JUDGED_KEYS, JUDGMENTS, RATINGS, REASONING_FIELDS, check_schema
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,18 @@ class PartStore:
         parts = self.parts()
         if not parts:
             return self.schema.empty_table()
-        return check_schema(pq.read_table(parts), self.schema, f"{self.what} read from disk")
+        tables = [with_reasoning_columns(pq.read_table(part)) for part in parts]
+        return check_schema(
+            pa.concat_tables(tables, promote_options="permissive"), self.schema, f"{self.what} read from disk"
+        )
+
+
+def with_reasoning_columns(table: pa.Table) -> pa.Table:
+    """A part written before the reasoning columns existed, with them null (no reasoning was asked then)."""
+    for f in REASONING_FIELDS:
+        if f.name not in table.column_names:
+            table = table.append_column(f, pa.nulls(table.num_rows, f.type))
+    return table
 
 
 class JudgmentStore(PartStore):

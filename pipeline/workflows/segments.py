@@ -65,7 +65,9 @@ def prompts(
         "prompts",
         (
             ResolveJudge(cfg.judge, cache_dir(cfg, root)),
-            PreparePrompts(cfg.prompt, cfg.absolute, comparative, dict(cfg.criteria_options)),
+            PreparePrompts(
+                cfg.prompt, cfg.absolute, comparative, dict(cfg.criteria_options), cfg.judge.reasoning
+            ),
             OpenStore(judging, rating),
         ),
     )

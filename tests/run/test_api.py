@@ -257,3 +257,32 @@ def test_generators_behind_the_server_then_the_judge(server, outputs, ray_cluste
     for path in (outputs / "generate").rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
+
+
+def test_a_judge_behind_the_server_reasons_then_gives_its_verdict(server, outputs, ray_cluster, monkeypatch):
+    """judge.reasoning through the server, by the token-id path and by the chat path (the reasoning asked as a
+    chat, the verdict as a second request that continues the reasoning and the answer prefix as the assistant's
+    message): every prompt has its reasoning and its verdict, two requests each, and the two paths agree."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    tables = {}
+    for path in ("token_ids", "chat"):
+        overrides = api_overrides(
+            server,
+            outputs / f"reasoning-{path}.sqlite",
+            f"judge.api.path={path}",
+            "judge.reasoning.enabled=true",
+            "judge.reasoning.max_tokens=16",
+            f"paths.output_root={outputs / f'reasoning-{path}'}",
+        )
+        result = run(compose(overrides))
+        table = judgments(result)
+        assert table.height == N_PROMPTS and table["reasoning"].null_count() == 0
+        assert table["reasoning_tokens"].is_between(1, 16).all() and table["p_a"].is_finite().all()
+        assert result.judge_stats.requests == 2 * N_PROMPTS
+        tables[path] = table
+    joined = tables["token_ids"].join(tables["chat"], on=KEYS, suffix="_chat")
+    assert joined.height == N_PROMPTS
+    same = (joined["reasoning"] == joined["reasoning_chat"]).mean()
+    assert same > 0.9  # the server renders the same chat text the token-id path sends
+    agree = joined.filter(pl.col("reasoning") == pl.col("reasoning_chat"))
+    np.testing.assert_allclose(agree["p_a"], agree["p_a_chat"], atol=0.02)
