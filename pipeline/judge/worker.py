@@ -59,7 +59,9 @@ class JudgeWorker:
         self.frames = dict(frames or {})
         self.in_flight = 0
         self.events = events
-        engine = ReasoningEngine(open_engine(spec))  # reasoning first where a request asks for it
+        engine = open_engine(spec)
+        if any(r.reasoning is not None for r in self.requests.values()):
+            engine = ReasoningEngine(engine)  # judge.reasoning: the reasoning first, then the verdict
         # answers of earlier runs by content (pipeline.storage.judgements), in front of the engine; None: off
         self.engine: Engine = (
             StoredEngine(engine, JudgementStore(store, spec.identity())) if store else engine

@@ -23,7 +23,14 @@ from pipeline.config.enums import RoundStrategy
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.rounds import AdaptiveConfig, BudgetConfig, StopConfig
 from pipeline.contracts.keys import PROMPT_KEY, stable_hash
-from pipeline.contracts.schemas import CANDIDATES, HUMAN_SCORES, PROMPTS, RESPONSES, check_schema
+from pipeline.contracts.schemas import (
+    CANDIDATES,
+    HUMAN_SCORES,
+    PROMPTS,
+    REASONING_FIELDS,
+    RESPONSES,
+    check_schema,
+)
 from pipeline.data.words import PromptWords
 from pipeline.judge.spec import JudgeSpec
 from pipeline.methods.simulate import PoolJudge, pool_truth
@@ -66,6 +73,7 @@ class SimulatedWorker:
             "source": pa.array(["engine"] * n),
             "requests": pa.array([0] * n, pa.int32()),
             "missing_logprobs": pa.array([0] * n, pa.int32()),
+            **{f.name: pa.nulls(n, f.type) for f in REASONING_FIELDS},  # no reasoning asked
         }
         return check_schema(pa.table(out), RESPONSES, "simulated judge output")
 
