@@ -141,6 +141,11 @@ def judge_problems(cfg: RunConfig) -> list[str]:
             f"config judge.reasoning.max_tokens={r.max_tokens!r} must be a positive integer below "
             f"judge.max_model_len={judge.max_model_len} (the reasoning's budget of tokens)"
         )
+    if r.enabled and judge.backend == Backend.api and not judge.api.prefill:
+        problems.append(
+            "config judge.reasoning needs judge.api.prefill=true behind an API: the verdict is read after the "
+            "reasoning, sent as the assistant's message for the endpoint to continue"
+        )
     if judge.backend == Backend.hf:
         extra = sorted(set(judge.engine) - set(HF_ENGINE_KEYS))
         if extra:

@@ -112,6 +112,20 @@ def test_type_errors_name_the_field():
         (["judge=hf", "+judge.engine.enforce_eager=true"], "the hf backend does not take"),
         (["dataset.max_candidates=1"], "dataset.max_candidates must be at least 2"),
         (
+            ["judge.reasoning.enabled=true", "judge.reasoning.max_tokens=0"],
+            "judge.reasoning.max_tokens=0 must be a positive integer",
+        ),
+        (
+            [
+                "judge=api",
+                "judge.api.base_url=http://127.0.0.1:8000/v1",
+                "judge.api.prefill=false",
+                "judge.reasoning.enabled=true",
+            ],
+            "judge.reasoning needs judge.api.prefill=true",
+        ),
+        (["scoring.jury=true"], "scoring.jury=true needs at least two jurors"),
+        (
             ["workflow=adaptive", "adaptive.budget.calls_per_item=null", "adaptive.stop.criterion=null"],
             "has no budget (adaptive.budget) and no stopping rule",
         ),
