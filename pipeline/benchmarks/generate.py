@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import PROJECT_ROOT
-from pipeline.benchmarks.judge import TimedJudgeWorker, Timing, stream_timed, time_split
+from pipeline.benchmarks.judge import TimedJudgeWorker, Timing, round_lines, stream_timed, time_split
 from pipeline.config.hydra import compose
 from pipeline.data.tasks import DEMO_TICKETS, load_tasks
 from pipeline.judge.generators import Generator, generator_judge_config, generator_request
@@ -171,15 +171,8 @@ def main(argv: list[str] | None = None) -> None:
         f"# {n} prompts (demo tickets), greedy, max_tokens {args.max_tokens}, "
         f"generate.batch_size {s.cfg.generate.batch_size}, {args.rounds} alternated rounds",
     ]
-    ratios = [p / d for p, d in zip(pipe_rates, direct_rates, strict=True)]
     footer = [
-        "rounds (tok/s): pipeline "
-        + ", ".join(f"{r:.1f}" for r in pipe_rates)
-        + "; direct "
-        + ", ".join(f"{r:.1f}" for r in direct_rates),
-        "pipeline / direct, per round: "
-        + ", ".join(f"{r:.2f}" for r in ratios)
-        + f" (median {float(np.median(ratios)):.2f})",
+        *round_lines("tok/s", pipe_rates, direct_rates, digits=1),
         "where the pipeline's time went (median of rounds): " + time_split(m.pipeline, m.direct),
         f"same greedy text, pipeline vs direct: {m.same_text:.0%} of prompts",
         f"engine start (excluded): pipeline actor {np.median([t.start_seconds for t in m.pipeline]):.1f} s, direct "

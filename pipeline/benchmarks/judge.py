@@ -371,6 +371,20 @@ def rates(runs: list[Timing], total: int) -> str:
     return ", ".join(f"{total / t.seconds:.2f}" for t in runs)
 
 
+def round_lines(unit: str, pipeline: list[float], direct: list[float], digits: int = 2) -> list[str]:
+    """The pipeline's and direct vLLM's rate in every alternated round, and their ratio per round with its median
+    (the lines every engine benchmark prints)."""
+    ratios = [p / d for p, d in zip(pipeline, direct, strict=True)]
+
+    def listed(values: list[float], d: int) -> str:
+        return ", ".join(f"{v:.{d}f}" for v in values)
+
+    return [
+        f"rounds ({unit}): pipeline {listed(pipeline, digits)}; direct {listed(direct, digits)}",
+        f"pipeline / direct, per round: {listed(ratios, 2)} (median {float(np.median(ratios)):.2f})",
+    ]
+
+
 def report(args: argparse.Namespace, s: Setup, m: Measured, argv: list[str]) -> list[str]:
     """The rate table (against direct and HF) and what it rests on: rounds, engine starts, agreement."""
     assert m.hf is not None and m.pipe_lp is not None and m.direct_lp is not None and m.hf_lp is not None
@@ -403,11 +417,9 @@ def report(args: argparse.Namespace, s: Setup, m: Measured, argv: list[str]) -> 
 def details(args: argparse.Namespace, s: Setup, m: Measured) -> list[str]:
     assert m.hf is not None and m.pipe_lp is not None and m.direct_lp is not None and m.hf_lp is not None
     total, n_hf, n_a = s.pairs.num_rows, len(m.hf_lp), s.plan.labels.n_a
-    paired = [d.seconds / p.seconds for p, d in zip(m.pipeline, m.direct, strict=True)]
     pipe_pa, direct_pa, hf_pa = p_a(m.pipe_lp, n_a), p_a(m.direct_lp, n_a), p_a(m.hf_lp, n_a)
     lines = [
-        f"rounds (cmp/s): pipeline {rates(m.pipeline, total)}; direct {rates(m.direct, total)}",
-        f"pipeline / direct, per round: {', '.join(f'{r:.2f}' for r in paired)} (median {np.median(paired):.2f})",
+        *round_lines("cmp/s", [total / t.seconds for t in m.pipeline], [total / t.seconds for t in m.direct]),
         f"engine start (excluded above): pipeline actor {m.pipeline[-1].start_seconds:.1f} s, "
         f"direct {m.direct[-1].start_seconds:.1f} s, HF {m.hf.start_seconds:.1f} s",
         "where the pipeline's judging time went (median of rounds): " + time_split(m.pipeline, m.direct),

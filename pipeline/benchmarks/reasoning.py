@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 
-from pipeline.benchmarks.judge import Setup, Timing, prepare, run_pipeline
+from pipeline.benchmarks.judge import Setup, Timing, prepare, round_lines, run_pipeline
 from pipeline.judge.hardware import read_cpu
 from pipeline.judge.reasoning import ReasoningEngine
 from pipeline.judge.vllm_engine import VLLMEngine
@@ -104,13 +104,7 @@ def reasoning_rounds(s: Setup, rounds: int) -> list[str]:
         f"{'pipeline, reasoning then verdict':<44} {n:>7d} {np.median(pipe_rates):>10.2f} {np.median(ratios):>9.2f}",
         f"{'vLLM direct, the same two calls':<44} {n:>7d} {np.median(direct_rates):>10.2f} {1.0:>9.2f}",
         "",
-        "rounds (prompts/s): pipeline "
-        + ", ".join(f"{r:.2f}" for r in pipe_rates)
-        + "; direct "
-        + ", ".join(f"{r:.2f}" for r in direct_rates),
-        "pipeline / direct, per round: "
-        + ", ".join(f"{r:.2f}" for r in ratios)
-        + f" (median {np.median(ratios):.2f})",
+        *round_lines("prompts/s", pipe_rates, direct_rates),
         f"reasoning tokens per prompt: mean {tokens.mean():.1f}, cut at the budget {cut.mean():.0%}; "
         f"the same reasoning text as direct: {same_text:.0%}; max |label logprob| difference {diff:.2e}",
     ]
