@@ -119,6 +119,31 @@ def worker_pid(event: dict) -> int:
     return int(event["worker"].rsplit(":", 1)[1])
 
 
+def in_a_batch(events: Path, worker: str) -> bool:
+    """Whether ``worker`` (``host:pid``) has started a batch it has not finished, by the run's events
+    (``batch_started`` / ``batch_done``, pipeline.judge.worker). A worker is between batches for a moment after each
+    one; a kill there loses no batch, so a test that kills a worker to see a batch judged again waits for this."""
+    from pipeline.judge.watchdog import read_events
+
+    marks = [e for e in read_events(events) if e.get("worker") == worker]
+    done = {e["batch"] for e in marks if e.get("event") == "batch_done"}
+    return any(e.get("event") == "batch_started" and e["batch"] not in done for e in marks)
+
+
+def kill_in_a_batch(events: Path, worker: str, pid: int, seconds: float = 300.0) -> None:
+    """SIGKILL ``pid`` (the worker's process, or its engine's) while ``worker`` is inside a batch: polled every 10 ms,
+    so the kill lands within a batch that takes far longer (a batch of the small judge takes a second or so)."""
+    import os
+    import signal
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not in_a_batch(events, worker):
+        assert time.monotonic() < deadline, f"{worker} started no batch in {seconds:.0f} s"
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+
+
 def identity(p) -> tuple[int, float]:
     """A process told from a later one with the same pid: (pid, start time)."""
     import psutil

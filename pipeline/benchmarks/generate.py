@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import PROJECT_ROOT
-from pipeline.benchmarks.judge import TimedJudgeWorker, Timing, round_lines, stream_timed, time_split
+from pipeline.benchmarks.timing import TimedJudgeWorker, Timing, round_lines, stream_timed, time_split
 from pipeline.config.hydra import compose
 from pipeline.data.tasks import DEMO_TICKETS, load_tasks
 from pipeline.judge.generators import Generator, generator_judge_config, generator_request

@@ -24,7 +24,8 @@ from dataclasses import replace
 import numpy as np
 import polars as pl
 
-from pipeline.benchmarks.judge import Setup, Timing, prepare, round_lines, run_pipeline
+from pipeline.benchmarks.judge import Setup, prepare, run_pipeline
+from pipeline.benchmarks.timing import Timing, round_lines
 from pipeline.judge.hardware import read_cpu
 from pipeline.judge.reasoning import ReasoningEngine
 from pipeline.judge.vllm_engine import VLLMEngine

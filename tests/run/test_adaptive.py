@@ -13,13 +13,12 @@ import sys
 import time
 
 import polars as pl
-import psutil
 import pytest
 
 from pipeline.config.enums import Debias, Orderings
 from pipeline.methods.contradiction import contradicted
 from pipeline.scoring.reduce import reduce_judgments
-from tests.conftest import judge_engines, started_engines, stored_replies, worker_pid
+from tests.conftest import judge_engines, kill_in_a_batch, started_engines, stored_replies, worker_pid
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
 
@@ -64,7 +63,7 @@ def test_a_pool_ranked_in_rounds_survives_a_kill_mid_round_and_judges_every_prom
     [started] = started_engines(folder / "logs" / "engine_events.jsonl")
     assert started["inside"] is True and not judge_engines(under=driver.pid)
     killed = worker_pid(started)
-    psutil.Process(killed).kill()
+    kill_in_a_batch(folder / "logs" / "engine_events.jsonl", started["worker"], killed)
     assert not (folder / "rounds" / "round-00001.parquet").exists()  # still in round 0
     # killed inside round 1: its pairs chosen (on disk) and some, not all, of its 16 prompts judged
     while not ((folder / "rounds" / "round-00001.parquet").exists() and judged() >= 16 + 4):

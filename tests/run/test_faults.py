@@ -21,6 +21,7 @@ from tests.conftest import (
     compose,
     identity,
     judge_engines,
+    kill_in_a_batch,
     started_engines,
     stored_replies,
     worker_pid,
@@ -82,7 +83,8 @@ def test_a_judge_engine_killed_mid_run_is_replaced_and_nothing_is_judged_twice(t
         lambda: log.exists() and "judged " in log.read_text(errors="replace"), "a first batch", alive=worker
     )
     [engine] = [p for p in judge_engines() if identity(p) not in before]
-    os.kill(engine.pid, signal.SIGKILL)
+    [started] = started_engines(folder / "logs" / "engine_events.jsonl")
+    kill_in_a_batch(folder / "logs" / "engine_events.jsonl", started["worker"], engine.pid)
     worker.join(timeout=900)
     assert not worker.is_alive(), "the run hangs after its engine died"
     assert "error" not in result, result.get("error")
@@ -117,7 +119,7 @@ def test_a_judge_actor_killed_whole_is_replaced_and_its_batch_counted_as_redone(
     assert not [p for p in judge_engines() if identity(p) not in before]
     actor = psutil.Process(worker_pid(started))
     assert "ray::" in actor.name()
-    os.kill(actor.pid, signal.SIGKILL)
+    kill_in_a_batch(folder / "logs" / "engine_events.jsonl", started["worker"], actor.pid)
     worker.join(timeout=900)
     assert not worker.is_alive(), "the run hangs after its actor died"
     assert "error" not in result, result.get("error")

@@ -1,0 +1,126 @@
+"""What the engine benchmarks share: the judge worker that stamps its batches, the pipeline streamed and timed
+from its engine being ready to the last row at the driver (with that window split), and the per-round lines and
+rates every engine benchmark prints (judge, generate, reasoning)."""
+
+from __future__ import annotations
+
+import gc
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.judge.worker import JudgeWorker
+
+
+class TimedJudgeWorker(JudgeWorker):
+    """The judge worker plus the wall-clock moment its engine was ready (same machine as the driver)."""
+
+    def __init__(self, spec, requests, frame, **kwargs):
+        super().__init__(spec, requests, frame, **kwargs)
+        self.ready_at = time.time()
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        started = time.time()
+        out = super().__call__(batch)
+        n = out.num_rows
+        extra = {
+            "ready_at": self.ready_at,
+            "engine_start_s": self.start_seconds,
+            "batch_started": started,
+            "batch_done": time.time(),
+        }
+        for name, value in extra.items():
+            out = out.append_column(name, pa.array([value] * n))
+        return out
+
+
+@dataclass
+class Timing:
+    seconds: float
+    start_seconds: float
+    cache_share: float
+    # The pipeline's judging window split (seconds): before the actor's first batch, inside its batches, between
+    # them, and from its last batch to the driver holding every row. Zero for direct vLLM (one call).
+    first_wait: float = 0.0
+    busy: float = 0.0
+    between: float = 0.0
+    last_lag: float = 0.0
+
+
+def stream_timed(runtime, blocks: list, steps: list, log_dir: Path) -> tuple[pa.Table, Timing]:
+    """Stream ``blocks`` through ``steps`` (whose engine step runs :class:`TimedJudgeWorker`) on Ray Data, timed from
+    the actor's engine being ready to the last row at the driver, with that window split (see :class:`Timing`)."""
+    import ray
+
+    from pipeline.runtime.ray_data import RayDataExecutor
+
+    try:
+        batches = list(RayDataExecutor(runtime, log_dir).stream(blocks, steps))
+        done_at = time.time()
+    finally:
+        ray.shutdown()
+    table = pa.concat_tables(batches)
+    ready_at = min(table.column("ready_at").to_pylist())
+    starts, ends = table.column("batch_started").to_pylist(), table.column("batch_done").to_pylist()
+    spans = sorted(set(zip(starts, ends, strict=True)))
+    busy = sum(end - start for start, end in spans)
+    timing = Timing(
+        done_at - ready_at,
+        max(table.column("engine_start_s").to_pylist()),
+        0.0,
+        first_wait=spans[0][0] - ready_at,
+        busy=busy,
+        between=spans[-1][1] - spans[0][0] - busy,
+        last_lag=done_at - spans[-1][1],
+    )
+    gc.collect()
+    return table, timing
+
+
+def rate(runs: list[Timing], total: int) -> float:
+    """The median of the rounds' rates (prompts per second); NaN for an arm that did not run."""
+    return float(np.median([total / t.seconds for t in runs])) if runs else float("nan")
+
+
+def rates(runs: list[Timing], total: int) -> str:
+    return ", ".join(f"{total / t.seconds:.2f}" for t in runs)
+
+
+def round_lines(unit: str, pipeline: list[float], direct: list[float], digits: int = 2) -> list[str]:
+    """The pipeline's and direct vLLM's rate in every alternated round, and their ratio per round with its median
+    (the lines every engine benchmark prints)."""
+    ratios = [p / d for p, d in zip(pipeline, direct, strict=True)]
+
+    def listed(values: list[float], d: int) -> str:
+        return ", ".join(f"{v:.{d}f}" for v in values)
+
+    return [
+        f"rounds ({unit}): pipeline {listed(pipeline, digits)}; direct {listed(direct, digits)}",
+        f"pipeline / direct, per round: {listed(ratios, 2)} (median {float(np.median(ratios)):.2f})",
+    ]
+
+
+def time_split(pipeline: list[Timing], direct: list[Timing]) -> str:
+    """The pipeline's window against direct vLLM's one call: waiting for the first batch, engine calls, between
+    batches, and from the last batch to the driver."""
+
+    def med(values: list[float]) -> float:
+        return float(np.median(values))
+
+    total, direct_s = med([t.seconds for t in pipeline]), med([t.seconds for t in direct])
+    parts = {
+        "first batch": med([t.first_wait for t in pipeline]),
+        "in batches": med([t.busy for t in pipeline]),
+        "between batches": med([t.between for t in pipeline]),
+        "last batch to the driver": med([t.last_lag for t in pipeline]),
+    }
+    split = ", ".join(f"{name} {value:.1f} s" for name, value in parts.items())
+    return f"{total:.1f} s = {split}; direct vLLM's call {direct_s:.1f} s"
+
+
+def cache_share(table: pa.Table) -> float:
+    prompt = np.asarray(table.column("prompt_tokens")).sum()
+    return float(np.asarray(table.column("cached_tokens")).sum() / prompt) if prompt else 0.0
