@@ -7,6 +7,8 @@
 2. A jury of two prompt templates (``experiment=jury_templates``'s) judged in one pipeline run, against its two
    jurors judged in runs of their own: the jury should cost the sum of its jurors, at most 5% on top. The jury's
    scoring (:func:`pipeline.scoring.jury.jury_tables`) is timed beside it.
+3. A jury of two judges (``experiment=jury_judges``: two engines) in one run against each judge in a run of its
+   own: the judge stages' seconds, engine starts included; the same target.
 
     python -m pipeline.benchmarks.reasoning [--contexts 1] [--candidates 6] [--budget 64] [--rounds 3] [overrides ...]
 """
@@ -20,15 +22,18 @@ import platform
 import sys
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 from pipeline.benchmarks.judge import Setup, prepare, run_pipeline
 from pipeline.benchmarks.timing import Timing, round_lines
+from pipeline.config.hydra import compose
 from pipeline.judge.hardware import read_cpu
 from pipeline.judge.reasoning import ReasoningEngine
 from pipeline.judge.vllm_engine import VLLMEngine
+from pipeline.run.context import run
 from pipeline.runtime.logs import console
 from pipeline.scoring.jury import jury_tables
 from pipeline.scoring.responses import judgments_from_responses
@@ -135,6 +140,39 @@ def jury_cost(args: argparse.Namespace) -> list[str]:
     ]
 
 
+def judges_cost(args: argparse.Namespace, work: Path) -> list[str]:
+    """A jury of two judges (``experiment=jury_judges``: the run's judge on template c1, a second judge in an engine
+    of its own on c2) in one run, against each judge in a run of its own: the judge stages' seconds, engine starts
+    included (each judge starts its engine once either way); no judgement store, reasoning off."""
+    common = [
+        "experiment=jury_judges",
+        f"dataset.max_contexts={args.contexts}",
+        f"dataset.max_candidates={args.candidates}",
+        f"dataset.attributes=[{args.attribute}]",
+        "judge.store=false",
+        "scoring.jury=false",
+        "tracking.enabled=false",
+        *args.given,
+    ]
+    second = ["jury.judges=[]", "judge.templates=[c2]", "judge.name=second-judge"]
+    runs = {
+        "the jury": common,
+        "its judge alone": [*common, "jury.judges=[]"],
+        "its second judge alone": [*common, *second],
+    }
+    seconds = {}
+    for name, overrides in runs.items():
+        result = run(compose([*overrides, f"paths.output_root={work / name.replace(' ', '-')}"]))
+        m = result.metrics
+        seconds[name] = m["stage/judge/seconds"] + m.get("stage/judge_jurors/seconds", 0.0)
+    jury, apart = seconds["the jury"], seconds["its judge alone"] + seconds["its second judge alone"]
+    return [
+        f"jury of two judges (two engines) in one run: {jury:.1f} s in its judge stages, engine starts included; "
+        f"each judge in a run of its own: {seconds['its judge alone']:.1f} + {seconds['its second judge alone']:.1f}"
+        f" = {apart:.1f} s; jury / sum {jury / apart:.3f} ({100 * (jury / apart - 1):+.1f}%, target <= +5%)",
+    ]
+
+
 def replace_args(args: argparse.Namespace, extra: list[str]) -> argparse.Namespace:
     out = argparse.Namespace(**vars(args))
     out.overrides = [f"dataset.max_candidates={args.candidates}", *extra, *args.given]
@@ -148,7 +186,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     lines = reasoning_rounds(s, args.rounds)
     dtype = s.spec.dtype
-    lines += ["", *jury_cost(args)]
+    lines += ["", *jury_cost(args), *judges_cost(args, s.work)]
     header = [
         f"# reasoning benchmark  {datetime.datetime.now().isoformat(timespec='seconds')}",
         f"# cpu: {read_cpu().describe()}",

@@ -12,19 +12,19 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipeline.judge.worker import JudgeWorker
+from pipeline.judge.worker import JudgeWorker, Task
 
 
 class TimedJudgeWorker(JudgeWorker):
     """The judge worker plus the wall-clock moment its engine was ready (same machine as the driver)."""
 
-    def __init__(self, spec, requests, frame, **kwargs):
-        super().__init__(spec, requests, frame, **kwargs)
+    def __init__(self, spec, **kwargs):
+        super().__init__(spec, **kwargs)
         self.ready_at = time.time()
 
-    def __call__(self, batch: pa.Table) -> pa.Table:
+    def __call__(self, batch: pa.Table, task: Task) -> pa.Table:
         started = time.time()
-        out = super().__call__(batch)
+        out = super().__call__(batch, task)
         n = out.num_rows
         extra = {
             "ready_at": self.ready_at,

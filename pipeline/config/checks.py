@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 
-from pipeline.config.enums import AbsoluteMode, Backend, Orderings, StopCriterion, Workflow
+from pipeline.config.enums import AbsoluteMode, ApiPath, Backend, Orderings, StopCriterion, Workflow
 from pipeline.config.judging import ApiConfig
 from pipeline.config.run import RunConfig
 from pipeline.config.templates import absolute_template_problems
@@ -36,6 +36,13 @@ def endpoint_problems(api: ApiConfig, key: str) -> list[str]:
         )
     if not 1 <= api.top_logprobs <= 20:
         problems.append(f"config {key}.top_logprobs={api.top_logprobs} must be between 1 and 20")
+    if api.path == ApiPath.sampled and not (
+        api.samples >= 2 and api.sample_temperature > 0 and api.sample_tokens >= 1
+    ):
+        problems.append(
+            f"config {key}.path=sampled needs {key}.samples >= 2 (got {api.samples}), sample_temperature > 0 "
+            f"(got {api.sample_temperature}) and sample_tokens >= 1 (got {api.sample_tokens})"
+        )
     if api.concurrency < 1 or api.max_retries < 0 or api.timeout <= 0 or api.retry_for < 0:
         problems.append(
             f"config {key}: concurrency >= 1, max_retries >= 0, timeout > 0 and retry_for >= 0 are required"

@@ -4,14 +4,17 @@ depend on the workflow.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from pipeline.config.assessment import PromptConfig
 from pipeline.config.enums import Workflow
+from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
+from pipeline.contracts.errors import ConfigError
 
 
 def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -57,21 +60,20 @@ def resolve_path(path: str, root: Path) -> Path:
     return p if p.is_absolute() else (root / p)
 
 
-def judging_identity(cfg: RunConfig) -> dict:
+def judging_identity(cfg: RunConfig, judge: JudgeConfig | None = None) -> dict:
     """The settings that decide what is compared and how it is asked (the judge's own part is added from the
-    resolved judge, dtype included): a run folder's comparisons are only resumed with the same identity."""
-    from dataclasses import asdict
+    resolved judge, dtype included): a run folder's comparisons are only resumed with the same identity. ``judge``:
+    a juror of the jury (default: ``cfg.judge``), whose templates and reasoning are its own."""
+    judge = judge or cfg.judge
+    identity = {section: asdict(getattr(cfg, section)) for section in ("dataset", "pairs")}
+    identity["prompt"] = asdict(judge_templates(cfg.prompt, judge))
+    return identity | reasoning_identity(judge)
 
-    identity = {section: asdict(getattr(cfg, section)) for section in ("dataset", "pairs", "prompt")}
-    return identity | reasoning_identity(cfg)
 
-
-def reasoning_identity(cfg: RunConfig) -> dict:
+def reasoning_identity(judge: JudgeConfig) -> dict:
     """judge.reasoning when it is on (a judgment read after reasoning is not one read without); nothing when off,
     so that the identity of runs without reasoning is what it was before the setting existed."""
-    from dataclasses import asdict
-
-    return {"reasoning": asdict(cfg.judge.reasoning)} if cfg.judge.reasoning.enabled else {}
+    return {"reasoning": asdict(judge.reasoning)} if judge.reasoning.enabled else {}
 
 
 def rating_identity(cfg: RunConfig) -> dict:
@@ -98,22 +100,64 @@ def rating_identity(cfg: RunConfig) -> dict:
         "absolute": absolute,
         "prompt": prompt,
         "criteria_options": options,
-    } | reasoning_identity(cfg)
+    } | reasoning_identity(cfg.judge)
 
 
-def judgement_store(cfg: RunConfig, root: Path, cache_dir: Path) -> Path | None:
-    """Where the in-process judge keeps its answers across runs (``judge.store``); None: off, or a judge behind
-    an API (its reply cache does this)."""
+def judgement_store(
+    cfg: RunConfig, root: Path, cache_dir: Path, judge: JudgeConfig | None = None
+) -> Path | None:
+    """Where an in-process judge (``judge``, default ``cfg.judge``) keeps its answers across runs
+    (``judge.store``); None: off, or a judge behind an API (its reply cache does this)."""
     from pipeline.config.enums import Backend
 
-    if not cfg.judge.store or cfg.judge.backend == Backend.api:
+    judge = judge or cfg.judge
+    if not judge.store or judge.backend == Backend.api:
         return None
-    return (
-        resolve_path(cfg.judge.store_path, root) if cfg.judge.store_path else cache_dir / "judgements.sqlite"
-    )
+    return resolve_path(judge.store_path, root) if judge.store_path else cache_dir / "judgements.sqlite"
 
 
 def drawn_method(methods: Sequence[str]) -> str:
     """The comparative method the report draws against the human scores: poe_logit, else poe_gaussian, else the
     first of ``methods``."""
     return next((m for m in ("poe_logit", "poe_gaussian") if m in methods), methods[0])
+
+
+def jurors(cfg: RunConfig) -> list[JudgeConfig]:
+    """The jury's further judges (``jury.judges``), each merged over ``judge``'s settings: what a juror does not
+    set it takes from ``judge``, but its name (its own, else its model's) and ``engine`` unless it has ``judge``'s
+    backend. An entry that is not a judge config is refused, naming it."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    base = {k: (str(v) if isinstance(v, StrEnum) else v) for k, v in asdict(cfg.judge).items()}
+    base.pop("name")
+    out = []
+    for k, own in enumerate(cfg.jury.judges):
+        key = f"jury.judges[{k}]"
+        if not isinstance(own, Mapping):
+            raise ConfigError(
+                f"config {key} must be a judge config (backend, model, name, api, ...), got {own!r}"
+            )
+        start = dict(base)
+        if str(own.get("backend", start["backend"])) != start["backend"]:
+            start["engine"] = {}
+        try:
+            merged = OmegaConf.merge(OmegaConf.structured(JudgeConfig), start, dict(own))
+            juror = OmegaConf.to_object(merged)
+        except OmegaConfBaseException as exc:
+            raise ConfigError(f"config {key}: {exc}") from exc
+        assert isinstance(juror, JudgeConfig)
+        out.append(juror)
+    return out
+
+
+def judge_label(judge: JudgeConfig) -> str:
+    """A judge's name as the config gives it (``name``, else its model): the tables use the resolved one."""
+    return judge.name or judge.model.rstrip("/").rsplit("/", 1)[-1]
+
+
+def judge_templates(prompt: PromptConfig, judge: JudgeConfig) -> PromptConfig:
+    """``prompt`` with the comparative templates ``judge`` answers (``judge.templates``; None: every one)."""
+    if judge.templates is None:
+        return prompt
+    return replace(prompt, templates=[t for t in prompt.templates if t.id in judge.templates])

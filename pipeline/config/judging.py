@@ -25,6 +25,11 @@ class ApiConfig:
     path: ApiPath = ApiPath.auto
     top_logprobs: int = 20
     prefill: bool = True
+    # path=sampled (a model that returns no logprobs): each verdict sampled this many times at this temperature, up
+    # to sample_tokens tokens each; its words' probabilities are the samples' counts (half a count added to each).
+    samples: int = 20
+    sample_temperature: float = 1.0
+    sample_tokens: int = 8
     # Requests in flight at once.
     concurrency: int = 8
     # Seconds per request; retries on 429, 5xx, timeouts and lost connections, with exponential backoff and
@@ -95,6 +100,21 @@ class JudgeConfig:
     store_path: str | None = None
     # Reason before the verdict (ReasoningConfig); off by default.
     reasoning: ReasoningConfig = field(default_factory=ReasoningConfig)
+    # The comparative templates (ids of prompt.templates) this judge answers; None: every one. In a jury of
+    # judges (jury.judges) each judge answers its own, e.g. one template per model.
+    templates: list[str] | None = None
+
+
+@dataclass
+class JuryConfig:
+    """More judges that judge the same prompts as ``judge`` (in-process and API judges mixed), each stored under
+    its own identity in the run folder's ``jurors/<name>/`` and resumed on its own; with ``scoring.jury`` every
+    (judge, template) is a juror of one jury. Each entry is a judge config over ``judge``'s settings: a juror
+    takes what it does not set from ``judge`` (``engine`` only when it has ``judge``'s backend); its ``name``
+    must differ from every other judge's."""
+
+    # As written (partial judge configs); pipeline.config.derived.jurors gives each one merged over ``judge``.
+    judges: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass

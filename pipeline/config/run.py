@@ -15,7 +15,7 @@ from pipeline.config.assessment import (
     ScoringConfig,
 )
 from pipeline.config.enums import Executor, LogLevel, Workflow
-from pipeline.config.judging import GenerateConfig, JudgeConfig
+from pipeline.config.judging import GenerateConfig, JudgeConfig, JuryConfig
 from pipeline.config.rounds import AdaptiveConfig
 
 
@@ -69,6 +69,8 @@ class RunConfig:
     prompt: PromptConfig = field(default_factory=PromptConfig)
     absolute: AbsoluteConfig = field(default_factory=AbsoluteConfig)
     judge: JudgeConfig = field(default_factory=JudgeConfig)
+    # More judges of the same prompts (a jury of models; empty: the run's one judge).
+    jury: JuryConfig = field(default_factory=JuryConfig)
     scoring: ScoringConfig = field(default_factory=ScoringConfig)
     leaderboard: LeaderboardConfig = field(default_factory=LeaderboardConfig)
     reasons: ReasonsConfig = field(default_factory=ReasonsConfig)

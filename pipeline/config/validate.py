@@ -12,6 +12,7 @@ from pipeline.config.checks import (
     generate_problems,
     positive,
 )
+from pipeline.config.derived import judge_label, jurors
 from pipeline.config.enums import (
     BOTH_ORDERINGS,
     HF_ENGINE_KEYS,
@@ -20,6 +21,7 @@ from pipeline.config.enums import (
     Backend,
     Debias,
     Orderings,
+    Workflow,
 )
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
@@ -86,12 +88,6 @@ def scoring_problems(cfg: RunConfig) -> list[str]:
         )
     if len(set(methods)) != len(methods):
         problems.append(f"config scoring.methods lists a method twice: {methods}")
-    if cfg.scoring.jury and len(cfg.prompt.templates) < 2:
-        problems.append(
-            "config scoring.jury=true needs at least two jurors, and a run's jurors are its judge's comparative "
-            f"templates: prompt.templates has {len(cfg.prompt.templates)} (add a template, e.g. "
-            "experiment=jury_templates)"
-        )
     return problems
 
 
@@ -117,42 +113,87 @@ def prompt_problems(cfg: RunConfig) -> list[str]:
 
 
 def judge_problems(cfg: RunConfig) -> list[str]:
-    """The judge's sizes, engine settings and environment, and its endpoint."""
+    """The judge's sizes, engine settings and environment, its endpoint and its templates."""
+    return judge_config_problems(cfg.judge, "judge", cfg)
+
+
+def judge_config_problems(judge: JudgeConfig, key: str, cfg: RunConfig) -> list[str]:
+    """What is wrong with one judge's config at ``key`` (``judge``, or a juror's ``jury.judges[k]``)."""
     problems: list[str] = []
-    judge = cfg.judge
-    for key in ("max_model_len", "batch_size", "num_actors"):
-        value = getattr(judge, key)
+    for name in ("max_model_len", "batch_size", "num_actors"):
+        value = getattr(judge, name)
         if not isinstance(value, int) or value < 1:
-            problems.append(f"config judge.{key}={value!r} must be a positive integer")
+            problems.append(f"config {key}.{name}={value!r} must be a positive integer")
     if judge.num_cpus_per_actor < 0 or judge.num_gpus_per_actor < 0:
-        problems.append("config judge.num_cpus_per_actor and judge.num_gpus_per_actor must be >= 0")
-    for key in ("model", "max_model_len"):
-        if key in judge.engine:
-            problems.append(f"config judge.engine.{key} is set by judge.{key}; remove it from judge.engine")
+        problems.append(f"config {key}.num_cpus_per_actor and {key}.num_gpus_per_actor must be >= 0")
+    for name in ("model", "max_model_len"):
+        if name in judge.engine:
+            problems.append(f"config {key}.engine.{name} is set by {key}.{name}; remove it from {key}.engine")
     if MULTIPROCESSING_ENV in judge.env:
         problems.append(
-            f"config judge.env.{MULTIPROCESSING_ENV} is set by judge.engine_process (auto | worker | own); "
-            "remove it from judge.env"
+            f"config {key}.env.{MULTIPROCESSING_ENV} is set by {key}.engine_process (auto | worker | own); "
+            f"remove it from {key}.env"
         )
-    problems += api_problems(judge)
+    problems += api_problems(judge, key)
     r = judge.reasoning
     if r.enabled and not (isinstance(r.max_tokens, int) and 1 <= r.max_tokens < judge.max_model_len):
         problems.append(
-            f"config judge.reasoning.max_tokens={r.max_tokens!r} must be a positive integer below "
-            f"judge.max_model_len={judge.max_model_len} (the reasoning's budget of tokens)"
+            f"config {key}.reasoning.max_tokens={r.max_tokens!r} must be a positive integer below "
+            f"{key}.max_model_len={judge.max_model_len} (the reasoning's budget of tokens)"
         )
     if r.enabled and judge.backend == Backend.api and not judge.api.prefill:
         problems.append(
-            "config judge.reasoning needs judge.api.prefill=true behind an API: the verdict is read after the "
+            f"config {key}.reasoning needs {key}.api.prefill=true behind an API: the verdict is read after the "
             "reasoning, sent as the assistant's message for the endpoint to continue"
         )
     if judge.backend == Backend.hf:
         extra = sorted(set(judge.engine) - set(HF_ENGINE_KEYS))
         if extra:
             problems.append(
-                f"config judge.engine has {extra}, which the hf backend does not take (it takes "
-                f"{', '.join(HF_ENGINE_KEYS)}); use judge=hf's own engine settings or judge.backend=vllm"
+                f"config {key}.engine has {extra}, which the hf backend does not take (it takes "
+                f"{', '.join(HF_ENGINE_KEYS)}); use judge=hf's own engine settings or {key}.backend=vllm"
             )
+    if judge.templates is not None:
+        ids = [t.id for t in cfg.prompt.templates]
+        unknown = [t for t in judge.templates if t not in ids]
+        if unknown or not judge.templates:
+            problems.append(
+                f"config {key}.templates={list(judge.templates)} must name one or more of prompt.templates' "
+                f"ids {ids} (None: every one)"
+            )
+    return problems
+
+
+def jury_problems(cfg: RunConfig) -> list[str]:
+    """The jury: its further judges (``jury.judges``), each a judge config over ``judge``'s, with a name of its
+    own; the workflows a jury of judges runs in; and ``scoring.jury``'s need of two jurors."""
+    try:
+        extra = jurors(cfg)
+    except ConfigError as exc:
+        return [str(exc)]
+    problems: list[str] = []
+    for k, juror in enumerate(extra):
+        problems += judge_config_problems(juror, f"jury.judges[{k}]", cfg)
+    names = [judge_label(j) for j in [cfg.judge, *extra]]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        problems.append(
+            f"config jury.judges: judge name(s) {repeated} repeat (a judge is named by its name, else its model); "
+            "give each juror its own jury.judges[k].name"
+        )
+    if extra and cfg.workflow not in (Workflow.comparative, Workflow.generate):
+        problems.append(
+            f"config jury.judges: a jury of judges judges comparisons in workflow=comparative or generate, not "
+            f"workflow={cfg.workflow}"
+        )
+    ids = [t.id for t in cfg.prompt.templates]
+    seats = sum(len(j.templates if j.templates is not None else ids) for j in [cfg.judge, *extra])
+    if cfg.scoring.jury and seats < 2:
+        problems.append(
+            "config scoring.jury=true needs at least two jurors (a juror is a judge with one of its templates): "
+            f"prompt.templates has {len(ids)} and jury.judges {len(extra)} (add a template, e.g. "
+            "experiment=jury_templates, or a judge, e.g. experiment=jury_judges)"
+        )
     return problems
 
 
@@ -199,13 +240,13 @@ def report_problems(cfg: RunConfig) -> list[str]:
     return problems
 
 
-def api_problems(judge: JudgeConfig) -> list[str]:
+def api_problems(judge: JudgeConfig, key: str = "judge") -> list[str]:
     """What is wrong with ``judge.api`` for ``judge.backend=api`` (never echoing a value that may be a key)."""
     if judge.backend != Backend.api:
         return []
-    problems = endpoint_problems(judge.api, "judge.api")
+    problems = endpoint_problems(judge.api, f"{key}.api")
     if judge.engine:
-        problems.append(f"config judge.engine {sorted(judge.engine)} has no effect with judge.backend=api")
+        problems.append(f"config {key}.engine {sorted(judge.engine)} has no effect with {key}.backend=api")
     return problems
 
 
@@ -215,6 +256,7 @@ CHECKS = (
     scoring_problems,
     prompt_problems,
     judge_problems,
+    jury_problems,
     dataset_problems,
     absolute_problems,
     generate_problems,

@@ -16,9 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.config.enums import Backend
+from pipeline.config.enums import ApiPath, Backend
 from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.errors import ConfigError, ModelError
+from pipeline.judge.api.sampled import SUFFIX as SAMPLED
 from pipeline.judge.hardware import engine_dtype
 from pipeline.judge.spec import ApiEndpoint, JudgeSpec, Secret
 
@@ -180,11 +181,13 @@ def resolve_api_judge(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model
                 "is empty here; set it before the run"
             )
         secret = Secret(value)
+    # a verdict sampled, not read, says so in the judge's name, so in every table it reaches
+    shown = name + SAMPLED if cfg.api.path == ApiPath.sampled and not name.endswith(SAMPLED) else name
     return JudgeSpec(
         backend=cfg.backend,
         model=cfg.model,
         model_path=model.path,
-        name=name,
+        name=shown,
         max_model_len=cfg.max_model_len,
         env={str(k): str(v) for k, v in cfg.env.items()},
         dtype_reason=f"served by {cfg.api.base_url}",

@@ -1,9 +1,11 @@
 """The judge worker: PROMPTS rows in, RESPONSES rows out. One engine per instance (one per Ray actor), made once.
 
-What it reads is settled on the driver: the whole prompt text (``PROMPTS.prompt``), the frame around it, and for
-every template what the engine reads and generates (a :class:`pipeline.contracts.engine.Request`, from
-:meth:`pipeline.prompts.plan.PromptPlan.requests`), and the engine settings (:class:`JudgeSpec`). One engine serves
-the comparative and the absolute prompts of a run, behind the judgement store when one is given. A batch is
+What it reads is settled on the driver: the whole prompt text (``PROMPTS.prompt``) and, per stream, a :class:`Task`:
+who answers (the judge, or a generator on the same engine), the frame around every prompt and, for every template,
+what the engine reads and generates (a :class:`pipeline.contracts.engine.Request`, from
+:meth:`pipeline.prompts.plan.PromptPlan.requests`). The engine settings are the worker's (:class:`JudgeSpec`); a
+kept-alive worker serves every stage of its model (generate, judge, give reasons), each with its task. One engine
+answers the comparative and the absolute prompts of a run, behind the judgement store when one is given. A batch is
 answered in one engine call per template (its rows in stream order), so each call holds prompts of one mode and
 its measured seconds are that mode's cost.
 """
@@ -11,10 +13,12 @@ its measured seconds are that mode's cost.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import socket
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
@@ -40,33 +44,38 @@ def batch_key(batch: pa.Table) -> str:
     return digest.hexdigest()
 
 
-class JudgeWorker:
-    """Callable class for ``Dataset.map_batches`` (one instance per actor) and for in-process runs."""
+@dataclass(frozen=True)
+class Task:
+    """What a stream asks of a judge worker: who answers (the judge or generator: its name in the tables, its
+    identity in the judgement store; its engine must be the worker's), what each template reads or generates, and
+    the frame around every prompt (``frames``: a template's own where it differs, e.g. each generator's system
+    prompt). The worker's engine outlives a task: the stages of one model (generate, judge, give reasons) each send
+    their own."""
 
-    def __init__(
-        self,
-        spec: JudgeSpec,
-        requests: Mapping[str, Request],
-        frame: PromptFrame,
-        frames: Mapping[str, PromptFrame] | None = None,
-        events: str | None = None,
-        store: str | None = None,
-    ):
-        self.spec = spec
-        self.requests = dict(requests)
-        self.frame = frame
-        # A template's own frame where it differs (each generator's system prompt), else ``frame``.
-        self.frames = dict(frames or {})
+    judge: JudgeSpec
+    requests: Mapping[str, Request]
+    frame: PromptFrame
+    frames: Mapping[str, PromptFrame] = field(default_factory=dict)
+
+
+def engine_spec(spec: JudgeSpec) -> JudgeSpec:
+    """What decides a worker's engine: the spec without the name it answers under (a generator and the judge on
+    one model and engine settings share the engine)."""
+    return replace(spec, name="", dtype_reason="")
+
+
+class JudgeWorker:
+    """Callable class for ``Dataset.map_batches`` (one instance per actor) and for in-process runs: an engine made
+    once (``spec``'s, named or not), each batch answered as its :class:`Task` says."""
+
+    def __init__(self, spec: JudgeSpec, events: str | None = None, store: str | None = None):
+        self.spec = engine_spec(spec)
         self.in_flight = 0
         self.events = events
-        engine = open_engine(spec)
-        if any(r.reasoning is not None for r in self.requests.values()):
-            engine = ReasoningEngine(engine)  # judge.reasoning: the reasoning first, then the verdict
-        # answers of earlier runs by content (pipeline.storage.judgements), in front of the engine; None: off
-        self.engine: Engine = (
-            StoredEngine(engine, JudgementStore(store, spec.identity())) if store else engine
-        )
-        self.start_seconds = self.engine.start_seconds
+        self.store = store
+        self.base: Engine = open_engine(spec)
+        self.engines: dict[tuple[str, bool], Engine] = {}
+        self.start_seconds = self.base.start_seconds
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         # the engine's own processes watched: a dead engine ends this worker instead of hanging it
         # (pipeline.judge.watchdog); ``events``: the run's file of such deaths
@@ -84,12 +93,30 @@ class JudgeWorker:
                 "event": "engine_started",
                 "worker": self.worker,
                 "backend": str(spec.backend),
-                "inside": self.engine.inside,
+                "inside": self.base.inside,
                 "pids": self.watch.pids if self.watch is not None else [],
                 "seconds": round(float(self.start_seconds or 0.0), 3),
             },
             sync=False,
         )
+
+    def engine(self, task: Task) -> Engine:
+        """The engine that answers ``task``: the worker's, with the reasoning in front when a request asks for it
+        (judge.reasoning) and the judgement store (the answers of earlier runs by content, under the task's judge's
+        identity) in front of that."""
+        if engine_spec(task.judge) != self.spec:
+            raise ValueError(
+                f"judge worker: {task.judge.name} runs on another engine than this worker's ({self.spec.model})"
+            )
+        reasoning = any(r.reasoning is not None for r in task.requests.values())
+        identity = json.dumps(task.judge.identity(), sort_keys=True, default=str)
+        key = (identity, reasoning)
+        if key not in self.engines:
+            engine = ReasoningEngine(self.base) if reasoning else self.base
+            if self.store:
+                engine = StoredEngine(engine, JudgementStore(self.store, task.judge.identity()))
+            self.engines[key] = engine
+        return self.engines[key]
 
     def close(self) -> None:
         """Shut the engine down (Ray Data calls ``__del__`` when it releases the actor)."""
@@ -99,7 +126,10 @@ class JudgeWorker:
         reaper = self.__dict__.pop("reaper", None)
         if reaper is not None:
             reaper.stop()
-        engine = self.__dict__.pop("engine", None)
+        for engine in self.__dict__.pop("engines", {}).values():
+            if isinstance(engine, StoredEngine):
+                engine.store.close()  # its engine is the base, closed once below
+        engine = self.__dict__.pop("base", None)
         if engine is not None:
             engine.close()
 
@@ -110,14 +140,14 @@ class JudgeWorker:
             pass
 
     def answer(
-        self, prompts: Sequence[str], request: Request, frame: PromptFrame | None = None
+        self, engine: Engine, prompts: Sequence[str], request: Request, frame: PromptFrame
     ) -> tuple[list[Result], float]:
         """The answers to prompts of one template, and the seconds the engine took (0 when every answer came from
         the judgement store)."""
         started = time.perf_counter()
         self.in_flight = len(prompts)
         try:
-            results = self.engine.answer(prompts, frame or self.frame, request)
+            results = engine.answer(prompts, frame, request)
         except Exception:
             if self.watch is not None:
                 self.watch.check()  # a dead engine's error ends this worker (a new one takes the batch)
@@ -127,30 +157,34 @@ class JudgeWorker:
         took = time.perf_counter() - started
         return results, 0.0 if all(r.source == "store" for r in results) else took
 
-    def __call__(self, batch: pa.Table) -> pa.Table:
+    def __call__(self, batch: pa.Table, task: Task) -> pa.Table:
         batch = check_schema(batch, PROMPTS, "judge stage input")
         # the batch's start and end in the run's events: a batch started and never finished by this worker was
         # lost with it (its engine or its whole process) and judged again elsewhere (watchdog.interruptions)
         key = batch_key(batch)
         mark = {"worker": self.worker, "batch": key, "rows": batch.num_rows}
         record_event(self.events, {"event": "batch_started", **mark}, sync=False)
-        out = self.respond(batch)
+        out = self.respond(batch, task)
         record_event(self.events, {"event": "batch_done", **mark}, sync=False)
         return out
 
-    def respond(self, batch: pa.Table) -> pa.Table:
+    def respond(self, batch: pa.Table, task: Task) -> pa.Table:
         """RESPONSES rows for a batch of PROMPTS rows."""
         template_ids = batch.column("template_id").to_pylist()
         prompts = batch.column("prompt").to_pylist()
-        unknown = sorted(set(template_ids) - set(self.requests))
+        unknown = sorted(set(template_ids) - set(task.requests))
         if unknown:
             raise ValueError(f"judge stage input: template(s) {unknown} are not in the prompt plan")
+        engine = self.engine(task)
         results: list[Result | None] = [None] * batch.num_rows
         seconds = [0.0] * batch.num_rows
         for template_id in dict.fromkeys(template_ids):
             rows = [k for k, t in enumerate(template_ids) if t == template_id]
             answered, took = self.answer(
-                [prompts[k] for k in rows], self.requests[template_id], self.frames.get(template_id)
+                engine,
+                [prompts[k] for k in rows],
+                task.requests[template_id],
+                task.frames.get(template_id, task.frame),
             )
             for k, result in zip(rows, answered, strict=True):
                 results[k] = result
@@ -160,7 +194,7 @@ class JudgeWorker:
         out = pa.table(
             {
                 **{k: batch.column(k) for k in PROMPT_KEY},
-                "judge": pa.array([self.spec.name] * n, pa.string()),
+                "judge": pa.array([task.judge.name] * n, pa.string()),
                 "token_logprobs": pa.array([r.token_logprobs for r in done], pa.list_(pa.float64())),
                 "texts": pa.array([r.texts for r in done], pa.list_(pa.string())),
                 "prompt_tokens": pa.array([r.prompt_tokens for r in done], pa.int32()),

@@ -14,11 +14,9 @@ import contextlib
 import json
 import logging
 import math
-from dataclasses import asdict, dataclass, field, is_dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
-
-import pyarrow.parquet as pq
 
 from pipeline import PROJECT_ROOT
 from pipeline.config.derived import resolve_path, to_flat_dict
@@ -28,7 +26,7 @@ from pipeline.contracts.stats import JudgeStats
 from pipeline.run.folder import plan_run_dir, resolve_latest
 from pipeline.run.tracking import Tracker, tracked_run
 from pipeline.runtime.logs import FILE_ONLY, RunLog
-from pipeline.stages.base import Port
+from pipeline.stages.base import Port, write_port
 from pipeline.workflows.catalog import WORKFLOWS
 
 log = logging.getLogger(__name__)
@@ -45,11 +43,6 @@ class RunResult:
     judge_stats: JudgeStats | None = None
     # Every port's value (tables as Arrow, settled objects as they are).
     values: dict[str, Any] = field(default_factory=dict)
-
-
-def _json(value: Any) -> str:
-    data = value.describe() if hasattr(value, "describe") else asdict(value) if is_dataclass(value) else value
-    return json.dumps(data, indent=2, default=str)
 
 
 class RunContext:
@@ -139,13 +132,10 @@ class RunContext:
         if not self.opened:
             self._pending.append((port, value))
             return
+        path = write_port(self._run_dir, port, value)
         if port.schema is not None:
-            path = self._run_dir / "tables" / f"{port.file}.parquet"
-            pq.write_table(value, path)
             self.tables[port.name] = path
         else:
-            path = self._run_dir / f"{port.file}.json"
-            path.write_text(_json(value) + "\n")
             self.files.append(path)
 
     def close(self, error: BaseException | None) -> None:

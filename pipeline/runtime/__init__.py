@@ -31,6 +31,9 @@ class MapStep:
     name: str
     fn: Callable[..., Any] | type
     kwargs: Mapping[str, Any] = field(default_factory=dict)
+    # A class: keyword arguments of every call (``instance(batch, **call_kwargs)``): what a stream asks of workers
+    # that may outlive it (a kept-alive engine serving the stages of one model, each with its own prompts).
+    call_kwargs: Mapping[str, Any] = field(default_factory=dict)
     # Rows per call; None: whatever block arrives. With ``exact_batches`` every call gets exactly batch_size
     # rows (but the last) and its result streams back on its own, one batch at a time.
     batch_size: int | None = None
@@ -42,9 +45,11 @@ class MapStep:
     # A class on Ray: how many times a worker that died (its engine gone) is replaced, its unfinished batches
     # given to the new one; after that the run stops with the error. None: Ray Data's default (no limit).
     max_restarts: int | None = None
-    # A class, the last step of its chain: its workers outlive the stream, and a later stream with the same step
-    # (the same class and settings) reuses them, until the executor is closed. Adaptive rounds judge every round
-    # with the engines started for the first.
+    # A class, the last step of its chain: its workers outlive the stream, and a later stream of a step with the
+    # same class, constructor kwargs and resources (whatever its name and call_kwargs) reuses them. An executor
+    # keeps one set of workers at a time (an engine each): a stream that needs others releases them first.
+    # Adaptive rounds judge every round with the engines started for the first; a model that generates, judges
+    # and gives its reasons starts one engine.
     keep_alive: bool = False
     # A class on Ray: the environment its worker processes start with, for what a process reads as it loads
     # (``LD_PRELOAD``, see pipeline.judge.cores.worker_process_env). The local executor runs the step in this
@@ -67,13 +72,14 @@ class Executor(Protocol):
 
 
 def step_key(step: MapStep) -> str:
-    """What makes two kept-alive steps the same workers: the step's name, its class and its settings."""
+    """What makes two steps' workers the same: the class, its constructor kwargs and the workers' resources (not
+    the step's name, nor what each call asks)."""
     import hashlib
     import pickle
 
     fn = step.fn
     digest = hashlib.blake2b(pickle.dumps(dict(step.kwargs)), digest_size=16).hexdigest()
-    return f"{step.name}:{fn.__module__}.{fn.__qualname__}:{digest}:{step.workers}:{step.num_cpus}:{step.num_gpus}"
+    return f"{fn.__module__}.{fn.__qualname__}:{digest}:{step.workers}:{step.num_cpus}:{step.num_gpus}"
 
 
 def make_executor(runtime: RuntimeConfig, log_dir: Path | None, verbose: bool) -> Executor:

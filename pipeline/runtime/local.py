@@ -42,9 +42,12 @@ class LocalExecutor:
         self.kept: dict[str, object] = {}
 
     def close(self) -> None:
-        kept, self.kept = self.kept, {}
-        for instance in kept.values():
-            _close(instance)
+        self._release(but=None)
+
+    def _release(self, but: str | None) -> None:
+        """Close the kept workers but those of key ``but``."""
+        for key in [k for k in self.kept if k != but]:
+            _close(self.kept.pop(key))
 
     def stream(self, blocks: Sequence[pa.Table], steps: Sequence[MapStep]) -> Iterator[pa.Table]:
         if not blocks:
@@ -54,15 +57,17 @@ class LocalExecutor:
         try:
             stream: Iterable[pa.Table] = iter(blocks)
             for step in steps:
-                if step.stateful and step.keep_alive:
+                if step.stateful:
                     key = step_key(step)
+                    self._release(but=key)  # one engine at a time
+                if step.stateful and step.keep_alive:
                     if key not in self.kept:
                         self.kept[key] = step.fn(**step.kwargs)
-                    call, kwargs = self.kept[key], {}
+                    call, kwargs = self.kept[key], dict(step.call_kwargs)
                 elif step.stateful:
                     instance = step.fn(**step.kwargs)
                     made.append(instance)
-                    call, kwargs = instance, {}
+                    call, kwargs = instance, dict(step.call_kwargs)
                 else:
                     call, kwargs = step.fn, dict(step.kwargs)
                 stream = _apply(stream, call, kwargs, step.batch_size)

@@ -13,6 +13,7 @@ import socket
 import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -71,9 +72,12 @@ class RayDataExecutor:
         self.kept: dict[str, KeptPool] = {}
 
     def close(self) -> None:
-        kept, self.kept = self.kept, {}
-        for pool in kept.values():
-            pool.close()
+        self._release(but=None)
+
+    def _release(self, but: str | None) -> None:
+        """Close the kept workers but those of key ``but``."""
+        for key in [k for k in self.kept if k != but]:
+            self.kept.pop(key).close()
 
     def stream(self, blocks: Sequence[pa.Table], steps: Sequence[MapStep]) -> Iterator[pa.Table]:
         if not blocks:
@@ -81,6 +85,9 @@ class RayDataExecutor:
         import ray.data
 
         init_ray(self.runtime, quiet=self.log_dir is not None)
+        for step in steps:
+            if step.stateful:  # one set of engine workers at a time: others kept alive are released first
+                self._release(but=step_key(step))
         last = steps[-1] if steps else None
         if last is not None and last.stateful and last.keep_alive:
             yield from self._stream_kept(blocks, steps)
@@ -116,14 +123,17 @@ class RayDataExecutor:
 
     def _stream_kept(self, blocks: Sequence[pa.Table], steps: Sequence[MapStep]) -> Iterator[pa.Table]:
         """The chain but its last step on Ray Data; the last step's batches to its kept-alive actors."""
+        import ray
+
         last = steps[-1]
-        upstream = list(self.stream(blocks, steps[:-1])) if len(steps) > 1 else list(blocks)
+        # the upstream steps streamed on Ray Data as the kept workers take their batches
+        upstream = self.stream(blocks, steps[:-1]) if len(steps) > 1 else iter(blocks)
         key = step_key(last)
         pool = self.kept.get(key)
         if pool is None:
             pool = self.kept[key] = KeptPool(last, self.log_dir)
         try:
-            yield from pool.run(batches(upstream, last.batch_size))
+            yield from pool.run(batches(upstream, last.batch_size), ray.put(dict(last.call_kwargs)))
         except BaseException:
             # a pool that failed (an actor lost for good) is not reused: the next stream starts a new one
             self.kept.pop(key, None)
@@ -137,6 +147,7 @@ class RayDataExecutor:
         return ds.map_batches(
             fn,
             fn_constructor_kwargs=dict(step.kwargs),
+            fn_kwargs=dict(step.call_kwargs) or None,
             batch_size=step.batch_size,
             batch_format="pyarrow",
             compute=ray.data.ActorPoolStrategy(size=step.workers),
@@ -157,8 +168,8 @@ class _Kept:
     def __init__(self, cls: type, kwargs: dict):
         self.inner = cls(**kwargs)
 
-    def run(self, batch: pa.Table) -> pa.Table:
-        out = self.inner(batch)
+    def run(self, batch: pa.Table, call_kwargs: dict) -> pa.Table:
+        out = self.inner(batch, **call_kwargs)
         return out if isinstance(out, pa.Table) else pa.concat_tables(list(out))
 
     def close(self) -> None:
@@ -190,7 +201,9 @@ class KeptPool:
         self.actors = [remote.remote(cls, dict(step.kwargs)) for _ in range(max(1, step.workers))]
         self.name = step.name
 
-    def run(self, work: Iterator[pa.Table]) -> Iterator[pa.Table]:
+    def run(self, work: Iterator[pa.Table], call_kwargs: Any) -> Iterator[pa.Table]:
+        """Yield the results of every batch of ``work``, each called with ``call_kwargs`` (put in Ray's object
+        store once per stream)."""
         import ray
 
         todo = iter(work)
@@ -203,7 +216,7 @@ class KeptPool:
                     batch = next(todo, None)
                     if batch is None:
                         return False
-                    running[actor.run.remote(batch)] = k
+                    running[actor.run.remote(batch, call_kwargs)] = k
                     load[k] += 1
             return True
 

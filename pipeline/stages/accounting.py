@@ -135,6 +135,11 @@ def report_generator_usage(
     )
 
 
+# The run folder's record of the engines' starts and deaths and the judge workers' batches
+# (pipeline.judge.watchdog), under logs/.
+ENGINE_EVENTS = "engine_events.jsonl"
+
+
 class JudgeStageError(RuntimeError):
     """The judge workers could not go on (an engine that cannot start, a worker lost more often than
     ``runtime.max_engine_restarts`` allows); what was judged is on disk."""

@@ -10,7 +10,11 @@ reads. How stages are wired into a workflow and run is :mod:`pipeline.workflows.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
@@ -18,6 +22,9 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.contracts.schemas import check_schema
+from pipeline.runtime.logs import FILE_ONLY
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -98,3 +105,102 @@ class Stage:
     def summary(cls) -> str:
         doc = inspect.getdoc(cls) or ""
         return doc.split("\n\n")[0].replace("\n", " ")
+
+
+class WorkflowError(TypeError):
+    """Stages that are not wired together as declared (a programming error)."""
+
+
+def check_wiring(stages: Sequence[Stage], available: dict[str, Port], where: str) -> None:
+    """Each stage reads what earlier stages wrote (or ``available`` holds), takes exactly its declared ports, and
+    writes no other port of a name already used; then its outputs are available. ``available`` is updated."""
+    names = [stage.name for stage in stages]
+    if len(set(names)) != len(names):
+        raise WorkflowError(f"{where}: stage names repeat: {names}")
+    for stage in stages:
+        for port in stage.reads:
+            if port.name not in available:
+                raise WorkflowError(
+                    f"{where}: stage {stage.name} reads {port.name!r}, which no earlier stage writes"
+                )
+            if available[port.name] != port:
+                raise WorkflowError(f"{where}: stage {stage.name} reads another {port.name!r}")
+        params = [
+            p.name
+            for p in inspect.signature(stage.run).parameters.values()
+            if p.kind == inspect.Parameter.KEYWORD_ONLY
+        ]
+        declared = [p.name for p in stage.reads]
+        if sorted(params) != sorted(declared):
+            raise WorkflowError(
+                f"{where}: stage {stage.name}.run takes {sorted(params)} but declares reads {sorted(declared)}"
+            )
+        for port in stage.writes:
+            if port.name in available and available[port.name] != port:
+                raise WorkflowError(f"{where}: stage {stage.name} writes another {port.name!r}")
+            available[port.name] = port
+
+
+def run_stages(
+    stages: Sequence[Stage],
+    ctx: StageContext,
+    values: dict[str, Any],
+    persist: Callable[[Port, Any], None] | None = None,
+    stop_after: str | None = None,
+) -> dict[str, Any]:
+    """Run ``stages`` in order on ``values`` (updated with every output, checked against its declaration, a table
+    against its schema exactly); ``persist(port, value)`` for each output that has a file; each stage timed in
+    ``ctx.metrics``. ``stop_after`` ends after that stage."""
+    total = len(stages)
+    for n, stage in enumerate(stages, start=1):
+        log.info(
+            "stage %d/%d %s: reads %s; writes %s",
+            n,
+            total,
+            stage.name,
+            ", ".join(p.name for p in stage.reads) or "-",
+            ", ".join(p.name for p in stage.writes),
+            extra=FILE_ONLY,
+        )
+        started = time.monotonic()
+        out = stage.run(ctx, **{p.name: values[p.name] for p in stage.reads})
+        where = f"stage {stage.name}"
+        if not isinstance(out, Mapping) or set(out) != {p.name for p in stage.writes}:
+            got = sorted(out) if isinstance(out, Mapping) else type(out).__name__
+            raise WorkflowError(f"{where} returned {got}, declared {sorted(p.name for p in stage.writes)}")
+        for port in stage.writes:
+            values[port.name] = port.check(out[port.name], where)
+            if port.file and persist is not None:
+                persist(port, values[port.name])
+        seconds = time.monotonic() - started
+        ctx.metrics[f"stage/{stage.name}/seconds"] = seconds
+        log.info("stage %s done in %.1f s", stage.name, seconds, extra=FILE_ONLY)
+        if stage.name == stop_after:
+            break
+    return values
+
+
+def port_json(value: Any) -> str:
+    """A settled object as its file holds it: its ``describe()``, its fields, or itself."""
+    if hasattr(value, "describe"):
+        data = value.describe()
+    elif is_dataclass(value) and not isinstance(value, type):
+        data = asdict(value)
+    else:
+        data = value
+    return json.dumps(data, indent=2, default=str)
+
+
+def write_port(folder: Path, port: Port, value: Any) -> Path:
+    """Write an output that has a file into ``folder``: a table to ``tables/<file>.parquet``, an object to
+    ``<file>.json``; return the path."""
+    import pyarrow.parquet as pq
+
+    if port.schema is not None:
+        path = folder / "tables" / f"{port.file}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(value, path)
+    else:
+        path = folder / f"{port.file}.json"
+        path.write_text(port_json(value) + "\n")
+    return path

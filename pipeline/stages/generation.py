@@ -28,13 +28,19 @@ from pipeline.judge.generators import (
 )
 from pipeline.judge.models import resolve_judge
 from pipeline.judge.tokenizers import load_tokenizer
-from pipeline.judge.worker import JudgeWorker
+from pipeline.judge.worker import JudgeWorker, Task, engine_spec
 from pipeline.prompts.generation import generation_prompts, generator_frame
 from pipeline.runtime import MapStep
 from pipeline.runtime.progress import Progress
 from pipeline.scoring.responses import generation_rows
 from pipeline.stages import ports
-from pipeline.stages.accounting import ApiUsage, column_total, raise_failed, report_generator_usage
+from pipeline.stages.accounting import (
+    ENGINE_EVENTS,
+    ApiUsage,
+    column_total,
+    raise_failed,
+    report_generator_usage,
+)
 from pipeline.stages.base import Stage, StageContext
 from pipeline.storage.parts import PartStore
 
@@ -78,6 +84,8 @@ class Generate(Stage):
     identity: dict[str, Any]
     # The judgement store (pipeline.storage.judgements) in front of in-process generators; None: off.
     store_path: Path | None = None
+    # The engines stay up after the stage (the judge's model among the generators': the judge stage uses its engine).
+    keep_workers: bool = False
 
     name = "generate"
     reads = (ports.TASKS,)
@@ -143,7 +151,15 @@ class Generate(Stage):
         if prompts.num_rows:
             size = self.generate.batch_size
             blocks = [prompts.slice(k, size) for k in range(0, prompts.num_rows, size)]
-            step = generation_step(group, frames, size, self.judge, self.store_path)
+            step = generation_step(
+                group,
+                frames,
+                size,
+                self.judge,
+                self.store_path,
+                events=ctx.run_dir / "logs" / ENGINE_EVENTS,
+                keep_alive=self.keep_workers,
+            )
             progress = Progress(prompts.num_rows, verb="generated", noun="outputs")
             for batch in ctx.executor.stream(blocks, [step]):
                 if spec.api:
@@ -250,25 +266,29 @@ def generation_step(
     judge: JudgeConfig,
     store: Path | None = None,
     worker: type | None = None,
+    events: Path | None = None,
+    keep_alive: bool = False,
 ) -> MapStep:
     """The streamed step of one engine: an actor pool of the judge worker answering every generator's prompts
     with its own request and frame (the judge's actor resources), behind the judgement ``store`` for an
-    in-process engine."""
+    in-process engine; ``keep_alive``: its workers stay for the next stage of the same engine (the judge's)."""
     spec = group[0].spec
     return MapStep(
         "generate",
         worker or JudgeWorker,
         {
-            "spec": spec,
-            "requests": {g.name: g.request for g in group},
-            "frame": frames[group[0].name],
-            "frames": dict(frames),
+            "spec": engine_spec(spec),
+            "events": str(events) if events else None,
             "store": str(store) if store is not None and spec.api is None else None,
+        },
+        call_kwargs={
+            "task": Task(spec, {g.name: g.request for g in group}, frames[group[0].name], dict(frames))
         },
         batch_size=batch_size,
         exact_batches=True,
         workers=judge.num_actors,
         num_cpus=judge.num_cpus_per_actor,
         num_gpus=judge.num_gpus_per_actor,
+        keep_alive=keep_alive,
         env=worker_process_env(spec),
     )

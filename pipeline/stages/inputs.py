@@ -205,6 +205,8 @@ class PreparePrompts(Stage):
         )
         if not is_exact(tokenizer):
             log.info("prompt lengths are estimated (%s)", tokenizer.source)
+        sampled = judge.api is not None and judge.api.path == ApiPath.sampled
+        if not is_exact(tokenizer) and not sampled:  # a sampled verdict reads no first-token alternatives
             check_words_by_request(judge, plan, lengths.candidates)
         report = dataclasses.replace(input_report, truncated_contexts=list(lengths.truncated))
         return {"candidates": lengths.candidates, "input_report": report, "prompt_plan": plan}

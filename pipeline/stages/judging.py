@@ -23,7 +23,7 @@ from pipeline.data.contexts import group_by_context
 from pipeline.judge.cores import worker_process_env
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.watchdog import read_events
-from pipeline.judge.worker import JudgeWorker
+from pipeline.judge.worker import JudgeWorker, Task, engine_spec
 from pipeline.prompts.pairs import build_contexts, generate_prompts, k_adjustments, split_shards
 from pipeline.prompts.plan import PromptPlan
 from pipeline.runtime import MapStep
@@ -31,6 +31,7 @@ from pipeline.runtime.progress import Progress, format_seconds
 from pipeline.scoring.responses import split_responses
 from pipeline.stages import ports
 from pipeline.stages.accounting import (
+    ENGINE_EVENTS,
     ApiUsage,
     JudgeStageError,
     column_total,
@@ -110,12 +111,11 @@ def judge_steps(
             "judge",
             worker,
             {
-                "spec": spec,
-                "requests": plan.requests(),
-                "frame": plan.frame,
+                "spec": engine_spec(spec),
                 "events": str(events) if events else None,
                 "store": str(store) if store else None,
             },
+            call_kwargs={"task": Task(spec, plan.requests(), plan.frame)},
             batch_size=judge.batch_size,
             exact_batches=True,
             workers=judge.num_actors,
@@ -126,10 +126,6 @@ def judge_steps(
             env=worker_process_env(spec),
         ),
     ]
-
-
-# The run folder's record of judge engines that died (pipeline.judge.watchdog), under logs/.
-ENGINE_EVENTS = "engine_events.jsonl"
 
 
 @dataclass(frozen=True)

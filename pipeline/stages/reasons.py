@@ -17,11 +17,12 @@ from pipeline.contracts.schemas import REASONS
 from pipeline.judge.cores import worker_process_env
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.tokenizers import load_tokenizer
-from pipeline.judge.worker import JudgeWorker
+from pipeline.judge.worker import JudgeWorker, Task, engine_spec
 from pipeline.prompts.plan import PromptPlan
 from pipeline.prompts.reasons import REASON, choose, reason_prompts
 from pipeline.runtime import MapStep
 from pipeline.stages import ports
+from pipeline.stages.accounting import ENGINE_EVENTS
 from pipeline.stages.base import Stage, StageContext
 
 log = logging.getLogger("pipeline")
@@ -53,27 +54,33 @@ class Reasons(Stage):
         prompt_plan: PromptPlan,
         judge: JudgeSpec,
     ) -> dict[str, Any]:
-        chosen = choose(pl.from_arrow(comparisons), self.n, [ReasonSample(s) for s in self.sample], self.seed)
+        # the run's judge's comparisons: a jury's other judges have prompts of their own
+        own = pl.from_arrow(comparisons).filter(pl.col("judge") == judge.name)
+        chosen = choose(own, self.n, [ReasonSample(s) for s in self.sample], self.seed)
         if not chosen.height:
             return {"reasons": REASONS.empty_table()}
         # an API judge gets conversations: the server applies its own chat template
         prompts = reason_prompts(
             chosen, candidates, prompt_plan, load_tokenizer(judge), as_messages=bool(judge.api)
         )
+        # the judge's workers of the judge stage where they were kept (one engine per model and run)
         step = MapStep(
             "reasons",
             JudgeWorker,
             {
-                "spec": judge,
-                "requests": {REASON: Request(max_tokens=self.max_tokens)},
-                "frame": prompt_plan.frame,
+                "spec": engine_spec(judge),
+                "events": str(ctx.run_dir / "logs" / ENGINE_EVENTS),
                 "store": str(self.store_path) if self.store_path is not None and judge.api is None else None,
+            },
+            call_kwargs={
+                "task": Task(judge, {REASON: Request(max_tokens=self.max_tokens)}, prompt_plan.frame)
             },
             batch_size=self.judge_cfg.batch_size,
             exact_batches=True,
-            workers=1,
+            workers=self.judge_cfg.num_actors,
             num_cpus=self.judge_cfg.num_cpus_per_actor,
             num_gpus=self.judge_cfg.num_gpus_per_actor,
+            keep_alive=True,
             env=worker_process_env(judge),
         )
         log.info("asking the judge why for %d comparison(s)", prompts.num_rows)

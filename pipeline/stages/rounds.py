@@ -47,9 +47,9 @@ from pipeline.methods.rounds import Pool, Prior, RoundRecord, run_rounds
 from pipeline.methods.stopping import expected_tau
 from pipeline.prompts.plan import PromptPlan
 from pipeline.stages import ports
-from pipeline.stages.accounting import report_interruptions
+from pipeline.stages.accounting import ENGINE_EVENTS, report_interruptions
 from pipeline.stages.base import Stage, StageContext
-from pipeline.stages.judging import ENGINE_EVENTS, Judge
+from pipeline.stages.judging import Judge
 from pipeline.stages.rounds_files import (
     ROUNDS_DIR,
     chosen_pairs,

@@ -22,7 +22,7 @@ from pipeline.config.enums import Workflow as WorkflowName
 from pipeline.config.run import RunConfig
 from pipeline.methods import poe_logit
 from pipeline.workflows import segments
-from pipeline.workflows.core import Workflow
+from pipeline.workflows.core import Segment, Workflow
 
 log = logging.getLogger("pipeline")
 
@@ -39,10 +39,16 @@ def assessment(cfg: RunConfig, root: Path) -> Workflow:
             segments.dataset_input(cfg, root),
             segments.prompts(cfg, root, judging_identity(cfg), rating_identity(cfg), comparative),
             segments.judging(cfg, root),
+            *jury(cfg, root, {}, rating_identity(cfg)),
             segments.scoring(cfg, root),
             segments.report(cfg, plot_method),
         ),
     )
+
+
+def jury(cfg: RunConfig, root: Path, identity: dict, rating: dict) -> tuple[Segment, ...]:
+    """The jury's further judges after the run's judge (``jury.judges``); none without them."""
+    return (segments.jurors(cfg, root, identity, rating),) if cfg.jury.judges else ()
 
 
 def generate(cfg: RunConfig, root: Path) -> Workflow:
@@ -57,6 +63,7 @@ def generate(cfg: RunConfig, root: Path) -> Workflow:
             segments.generated_input(cfg, root),
             segments.prompts(cfg, root, judging, rating),
             segments.judging(cfg, root),
+            *jury(cfg, root, {"dataset": dataset}, rating),
             segments.scoring(cfg, root),
             segments.report(cfg, drawn_method(cfg.scoring.methods), full_leaderboard=True),
         ),

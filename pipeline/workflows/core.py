@@ -12,23 +12,16 @@ first needs them, so a run that fails its input checks leaves nothing behind.
 
 from __future__ import annotations
 
-import inspect
 import logging
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
-from pipeline.runtime.logs import FILE_ONLY
-from pipeline.stages.base import Port, Stage, StageContext
+from pipeline.stages.base import Port, Stage, StageContext, WorkflowError, check_wiring, run_stages
 
 log = logging.getLogger(__name__)
-
-
-class WorkflowError(TypeError):
-    """A workflow whose stages are not wired together as declared (a programming error)."""
 
 
 @dataclass(frozen=True)
@@ -46,41 +39,10 @@ class Workflow:
     segments: tuple[Segment, ...]
 
     def __post_init__(self) -> None:
-        available: dict[str, Port] = {}
-        names = [stage.name for stage in self.stages]
-        if len(set(names)) != len(names):
-            raise WorkflowError(f"workflow {self.name}: stage names repeat: {names}")
         parts = [segment.name for segment in self.segments]
         if len(set(parts)) != len(parts):
             raise WorkflowError(f"workflow {self.name}: segment names repeat: {parts}")
-        for stage in self.stages:
-            self._check(stage, available)
-
-    def _check(self, stage: Stage, available: dict[str, Port]) -> None:
-        """``stage`` reads what earlier stages wrote, takes exactly its declared ports, writes no other port of a
-        name already used; then its outputs are available."""
-        for port in stage.reads:
-            if port.name not in available:
-                raise WorkflowError(
-                    f"workflow {self.name}: stage {stage.name} reads {port.name!r}, which no earlier stage writes"
-                )
-            if available[port.name] != port:
-                raise WorkflowError(f"workflow {self.name}: stage {stage.name} reads another {port.name!r}")
-        params = [
-            p.name
-            for p in inspect.signature(stage.run).parameters.values()
-            if p.kind == inspect.Parameter.KEYWORD_ONLY
-        ]
-        declared = [p.name for p in stage.reads]
-        if sorted(params) != sorted(declared):
-            raise WorkflowError(
-                f"workflow {self.name}: stage {stage.name}.run takes {sorted(params)} but declares reads "
-                f"{sorted(declared)}"
-            )
-        for port in stage.writes:
-            if port.name in available and available[port.name] != port:
-                raise WorkflowError(f"workflow {self.name}: stage {stage.name} writes another {port.name!r}")
-            available[port.name] = port
+        check_wiring(self.stages, {}, f"workflow {self.name}")
 
     @property
     def stages(self) -> tuple[Stage, ...]:
@@ -111,36 +73,7 @@ class Workflow:
         output that has a file; ``stop_after`` ends the run after that stage (benchmarks, notebooks)."""
         if stop_after is not None:
             self.stage(stop_after)
-        values: dict[str, Any] = {}
-        total = len(self.stages)
-        for n, stage in enumerate(self.stages, start=1):
-            log.info(
-                "stage %d/%d %s: reads %s; writes %s",
-                n,
-                total,
-                stage.name,
-                ", ".join(p.name for p in stage.reads) or "-",
-                ", ".join(p.name for p in stage.writes),
-                extra=FILE_ONLY,
-            )
-            started = time.monotonic()
-            out = stage.run(ctx, **{p.name: values[p.name] for p in stage.reads})
-            where = f"stage {stage.name}"
-            if not isinstance(out, Mapping) or set(out) != {p.name for p in stage.writes}:
-                got = sorted(out) if isinstance(out, Mapping) else type(out).__name__
-                raise WorkflowError(
-                    f"{where} returned {got}, declared {sorted(p.name for p in stage.writes)}"
-                )
-            for port in stage.writes:
-                values[port.name] = port.check(out[port.name], where)
-                if port.file and persist is not None:
-                    persist(port, values[port.name])
-            seconds = time.monotonic() - started
-            ctx.metrics[f"stage/{stage.name}/seconds"] = seconds
-            log.info("stage %s done in %.1f s", stage.name, seconds, extra=FILE_ONLY)
-            if stage.name == stop_after:
-                break
-        return values
+        return run_stages(self.stages, ctx, {}, persist, stop_after)
 
     def describe(self) -> str:
         """The stages as a Markdown table: the segment of each, what it does, what it reads and writes."""

@@ -20,6 +20,7 @@ from pipeline.workflows.core import Workflow, describe_ports
 # One composition per distinct workflow (workflow=absolute runs the comparative workflow's stages).
 EXAMPLES: dict[str, list[str]] = {
     "comparative": [],
+    "jury": ["experiment=jury_judges"],
     "generate": ["experiment=generate_demo"],
     "adaptive": ["experiment=summeval_pool"],
 }

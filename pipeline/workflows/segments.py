@@ -11,20 +11,27 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pipeline.config.derived import (
+    judge_label,
+    judge_templates,
     judgement_store,
+    judging_identity,
     leaderboard_methods,
     reasons_per_group,
     resolve_path,
 )
+from pipeline.config.derived import jurors as derived_jurors
+from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
 from pipeline.methods import poe_logit
 from pipeline.stages.generation import Generate, LoadTasks, MakeCandidates
 from pipeline.stages.inputs import LoadInput, OpenStore, PreparePrompts, ResolveJudge
 from pipeline.stages.judging import Judge, ShardContexts
+from pipeline.stages.jurors import JudgeJurors, Juror
 from pipeline.stages.jury import Jury
 from pipeline.stages.reasons import Reasons
 from pipeline.stages.reporting import Report, ReportRounds
@@ -50,7 +57,10 @@ def generated_input(cfg: RunConfig, root: Path) -> Segment:
         "input",
         (
             LoadTasks(cfg.generate, root, cache),
-            Generate(cfg.generate, cfg.judge, cache, identity, judgement_store(cfg, root, cache)),
+            # the generators' engines kept for the judge stage: the judge's model among them starts once
+            Generate(
+                cfg.generate, cfg.judge, cache, identity, judgement_store(cfg, root, cache), keep_workers=True
+            ),
             MakeCandidates(cfg.generate, dict(cfg.criteria)),
         ),
     )
@@ -66,26 +76,64 @@ def prompts(
         (
             ResolveJudge(cfg.judge, cache_dir(cfg, root)),
             PreparePrompts(
-                cfg.prompt, cfg.absolute, comparative, dict(cfg.criteria_options), cfg.judge.reasoning
+                judge_templates(cfg.prompt, cfg.judge),
+                cfg.absolute,
+                comparative,
+                dict(cfg.criteria_options),
+                cfg.judge.reasoning,
             ),
             OpenStore(judging, rating),
         ),
     )
 
 
-def judge_stage(cfg: RunConfig, root: Path) -> Judge:
+def judge_stage(cfg: RunConfig, root: Path, judge: JudgeConfig | None = None) -> Judge:
+    """The judge stage of ``judge`` (default: the run's judge; or a juror of the jury)."""
+    own = judge is None
+    judge = judge or cfg.judge
     return Judge(
         cfg.pairs,
-        cfg.judge,
+        judge,
         cfg.runtime.pair_chunk_rows,
         cfg.runtime.max_engine_restarts,
-        judgement_store(cfg, root, cache_dir(cfg, root)),
+        judgement_store(cfg, root, cache_dir(cfg, root), judge),
+        # the run's judge's engines kept for its reasons (one engine per model and run)
+        keep_workers=own and reasons_per_group(cfg) > 0,
     )
 
 
 def judging(cfg: RunConfig, root: Path) -> Segment:
     """Shard the contexts and judge every prompt once (both orderings of every pair, every absolute prompt)."""
     return Segment("judge", (ShardContexts(cfg.pairs, cfg.runtime.max_shards), judge_stage(cfg, root)))
+
+
+def jurors(cfg: RunConfig, root: Path, identity: dict[str, Any], rating: dict[str, Any]) -> Segment:
+    """The jury's further judges (``jury.judges``): each resolved, its comparative prompts settled with its own
+    tokenizer and templates (no absolute modes), its store opened in ``jurors/<name>/`` with the run's judging
+    identity (``identity`` over its own templates and reasoning), and every prompt judged once."""
+    cache = cache_dir(cfg, root)
+    seats = []
+    for juror in derived_jurors(cfg):
+        judging = {**judging_identity(cfg, juror), **identity}
+        seats.append(
+            Juror(
+                judge_label(juror),
+                ResolveJudge(juror, cache),
+                (
+                    PreparePrompts(
+                        judge_templates(cfg.prompt, juror),
+                        replace(cfg.absolute, modes=[]),
+                        True,
+                        {},
+                        juror.reasoning,
+                    ),
+                    OpenStore(judging, rating),
+                    ShardContexts(cfg.pairs, cfg.runtime.max_shards),
+                    judge_stage(cfg, root, juror),
+                ),
+            )
+        )
+    return Segment("jurors", (JudgeJurors(tuple(seats)),))
 
 
 def rounds(cfg: RunConfig, root: Path) -> Segment:

@@ -114,3 +114,49 @@ def test_a_process_started_with_that_environment_has_its_openmp_threads_one_per_
     busy = done.stdout.split()
     assert all("-" not in cpus and "," not in cpus for cpus in busy), busy  # no thread floats between cores
     assert len(set(busy)) >= 2, busy  # the team spread over the cores, one each
+
+
+def test_the_engine_process_asks_glibc_for_huge_pages_and_keeps_the_tunables_it_has(monkeypatch):
+    from pipeline.judge.cores import HUGE_PAGES, huge_pages, worker_process_env
+
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    assert worker_process_env(spec({"VLLM_CPU_OMP_THREADS_BIND": "all"}))["GLIBC_TUNABLES"] == HUGE_PAGES
+    assert huge_pages("glibc.malloc.arena_max=2") == f"glibc.malloc.arena_max=2:{HUGE_PAGES}"
+    assert huge_pages("glibc.malloc.hugetlb=0") == "glibc.malloc.hugetlb=0"  # the user's say stays
+
+
+def thp_mode() -> str:
+    try:
+        text = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+    except OSError:
+        return "never"
+    return text[text.index("[") + 1 : text.index("]")]
+
+
+@pytest.mark.skipif(
+    thp_mode() != "madvise", reason="the kernel grants huge pages on request (madvise) only there"
+)
+def test_a_process_started_with_that_environment_gets_huge_pages_for_a_large_tensor(monkeypatch):
+    # what the KV cache is on the CPU: one large tensor, written as the engine fills it
+    from pipeline.judge.cores import worker_process_env
+
+    monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
+    env = worker_process_env(spec({"VLLM_CPU_OMP_THREADS_BIND": "all"}))
+    script = textwrap.dedent(
+        """
+        import torch
+        x = torch.ones(64 * 2**20, dtype=torch.uint8)  # 64 MiB, every page written
+        rollup = open("/proc/self/smaps_rollup").read()
+        print([int(l.split()[1]) for l in rollup.splitlines() if l.startswith("AnonHugePages")][0])
+        """
+    )
+
+    def huge_kib(extra: dict) -> int:
+        done = subprocess.run([sys.executable, "-c", script], env={**os.environ, **extra}, capture_output=True,
+                              text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        return int(done.stdout.split()[-1])
+
+    # most of the tensor in 2 MiB pages with the tunable, none without it
+    assert huge_kib({"GLIBC_TUNABLES": env["GLIBC_TUNABLES"]}) >= 32 * 1024
+    assert huge_kib({}) < 32 * 1024

@@ -18,7 +18,7 @@ from pipeline.contracts.schemas import JUDGMENTS, PROMPTS, RESPONSES
 from pipeline.data.words import PromptWords
 from pipeline.judge.hf_engine import HFEngine
 from pipeline.judge.spec import JudgeSpec
-from pipeline.judge.worker import JudgeWorker
+from pipeline.judge.worker import JudgeWorker, Task
 from pipeline.methods.labels import p_a_wins, side_logprobs
 from pipeline.prompts.absolute import resolve_absolute
 from pipeline.prompts.labels import resolve_labels
@@ -96,14 +96,19 @@ def rate(plan, template_ids: list[str], text: str = GOOD) -> pa.Table:
 
 
 @pytest.fixture(scope="module")
+def task(judge_model, plan):
+    return Task(spec(judge_model), plan.requests(), plan.frame)
+
+
+@pytest.fixture(scope="module")
 def worker(judge_model, plan):
-    w = JudgeWorker(spec(judge_model), plan.requests(), plan.frame)
+    w = JudgeWorker(spec(judge_model))
     yield w
     w.close()
 
 
-def test_worker_writes_the_judgment_schema(worker, plan):
-    responses = worker(pairs(plan, [("g", "b", GOOD, BAD), ("b", "g", BAD, GOOD)]))
+def test_worker_writes_the_judgment_schema(worker, plan, task):
+    responses = worker(pairs(plan, [("g", "b", GOOD, BAD), ("b", "g", BAD, GOOD)]), task)
     assert responses.schema.equals(RESPONSES)
     out = judgments_from_responses(responses, plan.labels)
     assert out.schema.equals(JUDGMENTS)
@@ -116,29 +121,29 @@ def test_worker_writes_the_judgment_schema(worker, plan):
     np.testing.assert_allclose(out.column("p_a").to_numpy(), p_a_wins(*side_logprobs(lp, 2)), rtol=1e-12)
     mass = np.exp(lp).sum(axis=1)
     np.testing.assert_allclose(out.column("label_mass").to_numpy(), mass, rtol=1e-9)
-    assert worker.engine.dtype == "float32"
+    assert worker.base.dtype == "float32"
 
 
 def test_label_logprobs_match_transformers(worker, plan, judge_model):
     """vLLM's first-token log-probabilities of the label words equal a full forward pass in transformers."""
 
     batch = pairs(plan, [("g", "b", GOOD, BAD), ("b", "g", BAD, GOOD)])
-    ids = plan.frame.encode(worker.engine.tokenizer, batch.column("prompt").to_pylist())
+    ids = plan.frame.encode(worker.base.tokenizer, batch.column("prompt").to_pylist())
     read = plan.requests()["c1"]
-    ours = np.array([r.token_logprobs for r in worker.engine.run(ids, read)])
+    ours = np.array([r.token_logprobs for r in worker.base.run(ids, read)])
     hf = HFEngine(spec(judge_model, backend=Backend.hf))
     theirs = np.array([r.token_logprobs for r in hf.run(ids, read)])
     np.testing.assert_allclose(ours, theirs, atol=0.02)
     # greedy generation of a few tokens (prompt scoring) is the same text in both engines
     generate = Request(max_tokens=4)
-    assert [r.texts for r in worker.engine.run(ids, generate)] == [r.texts for r in hf.run(ids, generate)]
+    assert [r.texts for r in worker.base.run(ids, generate)] == [r.texts for r in hf.run(ids, generate)]
 
 
-def test_the_worker_answers_every_absolute_mode(worker, plan):
+def test_the_worker_answers_every_absolute_mode(worker, plan, task):
     """One engine answers absolute prompts of every mode: the score tokens and yes/no words read exactly (one
     log-probability per word), the generated modes' texts; each engine call holds one template."""
     ids = [t.id for t in plan.absolute]
-    out = worker(rate(plan, ids))
+    out = worker(rate(plan, ids), task)
     assert out.schema.equals(RESPONSES)
     by_id = {t.id: t for t in plan.absolute}
     for row in out.to_pylist():
@@ -158,10 +163,10 @@ def test_sampled_generation_is_seeded(worker, plan):
     template = plan.absolute[0]
     prompt = plan.rate_prompt(template, "coherence", PASSAGE, GOOD)
 
-    ids = plan.frame.encode(worker.engine.tokenizer, [prompt])
-    first = worker.engine.run(ids, sampled)[0].texts
+    ids = plan.frame.encode(worker.base.tokenizer, [prompt])
+    first = worker.base.run(ids, sampled)[0].texts
     assert len(first) == 5 and len(set(first)) > 1
-    assert worker.engine.run(ids, sampled)[0].texts == first
+    assert worker.base.run(ids, sampled)[0].texts == first
 
 
 def test_the_hf_backend_applies_its_env_and_settings(judge_model, plan):
@@ -182,10 +187,10 @@ def test_the_hf_backend_applies_its_env_and_settings(judge_model, plan):
         os.environ.pop("CA_TEST_HF_ENV", None)
 
 
-def test_prefix_cache_serves_shared_prefixes(worker, plan):
+def test_prefix_cache_serves_shared_prefixes(worker, plan, task):
     long_good = " ".join([GOOD] * 12)  # the shared prefix (passage + slot A) spans several 128-token blocks
-    worker(pairs(plan, [("g", "b", long_good, BAD)]))  # warm the cache
-    out = worker(pairs(plan, [("g", "d", long_good, BAD + " once more")]))
+    worker(pairs(plan, [("g", "b", long_good, BAD)]), task)  # warm the cache
+    out = worker(pairs(plan, [("g", "d", long_good, BAD + " once more")]), task)
     cached, total = out.column("cached_tokens")[0].as_py(), out.column("prompt_tokens")[0].as_py()
     assert total > 256
     # only whole KV blocks of the shared prefix are served from the cache

@@ -286,3 +286,126 @@ def test_a_judge_behind_the_server_reasons_then_gives_its_verdict(server, output
     assert same > 0.9  # the server renders the same chat text the token-id path sends
     agree = joined.filter(pl.col("reasoning") == pl.col("reasoning_chat"))
     np.testing.assert_allclose(agree["p_a"], agree["p_a_chat"], atol=0.02)
+
+
+def test_a_jury_of_an_in_process_judge_and_the_same_model_behind_the_server(
+    server, outputs, ray_cluster, monkeypatch, datasets
+):
+    """Two judges of one run (jury.judges): SmolLM2 in-process answering template c1 and the same model behind the
+    server answering c2, each stored under its own identity (the juror in jurors/<name>/) and resumed on its own; the
+    per-judge tables, the jury's scores and its jurors' lines in the run folder and in MLflow."""
+    import mlflow
+
+    monkeypatch.setenv(KEY_ENV, KEY)
+    folder = outputs / "jury-run"
+    overrides = [
+        "experiment=jury_templates",
+        f"dataset.path={datasets / 'summeval' / 'summeval.jsonl'}",
+        "dataset.max_contexts=1",
+        "dataset.max_candidates=4",
+        "judge.max_model_len=2048",
+        "judge.templates=[c1]",
+        "+judge.engine.dtype=float32",
+        (
+            "+jury.judges=[{name: smol-api, backend: api, templates: [c2], api: {base_url: '"
+            f"{server.url}', model: {SERVED}, api_key_env: {KEY_ENV}, cache_path: '{outputs / 'jury.sqlite'}'"
+            "}}]"
+        ),
+        f"paths.output_root={outputs / 'jury'}",
+        f"paths.run_dir={folder}",
+        "tracking.plots=false",
+    ]
+    first = run(compose(overrides))
+    table = judgments(first)
+    prompts = 4 * 3  # one article, 4 summaries, both orderings
+    by_judge = dict(table.group_by("judge").agg(pl.col("template_id").unique().sort()).iter_rows())
+    assert by_judge == {"smollm2-135m-instruct": ["c1"], "smol-api": ["c2"]}
+    assert table.height == 2 * prompts and table.select(["judge", *KEYS]).n_unique() == 2 * prompts
+    # the juror's own folder: its judge, prompt plan and judgments, and its stats under juror/<name>/
+    juror = folder / "jurors" / "smol-api"
+    assert (juror / "judge.json").exists() and (juror / "prompt_plan.json").exists()
+    assert pl.read_parquet(juror / "tables" / "judgments.parquet").height == prompts
+    assert first.metrics["juror/smol-api/judge/api_requests"] == prompts
+    assert first.metrics["judge/comparisons"] == prompts  # the run's own judge: its prompts alone
+
+    tables = folder / "tables"
+    bias = pl.read_parquet(tables / "position_bias.parquet")
+    assert sorted(bias["judge"].unique()) == ["smol-api", "smollm2-135m-instruct"]
+    correlations = pl.read_parquet(tables / "correlations.parquet")
+    assert {"smol-api", "smollm2-135m-instruct", "jury"} <= set(correlations["judge"])
+    jurors = pl.read_parquet(tables / "jurors.parquet")
+    assert sorted(zip(jurors["judge"], jurors["template_id"], strict=True)) == [
+        ("smol-api", "c2"),
+        ("smollm2-135m-instruct", "c1"),
+    ]
+    assert jurors["share"].sum() == pytest.approx(1.0) and (jurors["answers"] == prompts).all()
+    agreement = pl.read_parquet(tables / "juror_agreement.parquet")
+    assert agreement.height == 1 and agreement["pairs"][0] == prompts // 2
+    scores = pl.read_parquet(tables / "scores.parquet")
+    assert set(scores.filter(pl.col("judge") == "jury")["method"]) == {
+        "jury_poe",
+        "jury_majority",
+        "jury_mean",
+    }
+    # the same model answers both templates: in float32 the two judges' verdicts on a template would be equal, and
+    # here the templates differ, so the jury compares two jurors of one model
+
+    client = mlflow.tracking.MlflowClient(first.tracking_uri)
+    logged = client.get_run(first.mlflow_run_id).data.metrics
+    assert "jury/coherence/smol-api/c2/share" in logged
+    assert "jury/coherence/smollm2-135m-instruct/c1/share" in logged
+    assert logged["juror/smol-api/judge/api_requests"] == prompts
+    artifacts = {a.path for a in client.list_artifacts(first.mlflow_run_id, "tables")}
+    assert {
+        "tables/jurors.parquet",
+        "tables/juror_agreement.parquet",
+        "tables/judgments.parquet",
+    } <= artifacts
+
+    # resumed per judge: the juror's judgments lost, the rerun asks only the juror again (from the reply cache)
+    import shutil
+
+    shutil.rmtree(juror / "judgments")
+    again = run(compose(overrides))
+    assert again.metrics["judge/judged_this_run"] == 0  # the run's judge: everything in its folder
+    assert again.metrics["juror/smol-api/judge/judged_this_run"] == prompts
+    assert again.metrics["juror/smol-api/judge/api_requests"] == 0
+    assert again.metrics["juror/smol-api/judge/api_cached_replies"] == prompts
+    same = ["judge", *KEYS, "template_id", "label_logprobs", "p_a"]
+    assert judgments(again).select(same).sort(same[:5]).equals(table.select(same).sort(same[:5]))
+
+
+def test_a_model_that_returns_no_logprobs_gets_a_sampled_verdict_marked_in_every_table(
+    server, outputs, ray_cluster, monkeypatch
+):
+    """judge.api.path=sampled: each verdict asked ``samples`` times without logprobs, its words counted; the judge's
+    name says ``:sampled`` in every table; a rerun is answered by the reply cache."""
+    monkeypatch.setenv(KEY_ENV, KEY)
+    samples = 6
+    overrides = api_overrides(
+        server,
+        outputs / "sampled.sqlite",
+        "judge.api.path=sampled",
+        f"judge.api.samples={samples}",
+        "tracking.plots=false",
+    )
+    result = run(compose([*overrides, f"paths.output_root={outputs / 'sampled'}"]))
+    table = judgments(result)
+    name = "smollm2-135m-instruct:sampled"
+    assert table.height == N_PROMPTS and set(table["judge"]) == {name}
+    # every probability is a count of the samples with half a count added to A and to B
+    mass = table["label_mass"].to_numpy() * (samples + 1)
+    said = mass - 1  # samples that gave a label word
+    assert np.allclose(said, np.round(said)) and (said >= 0).all() and (said <= samples).all()
+    a_count = table["p_a"].to_numpy() * mass - 0.5
+    assert np.allclose(a_count, np.round(a_count)) and (a_count >= 0).all()
+    assert result.judge_stats.requests == N_PROMPTS  # one request of n samples per prompt
+    assert result.judge_stats.billed_completion_tokens >= N_PROMPTS * samples  # at least a token per sample
+    tables = result.run_dir / "tables"
+    for file in ("comparisons", "position_bias", "scores", "correlations", "cost"):
+        assert set(pl.read_parquet(tables / f"{file}.parquet")["judge"]) == {name}, file
+    assert "API (sampled path)" in result.summary
+
+    again = run(compose([*overrides, f"paths.output_root={outputs / 'sampled-again'}"]))
+    assert again.judge_stats.requests == 0 and again.judge_stats.cached_replies == N_PROMPTS
+    assert judgments(again).sort(KEYS)["p_a"].to_list() == table.sort(KEYS)["p_a"].to_list()

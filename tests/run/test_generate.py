@@ -86,6 +86,24 @@ def test_reasons_are_stored_beside_the_comparisons(generate_run):
     assert joined.height == 3 and (joined["p"] == joined["p_c"]).all()
 
 
+def test_the_model_that_generates_judges_and_gives_its_reasons_starts_one_engine(generate_run):
+    """The generators run on the judge's model (SmolLM2 under three sampling settings): one engine, started once,
+    generates every output, judges every comparison and rating, and gives the reasons."""
+    from pipeline.judge.watchdog import read_events
+
+    _, result = generate_run
+    events = read_events(result.run_dir / "logs" / "engine_events.jsonl")
+    started = [e for e in events if e["event"] == "engine_started"]
+    assert len(started) == 1, started
+    batches = [e for e in events if e["event"] == "batch_done"]
+    # its batches: the generations, then the comparisons and ratings, then the reasons, all by that one worker
+    assert {e["worker"] for e in batches} == {started[0]["worker"]}
+    assert (
+        sum(e["rows"] for e in batches)
+        == N_INPUTS * len(MODELS) + N_INPUTS * 3 * 2 + N_INPUTS * len(MODELS) + 3
+    )
+
+
 def test_a_rerun_generates_and_judges_nothing_twice(generate_run):
     cfg, result = generate_run
     cfg.paths.run_dir = str(result.run_dir)

@@ -52,7 +52,7 @@ class SimulatedWorker:
     def __init__(self, judge: PoolJudge, **_: object):
         self.judge = judge
 
-    def __call__(self, batch: pa.Table) -> pa.Table:
+    def __call__(self, batch: pa.Table, **_: object) -> pa.Table:
         batch = check_schema(batch, PROMPTS, "simulated judge input")
         a = np.array([int(c[1:]) for c in batch.column("cand_a").to_pylist()], dtype=np.int64)
         b = np.array([int(c[1:]) for c in batch.column("cand_b").to_pylist()], dtype=np.int64)

@@ -156,7 +156,8 @@ def test_every_workflow_is_composed_of_named_segments():
     for overrides in EXAMPLES.values():
         cfg = compose(overrides)
         flow = WORKFLOWS[cfg.workflow](cfg, ROOT)
-        assert [s.name for s in flow.segments] == ["input", "prompts", "judge", "score", "report"]
+        jury = ["jurors"] if cfg.jury.judges else []  # a jury's further judges after the run's judge
+        assert [s.name for s in flow.segments] == ["input", "prompts", "judge", *jury, "score", "report"]
         assert flow.segment("judge").stages == tuple(
             s for s in flow.stages if s in flow.segment("judge").stages
         )

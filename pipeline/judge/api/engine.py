@@ -12,6 +12,7 @@ from pipeline.contracts.engine import Request, Result
 from pipeline.contracts.frame import PromptFrame, parse_conversation
 from pipeline.judge.api.bodies import chat_body, completion_body, messages_body, parse_chat, parse_completion
 from pipeline.judge.api.client import ApiClient, Reply
+from pipeline.judge.api.sampled import sampled_logprobs, sampled_request
 from pipeline.judge.spec import ApiEndpoint, JudgeSpec
 from pipeline.judge.tokenizers import is_local, load_tokenizer
 
@@ -81,25 +82,32 @@ class ApiEngine:
         conversations = [parse_conversation(p) for p in prompts]
         if self.path == ApiPath.token_ids and not any(conversations):
             return self.run(frame.encode(self.tokenizer, list(prompts)), request)
-        bodies = []
+        # a verdict read by sampling (judge.api.path=sampled): the request sent is n samples, no logprobs
+        sampled = self.path == ApiPath.sampled and bool(request.token_ids)
+        sent = sampled_request(request, self.endpoint.settings) if sampled else request
+        bodies, prefixes = [], []
         for prompt, conversation in zip(prompts, conversations, strict=True):
             if conversation is not None:
                 bodies.append(messages_body(self.model, conversation, request, self.top_logprobs))
+                prefixes.append("")
                 continue
             message, prefix = frame.split(prompt)
+            prefixes.append(prefix)
             bodies.append(
-                chat_body(self.model, message, prefix, request, frame.system, self.top_logprobs, self.prefill)
+                chat_body(self.model, message, prefix, sent, frame.system, self.top_logprobs, self.prefill)
             )
         replies = self.client.post("/chat/completions", bodies)
         words = [self.tokenizer.decode([t]) for t in request.token_ids]
         self._warn_failed(replies)
         results = []
-        for reply in replies:
+        for reply, prefix in zip(replies, prefixes, strict=True):
             if reply.body is None:
                 results.append(Result.failed(str(reply.error), "api/failed", reply.attempts))
                 continue
-            logprobs, texts, reasons, missing = parse_chat(reply.body, words)
-            results.append(self._result(reply, logprobs, texts, reasons, missing, 0, "chat"))
+            logprobs, texts, reasons, missing = parse_chat(reply.body, [] if sampled else words)
+            if sampled:  # nothing floored: samples that say no word lower the label mass instead
+                logprobs, missing = sampled_logprobs(texts, words, prefix)[0], 0
+            results.append(self._result(reply, logprobs, texts, reasons, missing, 0, str(self.path)))
         return results
 
     def run(self, token_ids: list[list[int]], request: Request) -> list[Result]:
