@@ -204,7 +204,30 @@ def efficiency_rows(draws: int, rng: np.random.Generator) -> tuple[list[Row], bo
         )
     finding = loss["poe_gaussian"] < loss["win_ratio"] and loss["poe_bt"] < loss["win_ratio"]
     rows.append(("  PoE finding: loss(PoE-Gaussian), loss(PoE-BT) < loss(win-ratio)", "", status(finding)))
+    rows += sampling_rows(pm, true_scores, curve, draws, rng)
     return rows, ok_eff, finding
+
+
+def sampling_rows(pm, true_scores, curve, draws: int, rng: np.random.Generator) -> list[Row]:
+    """The smallest budgets again with the PoE authors' draws (uniform, drawn again while a candidate is left out)
+    beside ours (a perfect matching first): where the two curves part."""
+    small = curve.k[:3].tolist()
+    authors = efficiency.efficiency_curve(
+        pm, true_scores, rng, n_draws=draws, k_grid=small, methods=("win_ratio", "poe_gaussian"),
+        sampling="poe_authors",
+    )  # fmt: skip
+    rows = []
+    for m in authors.methods:
+        ours = curve.curve(m)[0][: len(small)]
+        theirs = authors.curve(m)[0]
+        rows.append(
+            (
+                f"  {m} at K={small}: balanced draws / the PoE authors' draws",
+                " / ".join(f"{x:.3f}" for x in ours) + "  vs  " + " / ".join(f"{x:.3f}" for x in theirs),
+                "difference " + ", ".join(f"{x - y:+.3f}" for x, y in zip(ours, theirs, strict=True)),
+            )
+        )
+    return rows
 
 
 def bootstrap_rows(repeats: int, rng: np.random.Generator) -> tuple[list[Row], bool]:

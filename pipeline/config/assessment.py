@@ -8,9 +8,12 @@ from dataclasses import dataclass, field
 
 from pipeline.config.enums import (
     AbsoluteMode,
+    Calibrate,
+    Control,
     Correlation,
     Debias,
     EmptyText,
+    LeaderboardGames,
     Orderings,
     ReasonSample,
     Strategy,
@@ -218,9 +221,14 @@ class ScoringConfig:
         default_factory=lambda: ["win_ratio", "avg_prob", "bradley_terry", "poe_gaussian"]
     )
     # Position-bias removal: average (both orderings, PoE 4.2) | alpha (reweight so P(A) = 0.5, EACL eq. 9)
-    # | mean_shift (one ordering: PoE-Gaussian expert mean shifted by the observed P(A), PoE A.6; the other
-    # methods get the raw probabilities) | none (each ordering is its own comparison).
+    # | balanced_threshold (the EACL release's rule: hard decisions at the 0.001-grid threshold that makes half of
+    # them "A") | mean_shift (one ordering: PoE-Gaussian expert mean shifted by the observed P(A), PoE A.6; the
+    # other methods get the raw probabilities) | none (each ordering is its own comparison).
     debias: Debias = Debias.average
+    # Score with probabilities calibrated to people's preferences: none | temperature (a temperature fitted per
+    # judge, attribute and template on the pairs people scored apart, cross-fitted over contexts, so no context is
+    # calibrated with its own pairs; pipeline.methods.calibration). Needs human scores.
+    calibrate: Calibrate = Calibrate.none
     # Correlation with human scores: auto (where the data has them) | required (error if missing) | off.
     correlation: Correlation = Correlation.auto
     # Score the run's jurors (every judge and template that judged the same prompts) together as a jury:
@@ -256,7 +264,7 @@ class ReasonsConfig:
 class LeaderboardConfig:
     """The model leaderboard (candidates that name their ``system``): bootstrap over inputs."""
 
-    # Resampling rounds and the interval's coverage (arena-hard-auto: 100 rounds, 5-95 %, i.e. level 0.90).
+    # Resampling rounds and the interval's coverage (arena-hard-auto's defaults: 100 rounds, 5-95 %, level 0.90).
     rounds: int = 100
     level: float = 0.90
     seed: int = 0
@@ -264,3 +272,10 @@ class LeaderboardConfig:
     # poe_logit where scoring.methods has them, and the absolute modes of the run. A list must name scored methods
     # or modes.
     methods: list[str] | None = None
+    # A game: pair (one averaged, debiased verdict per pair and input) | ordering (one per judged ordering, its own
+    # verdict: arena-hard-auto's count).
+    games: LeaderboardGames = LeaderboardGames.pair
+    # The win rate and Bradley-Terry rating with these regressed out, beside the raw ones: length (the texts'
+    # characters) and style (headers, lists, bold: arena-hard-auto's markdown features, with the length). Empty:
+    # none.
+    control: list[Control] = field(default_factory=lambda: [Control.length])

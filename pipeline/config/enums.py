@@ -109,8 +109,32 @@ class Debias(StrEnum):
 
     average = "average"
     alpha = "alpha"
+    # The EACL release's rule: hard decisions at the threshold (0.001 grid) that makes half of them "A".
+    balanced_threshold = "balanced_threshold"
     mean_shift = "mean_shift"
     none = "none"
+
+
+class Calibrate(StrEnum):
+    """Probabilities scored as the judge gives them (none), or calibrated to people's preferences by a cross-fitted
+    temperature (:mod:`pipeline.methods.calibration`)."""
+
+    none = "none"
+    temperature = "temperature"
+
+
+class LeaderboardGames(StrEnum):
+    """What a leaderboard game is: one pair's averaged verdict per input, or one per judged ordering."""
+
+    pair = "pair"
+    ordering = "ordering"
+
+
+class Control(StrEnum):
+    """What a controlled leaderboard regresses out: the texts' length, or their length and markdown style."""
+
+    length = "length"
+    style = "style"
 
 
 class AbsoluteMode(StrEnum):

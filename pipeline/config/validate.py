@@ -19,6 +19,8 @@ from pipeline.config.enums import (
     MULTIPROCESSING_ENV,
     SAMPLING,
     Backend,
+    Calibrate,
+    Correlation,
     Debias,
     Orderings,
     Workflow,
@@ -88,6 +90,14 @@ def scoring_problems(cfg: RunConfig) -> list[str]:
         )
     if len(set(methods)) != len(methods):
         problems.append(f"config scoring.methods lists a method twice: {methods}")
+    if cfg.scoring.calibrate != Calibrate.none and (
+        cfg.workflow == Workflow.generate or cfg.scoring.correlation == Correlation.off
+    ):
+        problems.append(
+            f"config scoring.calibrate={cfg.scoring.calibrate} fits a temperature to people's preferences, and this "
+            f"run has no human scores to fit it to (workflow={cfg.workflow}, scoring.correlation="
+            f"{cfg.scoring.correlation}); use scoring.calibrate=none"
+        )
     return problems
 
 

@@ -321,6 +321,10 @@ CORRELATIONS = pa.schema(
         pa.field("n_skipped_contexts", pa.int64(), nullable=False),
         pa.field("pairwise_accuracy", pa.float64()),
         pa.field("n_pairs", pa.int64(), nullable=False),
+        # System-level (the EACL release and G-Eval on SummEval): each system's mean score and mean human score
+        # over the contexts, correlated across systems; null where the candidates name fewer than 3 systems.
+        *(pa.field(f"{m}_system", pa.float64()) for m in CORRELATION_METHODS),
+        pa.field("n_systems", pa.int64(), nullable=False),
     ]
 )
 

@@ -60,8 +60,8 @@ class Task:
 
 def engine_spec(spec: JudgeSpec) -> JudgeSpec:
     """What decides a worker's engine: the spec without the name it answers under (a generator and the judge on
-    one model and engine settings share the engine)."""
-    return replace(spec, name="", dtype_reason="")
+    one model and engine settings share the engine), named by its model."""
+    return replace(spec, name=spec.model, dtype_reason="")
 
 
 class JudgeWorker:

@@ -1,5 +1,5 @@
-"""Agreement between raters on nominal labels: raw agreement, Cohen's kappa, Fleiss' kappa, Krippendorff's alpha,
-and percentile bootstrap intervals over the rated items.
+"""Agreement between raters: raw agreement, Cohen's kappa (and its linearly weighted form for ordered labels),
+Fleiss' kappa, Krippendorff's alpha (nominal and ordinal), and percentile bootstrap intervals over the rated items.
 
 Labels are small non-negative integer codes (``0 .. k-1``); a missing rating is ``-1``. Every statistic returns
 ``nan`` where it is undefined (no items, one category only, fewer than two raters), never a made-up 0 or 1: the
@@ -13,6 +13,8 @@ Cohen, J. (1960). A coefficient of agreement for nominal scales. *Educational an
 Fleiss, J. L. (1971). Measuring nominal scale agreement among many raters. *Psychological Bulletin* 76(5),
 378-382: kappa = (P_bar - P_e) / (1 - P_e) with P_i = (sum_j n_ij^2 - n) / (n (n - 1)) and
 P_e = sum_j p_j^2, for n raters on every item.
+
+Cohen, J. (1968). Weighted kappa. *Psychological Bulletin* 70(4), 213-220: kappa_w = 1 - sum w O / sum w E.
 
 Krippendorff, K. (2011). Computing Krippendorff's alpha-reliability. Annenberg School for Communication,
 departmental paper 43: for nominal data, alpha = 1 - (n - 1) sum_{c != k} o_ck / sum_{c != k} n_c n_k, with
@@ -89,9 +91,34 @@ def fleiss_kappa(counts: NDArray[np.int64]) -> float:
     return (p_bar - p_e) / (1.0 - p_e)
 
 
-def krippendorff_alpha(ratings: NDArray[np.int64], n_categories: int) -> float:
-    """Krippendorff's alpha for nominal labels; ``ratings`` is raters x items with -1 for missing
-    (Krippendorff 2011). Items with fewer than two ratings carry no pairs and are left out, as the method says.
+def weighted_kappa(a: NDArray[np.int64], b: NDArray[np.int64], n_categories: int) -> float:
+    """Cohen's weighted kappa with linear weights (Cohen 1968), for ordered labels ``0 < 1 < ... < k-1``:
+    ``1 - sum_ij w_ij O_ij / sum_ij w_ij E_ij`` with ``w_ij = |i - j| / (k - 1)``, ``O`` the observed proportions
+    and ``E`` the product of the two raters' margins (``sklearn.metrics.cohen_kappa_score(weights="linear")``). A
+    disagreement between neighbouring labels ("i" and "tie") costs half one across the scale ("i" and "j").
+
+    ``nan`` with no items or when the expected disagreement is 0."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.size == 0 or n_categories < 2:
+        return float("nan")
+    observed = confusion(a, b, n_categories) / a.size
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))
+    labels = np.arange(n_categories)
+    w = np.abs(labels[:, None] - labels[None, :]) / (n_categories - 1)
+    denominator = float((w * expected).sum())
+    if np.isclose(denominator, 0.0):
+        return float("nan")
+    return 1.0 - float((w * observed).sum()) / denominator
+
+
+def krippendorff_alpha(ratings: NDArray[np.int64], n_categories: int, level: str = "nominal") -> float:
+    """Krippendorff's alpha; ``ratings`` is raters x items with -1 for missing (Krippendorff 2011). Items with
+    fewer than two ratings carry no pairs and are left out, as the method says.
+
+    ``level="nominal"``: every two different labels differ alike (``delta^2 = 1``). ``level="ordinal"``: the labels
+    are ordered and ``delta^2_ck = (sum_{g=c..k} n_g - (n_c + n_k) / 2)^2`` over the values' marginal totals
+    ``n_g`` (Krippendorff 2011, section on the ordinal metric); then ``alpha = 1 - (n - 1) sum o_ck delta^2_ck /
+    sum n_c n_k delta^2_ck``.
 
     ``nan`` with no pairable values or when every pairable value is the same category.
     """
@@ -106,11 +133,22 @@ def krippendorff_alpha(ratings: NDArray[np.int64], n_categories: int) -> float:
     coincidence = weighted.T @ counts - np.diag(weighted.sum(axis=0))
     n_c = coincidence.sum(axis=1)
     n = n_c.sum()
-    off = ~np.eye(n_categories, dtype=bool)
-    expected = (np.outer(n_c, n_c) * off).sum()
+    delta = _ordinal_delta(n_c) if level == "ordinal" else (~np.eye(n_categories, dtype=bool)).astype(float)
+    if level not in ("nominal", "ordinal"):
+        raise ValueError(f"level must be 'nominal' or 'ordinal', got {level!r}")
+    expected = (np.outer(n_c, n_c) * delta).sum()
     if expected == 0:
         return float("nan")
-    return float(1.0 - (n - 1) * (coincidence * off).sum() / expected)
+    return float(1.0 - (n - 1) * (coincidence * delta).sum() / expected)
+
+
+def _ordinal_delta(n_c: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Krippendorff's ordinal ``delta^2_ck = (sum_{g=min..max} n_g - (n_c + n_k) / 2)^2``."""
+    cum = np.concatenate([[0.0], np.cumsum(n_c)])
+    lo = np.minimum.outer(np.arange(n_c.size), np.arange(n_c.size))
+    hi = np.maximum.outer(np.arange(n_c.size), np.arange(n_c.size))
+    between = cum[hi + 1] - cum[lo]
+    return (between - (n_c[:, None] + n_c[None, :]) / 2) ** 2
 
 
 def confusion(a: NDArray[np.int64], b: NDArray[np.int64], n_categories: int) -> NDArray[np.int64]:

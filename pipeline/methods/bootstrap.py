@@ -10,12 +10,13 @@ outputs for that input. A model's leaderboard value is
 
 The uncertainty comes from which inputs were drawn: each bootstrap round draws the inputs with replacement (the
 same draw for every model, so the models' values stay paired), and the interval is the ``(1 - level) / 2`` and
-``(1 + level) / 2`` quantiles of the round values (arena-hard-auto: 100 rounds, 5-95 %). Rounds are one matrix
+``(1 + level) / 2`` quantiles of the round values (arena-hard-auto's defaults: 100 rounds, 5-95 %). Rounds are one matrix
 product: ``counts (rounds x inputs) @ values (inputs x models)``, so 10 models x 10,000 inputs x 1,000 rounds
 take well under a second.
 
-Statistical ties follow arena-hard-auto's rule: a model's rank is 1 + the number of models whose lower bound
-lies above its upper bound, so models whose intervals overlap share ranks.
+Statistical ranks follow FastChat's rule (the Chatbot Arena leaderboard, ``fastchat/serve/monitor/monitor.py:
+recompute_final_ranking``; arena-hard-auto reports intervals and no such rank): a model's rank is 1 + the number of
+models whose lower bound lies above its upper bound, so models whose intervals overlap share ranks.
 
 Results do not depend on the order of models or inputs: inputs are put in order of their ids before drawing, and
 models are columns named by id.
@@ -34,6 +35,7 @@ __all__ = [
     "bootstrap_counts",
     "bootstrap_means",
     "bootstrap_ratio",
+    "quantile_interval",
     "statistical_ranks",
     "tied_groups",
 ]
@@ -63,6 +65,12 @@ def _quantiles(samples: NDArray[np.float64], level: float) -> tuple[NDArray[np.f
         raise ValueError(f"level must be in (0, 1), got {level}")
     lower, upper = np.nanquantile(samples, [(1 - level) / 2, (1 + level) / 2], axis=0)
     return lower, upper
+
+
+def quantile_interval(estimate: NDArray[np.float64], rounds: NDArray[np.float64], level: float) -> Interval:
+    """An estimate with the interval of its bootstrap rounds' values (rounds x models)."""
+    lower, upper = _quantiles(np.asarray(rounds, dtype=np.float64), level)
+    return Interval(np.asarray(estimate, dtype=np.float64), lower, upper)
 
 
 def bootstrap_ratio(

@@ -17,6 +17,7 @@ from numpy.typing import ArrayLike, NDArray
 __all__ = [
     "ALPHA_XTOL",
     "average_orderings",
+    "balanced_threshold",
     "balancing_alpha",
     "decision_threshold",
     "mean_shift_beta",
@@ -112,6 +113,27 @@ def decision_threshold(alpha: float) -> float:
     if not (alpha > 0.0 and math.isfinite(alpha)):
         raise ValueError(f"alpha must be a positive finite number, got {alpha!r}")
     return 1.0 / (1.0 + alpha)
+
+
+# The grid the EACL release searches for its balanced threshold (src/evaluation/loader.py: np.arange(0, 1, 0.001)).
+THRESHOLD_GRID = 0.001
+
+
+def balanced_threshold(p: ArrayLike) -> float:
+    """The EACL release's balanced threshold (``adianliusie/comparative-assessment``,
+    ``src/evaluation/loader.py: SystemLoader.get_balanced_thresholds``): the first ``t`` of the grid
+    ``0, 0.001, ..., 0.999`` with ``mean(p < t) >= 0.5``, so that half of the hard decisions ``p > t`` say "A".
+
+    Beside :func:`balancing_alpha` (the paper's soft rule, mean reweighted probability 0.5): the two agree on a
+    judge whose probabilities are symmetric about their median and split where they are lopsided (a few very
+    sure "B" answers move the mean, not the median). The release's own loop returns its last grid point when no
+    ``t`` qualifies; that can only happen where fewer than half of the ``p`` lie below 0.999, and it is 0.999 here
+    too."""
+    arr = _probs(p)
+    grid = np.arange(0.0, 1.0, THRESHOLD_GRID)
+    below = (arr[None, :] < grid[:, None]).mean(axis=1)
+    hits = np.flatnonzero(below >= 0.5)
+    return float(grid[hits[0]] if hits.size else grid[-1])
 
 
 def average_orderings(p_ab: ArrayLike, p_ba: ArrayLike) -> NDArray[np.float64]:

@@ -3,7 +3,9 @@
 The protocol of the PoE paper's Table 1 and Figure 3 (Liusie, Raina, Fathullah & Gales 2024): for each
 number of comparisons K on a grid from N to N(N-1)/2, draw R times (default 100), independently for
 every context, K comparisons from the judged set with :func:`~pipeline.methods.selection.balanced_random`
-(K unique pairs, every candidate in at least one; PoE section 4.2); score each draw with every method;
+(K unique pairs, every candidate in at least one; PoE section 4.2), or with ``sampling="poe_authors"`` as the PoE
+authors' code draws them (:func:`covered_uniform_batch`: K pairs uniformly, drawn again
+while a candidate is left out); score each draw with every method;
 compute the correlation with the human scores per context and average over contexts. The result per
 method and K is the mean and the standard deviation (``ddof=0``) over the R draws of that average.
 
@@ -33,12 +35,13 @@ from numpy.typing import ArrayLike, NDArray
 from . import batched
 from ._common import hard_outcomes, single_threaded_blas
 from .metrics import grouped_ranks
-from .selection import balanced_random_batch
+from .selection import _check_k, _check_n, _n_unordered, all_pairs, balanced_random_batch
 
 __all__ = [
     "DEFAULT_FRACTIONS",
     "EFFICIENCY_METHODS",
     "EfficiencyCurve",
+    "covered_uniform_batch",
     "default_k_grid",
     "efficiency_curve",
     "pair_matrix",
@@ -55,6 +58,9 @@ EFFICIENCY_METHODS: tuple[str, ...] = (
     "poe_bt",
     "poe_laplace",
 )
+#: How the draws of K pairs are made (:func:`efficiency_curve`).
+Sampling = Literal["balanced", "poe_authors"]
+SAMPLINGS: tuple[str, ...] = ("balanced", "poe_authors")
 #: Fractions of the N(N-1)/2 pairs in the default K grid (besides K = N).
 DEFAULT_FRACTIONS: tuple[float, ...] = (0.2, 0.4, 0.6, 0.8, 1.0)
 #: Largest number of (context, draw) problems solved in one batch.
@@ -105,6 +111,47 @@ class EfficiencyCurve:
             "n_skipped": self.n_skipped,
             "correlation": self.correlation,
         }
+
+
+def covered_uniform_batch(
+    n_items: int, k: int, n_draws: int, rng: np.random.Generator, max_tries: int = 10_000
+) -> NDArray[np.int64]:
+    """``n_draws`` draws of ``k`` unordered pairs, each uniform over the sets of ``k`` pairs in which every candidate
+    is in at least one pair: the PoE authors' sampling (``adianliusie/PoE-LLM-comparative``,
+    ``PoE_analysis/utils.py: generate_symmetric_random_mask``), which draws ``k`` pairs uniformly and draws again
+    while a candidate is left out. Draws are rejected and redrawn together, ``max_tries`` rounds at most (a
+    ``k`` near ``n/2`` is rarely covered: use :func:`~pipeline.methods.selection.balanced_random_batch` there).
+
+    Unlike :func:`~pipeline.methods.selection.balanced_random_batch`, whose draws always hold a perfect matching and so spread the pairs more
+    evenly over the candidates, these draws give some candidates one pair and others many.
+
+    Returns
+    -------
+    ndarray of int64, shape (n_draws, k)
+        Indices into :func:`~pipeline.methods.selection.all_pairs`, sorted within each draw.
+    """
+    n = _check_n(n_items)
+    m = _n_unordered(n)
+    k = _check_k(k, -(-n // 2), m, "covered_uniform", n, "every candidate in at least one pair")
+    pairs = all_pairs(n)
+    lo, hi = pairs[:, 0], pairs[:, 1]
+    out = np.zeros((n_draws, k), dtype=np.int64)
+    todo = np.arange(n_draws)
+    for _ in range(max_tries):
+        if not todo.size:
+            return out
+        idx = np.sort(np.argpartition(rng.random((todo.size, m)), k - 1, axis=1)[:, :k], axis=1)
+        degree = np.zeros((todo.size, n), dtype=np.int64)
+        rows = np.repeat(np.arange(todo.size), k)
+        np.add.at(degree, (rows, lo[idx].ravel()), 1)
+        np.add.at(degree, (rows, hi[idx].ravel()), 1)
+        ok = degree.min(axis=1) > 0
+        out[todo[ok]] = idx[ok]
+        todo = todo[~ok]
+    raise ValueError(
+        f"covered_uniform: {todo.size} of {n_draws} draws of k={k} pairs among {n} candidates left a candidate "
+        f"out {max_tries} times; k is too small for rejection sampling"
+    )
 
 
 def default_k_grid(n_items: int, fractions: Sequence[float] = DEFAULT_FRACTIONS) -> NDArray[np.int64]:
@@ -238,6 +285,7 @@ def efficiency_curve(
     k_grid: Sequence[int] | None = None,
     n_draws: int = 100,
     correlation: Literal["spearman", "pearson"] = "spearman",
+    sampling: Sampling = "balanced",
 ) -> EfficiencyCurve:
     """Efficiency curves of several methods (module docstring).
 
@@ -257,6 +305,11 @@ def efficiency_curve(
     n_draws : int, optional
         Draws R per K (the full set K = N(N-1)/2 has a single possible draw: std 0).
     correlation : {"spearman", "pearson"}, optional
+    sampling : {"balanced", "poe_authors"}, optional
+        How each draw is made: :func:`~pipeline.methods.selection.balanced_random_batch` (a random perfect
+        matching, then random pairs: every candidate compared, the pairs spread evenly), or the PoE authors'
+        :func:`covered_uniform_batch` (uniform draws, drawn again while a candidate is
+        left out).
 
     Returns
     -------
@@ -264,7 +317,7 @@ def efficiency_curve(
         ``per_draw[method]`` holds the (G, R) context-averaged correlations behind mean and std.
     """
     with single_threaded_blas():
-        return _efficiency_curve(probs, human, rng, methods, k_grid, n_draws, correlation)
+        return _efficiency_curve(probs, human, rng, methods, k_grid, n_draws, correlation, sampling)
 
 
 def _efficiency_curve(
@@ -275,6 +328,7 @@ def _efficiency_curve(
     k_grid: Sequence[int] | None,
     n_draws: int,
     correlation: str,
+    sampling: str = "balanced",
 ) -> EfficiencyCurve:
     probs = np.asarray(probs, dtype=np.float64)
     human = np.asarray(human, dtype=np.float64)
@@ -286,6 +340,9 @@ def _efficiency_curve(
         raise ValueError(f"correlation must be 'spearman' or 'pearson', got {correlation!r}")
     if n_draws < 1:
         raise ValueError(f"n_draws must be positive, got {n_draws}")
+    if sampling not in SAMPLINGS:
+        raise ValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
+    draw = balanced_random_batch if sampling == "balanced" else covered_uniform_batch
     space = batched.pair_space(n)
     m_pairs = space.m
     ks = (
@@ -307,7 +364,7 @@ def _efficiency_curve(
             if full:
                 mask = np.ones((c, m_pairs))
             else:
-                idx = balanced_random_batch(n, int(k), c * reps, rng)  # row = draw * C + context
+                idx = draw(n, int(k), c * reps, rng)  # row = draw * C + context
                 mask = np.zeros((c * reps, m_pairs))
                 np.put_along_axis(mask, idx, 1.0, axis=1)
             p = np.tile(p_pairs, (reps, 1))

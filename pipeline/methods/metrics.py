@@ -42,6 +42,7 @@ __all__ = [
     "per_context_correlation",
     "pooled_correlation",
     "positional_prior",
+    "system_correlation",
 ]
 
 Method = Literal["spearman", "pearson", "kendall"]
@@ -278,6 +279,27 @@ def pooled_correlation(pred: ArrayLike, human: ArrayLike, method: Method = "spea
     if method == "spearman":
         x, y = grouped_ranks(codes, x), grouped_ranks(codes, y)
     return float(_grouped_pearson(codes, x, y, 1)[0])
+
+
+def system_correlation(
+    systems: ArrayLike, pred: ArrayLike, human: ArrayLike, method: Method = "spearman"
+) -> tuple[float, int]:
+    """System-level correlation, as the EACL release and G-Eval report on SummEval
+    (``adianliusie/comparative-assessment``, ``src/evaluation/eval_tools.py: calc_system_spearman``): each system's
+    mean predicted and mean human score over the contexts, correlated across systems; with the number of systems.
+    NaN with fewer than 3 systems."""
+    codes = np.unique(np.asarray(systems), return_inverse=True)[1].reshape(-1)
+    x = np.asarray(pred, dtype=np.float64)
+    y = np.asarray(human, dtype=np.float64)
+    if codes.shape != x.shape or x.shape != y.shape:
+        raise ValueError("systems, pred and human must be 1-D of one length")
+    n = int(codes.max(initial=-1)) + 1
+    if n < 3:
+        return float("nan"), n
+    counts = np.bincount(codes, minlength=n)
+    mean_x = np.bincount(codes, weights=x, minlength=n) / counts
+    mean_y = np.bincount(codes, weights=y, minlength=n) / counts
+    return pooled_correlation(mean_x, mean_y, method), n
 
 
 def kendall_tau_b(x: ArrayLike, y: ArrayLike) -> float:

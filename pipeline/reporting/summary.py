@@ -51,18 +51,22 @@ def mlflow_metrics(
 
 
 def summary_text(correlations: pl.DataFrame, bias: pl.DataFrame, judge_stats: JudgeStats | None) -> str:
-    """A short table for the terminal: per attribute and method the correlations, then P(A) per attribute."""
+    """A short table for the terminal: per attribute and method the correlations (Spearman per context averaged,
+    Pearson, Kendall, pairwise accuracy, and the system-level Spearman where the candidates name systems), then
+    P(A) per attribute."""
     lines = []
     if correlations.height:
         lines.append(
             f"{'attribute':<18} {'template':<14} {'method':<26} {'spearman':>8} {'pearson':>8} {'kendall':>8} "
-            f"{'pair-acc':>8} {'contexts':>8}"
+            f"{'pair-acc':>8} {'contexts':>8} {'system':>8}"
         )
         for r in correlations.iter_rows(named=True):
+            system = r.get("spearman_system")
             lines.append(
                 f"{r['attribute']:<18} {r['template_id']:<14} {r['method']:<26} {r['spearman']:>8.3f} "
                 f"{r['pearson']:>8.3f} {r['kendall']:>8.3f} {r['pairwise_accuracy']:>8.3f} "
-                f"{r['n_contexts'] - r['n_skipped_contexts']:>8d}"
+                f"{r['n_contexts'] - r['n_skipped_contexts']:>8d} "
+                + (f"{system:>8.3f}" if system is not None else f"{'-':>8}")
             )
     else:
         lines.append("no human scores: scores and ranks only (no correlation)")

@@ -5,11 +5,13 @@ i, tie, candidate j: :data:`pipeline.review.sample.LABELS`) and set beside the j
 The statistics (:mod:`pipeline.methods.agreement`), each with a 95 % percentile bootstrap interval over the
 answered items:
 
-- judge vs each reviewer, and vs all answers pooled: raw agreement, Cohen's kappa over the three outcomes, and
+- judge vs each reviewer, and vs all answers pooled: raw agreement, Cohen's kappa over the three outcomes, its
+  linearly weighted form (the outcomes are ordered, i < tie < j: a tie against a side is half a disagreement), and
   Cohen's kappa without ties (the answers where neither the judge nor the reviewer chose a tie, i vs j);
 - the same, pooled, per criterion (attribute) and per judge confidence band;
 - each reviewer's slot-1 share (of the answers that chose a side) and tie share: a reviewer's own position bias;
-- with two or more reviewers, on the items answered by at least two: Krippendorff's alpha between reviewers,
+- with two or more reviewers, on the items answered by at least two: Krippendorff's alpha between reviewers
+  (nominal, and ordinal beside it),
   Fleiss' kappa on the items every reviewer answered, the mean pairwise Cohen's kappa between reviewers beside
   the mean judge-reviewer kappa on the same items, and alpha with the judge counted as one more rater.
 
@@ -38,6 +40,7 @@ from pipeline.methods.agreement import (
     fleiss_kappa,
     krippendorff_alpha,
     raw_agreement,
+    weighted_kappa,
 )
 from pipeline.review.answers import Answers
 from pipeline.review.sample import BANDS, LABELS, TIE, ReviewSample
@@ -141,6 +144,10 @@ def judge_vs_human(scope: str, group: str, judge: np.ndarray, human: np.ndarray,
     rows = [
         _with_interval(scope, group, "raw_agreement", lambda k: raw_agreement(judge[k], human[k]), n, seed),
         _with_interval(scope, group, "kappa", lambda k: cohen_kappa(judge[k], human[k], K), n, seed),
+        # the labels are ordered (i < tie < j): a tie against a side is half a disagreement
+        _with_interval(
+            scope, group, "weighted_kappa", lambda k: weighted_kappa(judge[k], human[k], K), n, seed
+        ),
     ]
     js, hs = judge[sided], human[sided]
     rows.append(
@@ -226,6 +233,14 @@ def between_reviewers(labels: pl.DataFrame, seed: int) -> list[dict]:
     group = f"{len(reviewers)} reviewers"
     return [
         _with_interval("reviewers", group, "alpha", lambda k: krippendorff_alpha(ratings[:, k], K), n, seed),
+        _with_interval(
+            "reviewers",
+            group,
+            "ordinal_alpha",
+            lambda k: krippendorff_alpha(ratings[:, k], K, "ordinal"),
+            n,
+            seed,
+        ),
         _with_interval("reviewers", group, "fleiss_kappa", fleiss, everyone.size, seed),
         _with_interval(
             "reviewers", group, "mean_pairwise_kappa", lambda k: mean_pairwise(k, ratings), n, seed
@@ -286,7 +301,8 @@ class Agreement:
             n_shared = reviewers.filter(pl.col("statistic") == "alpha")["n"][0]
             lines = [
                 f"between reviewers on {n_shared} shared item(s): Krippendorff's alpha "
-                f"{self.cell('reviewers', group, 'alpha')}, Fleiss' kappa {self.cell('reviewers', group, 'fleiss_kappa')}"
+                f"{self.cell('reviewers', group, 'alpha')} (ordinal {self.cell('reviewers', group, 'ordinal_alpha')})"
+                f", Fleiss' kappa {self.cell('reviewers', group, 'fleiss_kappa')}"
                 f", mean pairwise kappa {self.cell('reviewers', group, 'mean_pairwise_kappa')}; the judge's mean "
                 f"kappa with each reviewer on the same items {self.cell('reviewers', group, 'judge_mean_kappa')}, "
                 f"alpha with the judge as one more rater {self.cell('reviewers', group, 'alpha_with_judge')}"
@@ -302,10 +318,13 @@ class Agreement:
         """The report for the console: the headline, judge against reviewers (95 % intervals), the notes."""
         lines = [self.headline()]
         if self.labels.height:
-            lines.append(f"  {'judge vs':<22}{'n':>5}  {'agreement':<22}{'kappa':<22}kappa without ties")
+            lines.append(
+                f"  {'judge vs':<22}{'n':>5}  {'agreement':<22}{'kappa':<22}{'weighted kappa':<22}kappa without ties"
+            )
             for scope, group in self.judge_rows():
                 cells = [
-                    self.cell(scope, group, stat) for stat in ("raw_agreement", "kappa", "kappa_no_ties")
+                    self.cell(scope, group, stat)
+                    for stat in ("raw_agreement", "kappa", "weighted_kappa", "kappa_no_ties")
                 ]
                 n = self.table.filter((pl.col("scope") == scope) & (pl.col("group") == group))["n"][0]
                 label = {"overall": "all answers", "reviewer": group}.get(scope, f"{scope} {group}")

@@ -28,6 +28,9 @@ class RunTables:
     leaderboard: pl.DataFrame
     reasons: pl.DataFrame
     generations: pl.DataFrame
+    # The judge's report card and its reliability diagrams (empty for runs made before them).
+    judge_card: pl.DataFrame
+    judge_reliability: pl.DataFrame
 
 
 def latest_run_dir(output_root: Path) -> Path:
@@ -61,4 +64,6 @@ def load_run(run_dir: Path) -> RunTables:
         leaderboard=read("leaderboard"),
         reasons=read("reasons"),
         generations=read("generations"),
+        judge_card=read("judge_card"),
+        judge_reliability=read("judge_reliability"),
     )

@@ -1,5 +1,11 @@
 """The model leaderboard of a run: per system (model), its win rate and mean scores with bootstrap intervals over
-inputs (the maths is :mod:`pipeline.methods.leaderboard`), for every judge, attribute (criterion) and template.
+inputs (the maths is :mod:`pipeline.methods.bootstrap`), for every judge, attribute (criterion) and template; and
+beside them the win rate and Bradley-Terry rating with the texts' length regressed out (and their style, with
+``leaderboard.control`` naming it: :mod:`pipeline.methods.style`), so that a model that wins only by writing more
+shows.
+
+A game is one pair's averaged verdict (``leaderboard.games=pair``, the debiased P(i beats j)), or one per judged
+ordering (``ordering``, arena-hard-auto's count: each ordering's own verdict, ``show_result.py: load_judgments``).
 
 A run of one context (a pool, ``dataset.pool=true``) has one input, where a bootstrap over inputs has nothing to
 resample: there the units are the pool's items. Each round draws the items with replacement, so a model's value is
@@ -19,19 +25,20 @@ import pyarrow as pa
 
 from pipeline.contracts.schemas import LEADERBOARD
 from pipeline.methods.bootstrap import (
+    Interval,
     bootstrap_counts,
     bootstrap_means,
     bootstrap_ratio,
+    quantile_interval,
     statistical_ranks,
     tied_groups,
 )
+from pipeline.methods.style import bootstrap_controlled, feature_differences, text_features
 
 WIN_RATE = "win_rate"
-
-
-# What the bootstrap resamples (the LEADERBOARD's unit): the inputs (contexts), or a one-context pool's items.
-INPUT, ITEM = "input", "item"
-
+BRADLEY_TERRY = "bradley_terry"
+# The suffix of a metric with the texts' length (and style) regressed out: win_rate:length_controlled, ...
+CONTROLLED = {"length": "length_controlled", "style": "style_controlled"}
 
 # What the bootstrap resamples (the LEADERBOARD's unit): the inputs (contexts), or a one-context pool's items.
 INPUT, ITEM = "input", "item"
@@ -41,39 +48,53 @@ def _empty() -> pl.DataFrame:
     return pl.from_arrow(LEADERBOARD.empty_table())
 
 
+@dataclass(frozen=True)
+class Board:
+    """How the leaderboard is made: the bootstrap (rounds, interval level, seed), what a game is (``pair`` or
+    ``ordering``) and what the controlled ratings regress out (``length``, ``style``)."""
+
+    rounds: int = 100
+    level: float = 0.90
+    seed: int = 0
+    games: str = "pair"
+    control: tuple[str, ...] = ("length",)
+
+
 def leaderboard_table(
     comparisons: pl.DataFrame,
     scores: pl.DataFrame,
     candidates: pa.Table,
     methods: list[str],
-    rounds: int,
-    level: float,
-    seed: int,
+    board: Board,
 ) -> pl.DataFrame:
-    """LEADERBOARD rows: per (judge, attribute, template), model and metric (win rate, then each method's mean
-    score), the estimate on all inputs, the interval, the statistical rank and the models it is tied with."""
-    systems = pl.from_arrow(candidates.select(["context_id", "candidate_id", "system"])).drop_nulls("system")
+    """LEADERBOARD rows: per (judge, attribute, template), model and metric (win rate, each method's mean score, then
+    the controlled win rate and Bradley-Terry rating), the estimate on all inputs, the interval, the statistical rank
+    and the models it is tied with."""
+    frame = pl.from_arrow(candidates.select(["context_id", "candidate_id", "system", "text"]))
+    systems = frame.drop_nulls("system")
     if not systems.height or not comparisons.height:
         return _empty()
-    system_of = dict(
-        zip(systems["context_id"] + "\x1f" + systems["candidate_id"], systems["system"], strict=True)
-    )
+    keys = systems["context_id"] + "\x1f" + systems["candidate_id"]
+    system_of = dict(zip(keys, systems["system"], strict=True))
+    features = dict(zip(keys, text_features(systems["text"].to_list()), strict=True))
     rows = []
     for (judge, attribute, template_id), comps in comparisons.group_by(
         ["judge", "attribute", "template_id"], maintain_order=True
     ):
-        games = Games.of(comps, system_of)
+        games = Games.of(comps, system_of, board.games)
         if games is None:
             continue
-        counts = bootstrap_counts(len(games.units), rounds, np.random.default_rng(seed))
-        metrics = {WIN_RATE: bootstrap_ratio(games.wins, games.played, counts, level)}
+        counts = bootstrap_counts(len(games.units), board.rounds, np.random.default_rng(board.seed))
+        metrics = {WIN_RATE: bootstrap_ratio(games.wins, games.played, counts, board.level)}
         attribute_scores = scores.filter((pl.col("judge") == judge) & (pl.col("attribute") == attribute))
         for method in methods:
             values = games.mean_scores(
                 attribute_scores.filter(pl.col("method") == method), template_id, system_of
             )
             if values is not None:
-                metrics[method] = bootstrap_means(values, counts, level)
+                metrics[method] = bootstrap_means(values, counts, board.level)
+        for control in board.control:
+            metrics |= games.controlled(features, counts, board.level, style=control == "style")
         group = {"judge": judge, "attribute": attribute, "template_id": template_id}
         for metric, interval in metrics.items():
             rows += games.rows(group, metric, interval)
@@ -88,48 +109,97 @@ def leaderboard_table(
 @dataclass(frozen=True)
 class Games:
     """The games of one judge, attribute and template: each model's wins and games in each bootstrap unit (the
-    inputs, or a one-context pool's items, each game counted for the item on each side)."""
+    inputs, or a one-context pool's items, each game counted for the item on each side), and the games themselves
+    (models, outcome, the two candidates) for the controlled ratings."""
 
     unit: str
     units: list[str]
     models: list[str]
     wins: np.ndarray
     played: np.ndarray
+    # per game: its two models (indices into models), its outcome for the first, the units of its two sides and
+    # its two candidates (context \x1f candidate)
+    a: np.ndarray
+    b: np.ndarray
+    y: np.ndarray
+    unit_a: np.ndarray
+    unit_b: np.ndarray
+    cand_a: list[str]
+    cand_b: list[str]
 
     @classmethod
-    def of(cls, comps: pl.DataFrame, system_of: dict[str, str]) -> Games | None:
-        """The games of the comparisons whose two candidates name their model (None: none do)."""
-        with_sys = comps.with_columns(
-            sys_i=(pl.col("context_id") + "\x1f" + pl.col("cand_i")).replace_strict(system_of, default=None),
-            sys_j=(pl.col("context_id") + "\x1f" + pl.col("cand_j")).replace_strict(system_of, default=None),
-        ).drop_nulls(["sys_i", "sys_j"])
+    def of(cls, comps: pl.DataFrame, system_of: dict[str, str], games: str = "pair") -> Games | None:
+        """The games of the comparisons whose two candidates name their model (None: none do): one per pair (the
+        debiased P(i beats j)) or one per judged ordering (that ordering's own verdict)."""
+        with_sys = (
+            comps.with_columns(
+                key_i=pl.col("context_id") + "\x1f" + pl.col("cand_i"),
+                key_j=pl.col("context_id") + "\x1f" + pl.col("cand_j"),
+            )
+            .with_columns(
+                sys_i=pl.col("key_i").replace_strict(system_of, default=None),
+                sys_j=pl.col("key_j").replace_strict(system_of, default=None),
+            )
+            .drop_nulls(["sys_i", "sys_j"])
+        )
         if not with_sys.height:
             return None
-        unit = ITEM if with_sys["context_id"].n_unique() == 1 else INPUT
-        if unit == ITEM:
-            unit_i = pl.col("context_id") + "\x1f" + pl.col("cand_i")
-            unit_j = pl.col("context_id") + "\x1f" + pl.col("cand_j")
+
+        # won when the probability says so (a draw at 1/2 each)
+        def won(p: pl.Expr) -> pl.Expr:
+            return pl.when(p > 0.5).then(1.0).when(p < 0.5).then(0.0).otherwise(0.5)
+
+        if games == "ordering":  # i in slot A (p_ij), and j in slot A (1 - p_ji, for i)
+            played = pl.concat(
+                [
+                    with_sys.filter(pl.col("p_ij").is_not_null()).with_columns(y=won(pl.col("p_ij"))),
+                    with_sys.filter(pl.col("p_ji").is_not_null()).with_columns(y=won(1.0 - pl.col("p_ji"))),
+                ]
+            )
         else:
-            unit_i = unit_j = pl.col("context_id")
-        # won when the debiased P(i beats j) says so (a draw at 1/2 each)
-        won = pl.when(pl.col("p") > 0.5).then(1.0).when(pl.col("p") < 0.5).then(0.0).otherwise(0.5)
-        games = pl.concat(
-            [
-                with_sys.select(unit=unit_i, model="sys_i", win=won),
-                with_sys.select(unit=unit_j, model="sys_j", win=1.0 - won),
-            ]
-        )
-        units = sorted(games["unit"].unique().to_list())
-        models = sorted(games["model"].unique().to_list())
+            played = with_sys.with_columns(y=won(pl.col("p")))
+        unit = ITEM if with_sys["context_id"].n_unique() == 1 else INPUT
+        unit_i = pl.col("key_i") if unit == ITEM else pl.col("context_id")
+        unit_j = pl.col("key_j") if unit == ITEM else pl.col("context_id")
+        # in a fixed order, so that no fit or sum depends on the order the comparisons came in
+        played = played.with_columns(unit_i=unit_i, unit_j=unit_j).sort(["key_i", "key_j", "y"])
+        units = sorted(set(played["unit_i"].to_list()) | set(played["unit_j"].to_list()))
+        models = sorted(set(played["sys_i"].to_list()) | set(played["sys_j"].to_list()))
         row_of = {c: k for k, c in enumerate(units)}
         col_of = {m: k for k, m in enumerate(models)}
+        a = np.array([col_of[m] for m in played["sys_i"].to_list()], dtype=np.int64)
+        b = np.array([col_of[m] for m in played["sys_j"].to_list()], dtype=np.int64)
+        ua = np.array([row_of[u] for u in played["unit_i"].to_list()], dtype=np.int64)
+        ub = np.array([row_of[u] for u in played["unit_j"].to_list()], dtype=np.int64)
+        y = played["y"].to_numpy().astype(np.float64)
         wins = np.zeros((len(units), len(models)))
-        played = np.zeros_like(wins)
-        r = np.array([row_of[c] for c in games["unit"].to_list()], dtype=np.int64)
-        c = np.array([col_of[m] for m in games["model"].to_list()], dtype=np.int64)
-        np.add.at(wins, (r, c), games["win"].to_numpy())
-        np.add.at(played, (r, c), 1.0)
-        return cls(unit, units, models, wins, played)
+        games_played = np.zeros_like(wins)
+        np.add.at(wins, (ua, a), y)
+        np.add.at(wins, (ub, b), 1.0 - y)
+        np.add.at(games_played, (ua, a), 1.0)
+        np.add.at(games_played, (ub, b), 1.0)
+        return cls(
+            unit, units, models, wins, games_played, a, b, y, ua, ub,
+            played["key_i"].to_list(), played["key_j"].to_list(),
+        )  # fmt: skip
+
+    def controlled(
+        self, features: dict[str, np.ndarray], counts: np.ndarray, level: float, style: bool = False
+    ) -> dict[str, Interval]:
+        """The win rate and the Bradley-Terry rating with the texts' length (and ``style``) regressed out, with
+        bootstrap intervals over the same rounds as the other metrics (a game weighs the draws of its units)."""
+        suffix = CONTROLLED["style" if style else "length"]
+        x = feature_differences(
+            np.stack([features[k] for k in self.cand_a]), np.stack([features[k] for k in self.cand_b]), style
+        )
+        game_counts = (counts[:, self.unit_a] + counts[:, self.unit_b]) / 2
+        fit, thetas, rates, rate = bootstrap_controlled(
+            self.a, self.b, self.y, x, len(self.models), game_counts
+        )
+        return {
+            f"{WIN_RATE}:{suffix}": quantile_interval(rate, rates, level),
+            f"{BRADLEY_TERRY}:{suffix}": quantile_interval(fit.theta, thetas, level),
+        }
 
     def mean_scores(
         self, part: pl.DataFrame, template_id: str, system_of: dict[str, str]

@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.config.enums import Debias, Orderings
-from pipeline.methods.debias import balancing_alpha, reweight
+from pipeline.methods.debias import balanced_threshold, balancing_alpha, reweight
 
 GROUP = ["judge", "attribute", "template_id"]
 # Debiasing modes that hand the scorers the raw p(A wins) of each judged ordering: their "debiased" P(A) is
@@ -93,16 +93,22 @@ def position_bias(judgments: pl.DataFrame, debiased_col: str) -> pl.DataFrame:
 def debias_judgments(
     judgments: pl.DataFrame, debias: Debias
 ) -> tuple[pl.DataFrame, dict[tuple[str, str, str], float]]:
-    """Add ``p_a_w``: p(A wins) after alpha reweighting (or unchanged), and the alpha of each group."""
-    if debias != Debias.alpha:
+    """Add ``p_a_w``: p(A wins) after alpha reweighting, or the hard decision at the EACL release's balanced
+    threshold (``balanced_threshold``), or unchanged; and each group's alpha (or threshold)."""
+    if debias not in (Debias.alpha, Debias.balanced_threshold):
         return judgments.with_columns(p_a_w=pl.col("p_a")), {}
     alphas: dict[tuple[str, str, str], float] = {}
     parts = []
     for key, group in judgments.group_by(GROUP, maintain_order=True):
         p = group["p_a"].to_numpy()
-        alpha = balancing_alpha(p)
+        if debias == Debias.alpha:
+            alpha = balancing_alpha(p)
+            debiased = reweight(p, alpha)
+        else:  # the release's hard decisions: A where p > t
+            alpha = balanced_threshold(p)
+            debiased = (p > alpha).astype(np.float64)
         alphas[tuple(key)] = alpha  # type: ignore[assignment]
-        parts.append(group.with_columns(p_a_w=pl.Series(reweight(p, alpha), dtype=pl.Float64)))
+        parts.append(group.with_columns(p_a_w=pl.Series(debiased, dtype=pl.Float64)))
     return pl.concat(parts), alphas
 
 

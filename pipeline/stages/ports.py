@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.contracts import jury, schemas
+from pipeline.contracts import card, jury, schemas
 from pipeline.contracts.stats import JudgeStats
 from pipeline.data.source import DatasetInfo
 from pipeline.data.validate import InputReport
@@ -173,4 +173,18 @@ REASONS = Port(
     "the judge's reasons for a sample of comparisons, generated after the decision (never used to score)",
     schema=schemas.REASONS,
     file="reasons",
+)
+JUDGE_CARD = Port(
+    "judge_card",
+    "per judge, attribute and template: calibration against people (and after a cross-fitted temperature), position "
+    "consistency, length preference, self-preference, agreement with people",
+    schema=card.JUDGE_CARD,
+    file="judge_card",
+)
+JUDGE_RELIABILITY = Port(
+    "judge_reliability",
+    "per judge, attribute and template: the reliability diagram of P(i beats j) against people's preferences, raw "
+    "and calibrated",
+    schema=card.JUDGE_RELIABILITY,
+    file="judge_reliability",
 )

@@ -12,6 +12,7 @@ from pipeline.contracts.keys import COMPARE
 from pipeline.contracts.stats import JudgeStats
 from pipeline.data.validate import InputReport
 from pipeline.reporting import plots
+from pipeline.reporting.card import card_figure, card_text, rank_changes
 from pipeline.reporting.summary import absolute_text, mlflow_metrics, summary_text
 from pipeline.stages import ports
 from pipeline.stages.base import Stage, StageContext
@@ -42,6 +43,8 @@ class Report(Stage):
         ports.RATING_FAILURES,
         ports.LEADERBOARD,
         ports.REASONS,
+        ports.JUDGE_CARD,
+        ports.JUDGE_RELIABILITY,
     )
     writes = (ports.SUMMARY,)
 
@@ -60,11 +63,14 @@ class Report(Stage):
         rating_failures: pa.Table,
         leaderboard: pa.Table,
         reasons: pa.Table,
+        judge_card: pa.Table,
+        judge_reliability: pa.Table,
     ) -> dict[str, Any]:
         from pipeline.reporting.summary import leaderboard_line, leaderboard_text
 
         run_dir = ctx.run_dir
         board = pl.from_arrow(leaderboard)
+        card = pl.from_arrow(judge_card)
         scores_df, corr, bias = (
             pl.from_arrow(scores),
             pl.from_arrow(correlations),
@@ -86,6 +92,7 @@ class Report(Stage):
             "rating_failures.csv": failures if failures.height else None,
             "leaderboard.csv": board if board.height else None,
             "reasons.csv": pl.from_arrow(reasons) if reasons.num_rows else None,
+            "judge_card.csv": card if card.height else None,
         }
         for name, frame in written.items():
             if frame is not None:
@@ -103,6 +110,10 @@ class Report(Stage):
             summary += "\n\n" + (
                 leaderboard_text(board, self.level) if self.full_leaderboard else leaderboard_line(board)
             )
+            changed = rank_changes(board)
+            summary += "\n" + changed if changed else ""
+        if card.height:
+            summary += "\n\n" + card_text(card)
         if reasons.num_rows:
             first = reasons.slice(0, 1).to_pylist()[0]
             summary += (
@@ -124,6 +135,8 @@ class Report(Stage):
                 plots.spearman_by_mode(assessment_df, plot_dir / "spearman_by_mode.png")
             if board.height:
                 plots.leaderboard(board, plot_dir / "leaderboard.png")
+            if card.height:
+                card_figure(card, pl.from_arrow(judge_reliability), plot_dir / "judge_card.png")
             ctx.files.append(plot_dir)
         return {"summary": summary}
 

@@ -12,15 +12,17 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from pipeline.config.enums import Correlation, Debias, Orderings
+from pipeline.config.enums import Calibrate, Correlation, Debias, Orderings
 from pipeline.contracts.schemas import CORRELATIONS, RATING_FAILURES
 from pipeline.methods import poe_logit
 from pipeline.prompts.plan import PromptPlan
 from pipeline.runtime.logs import FILE_ONLY
+from pipeline.scoring.card import calibrate_comparisons
 from pipeline.scoring.combine import combine_scores
 from pipeline.scoring.comparative import rank_and_join, score_comparisons
 from pipeline.scoring.correlate import correlation_table
 from pipeline.scoring.cost import assessment_table, cost_table
+from pipeline.scoring.leaderboard import ITEM, WIN_RATE, Board, leaderboard_table
 from pipeline.scoring.ratings import rating_failures, rating_scores
 from pipeline.scoring.reduce import reduce_judgments
 from pipeline.stages import ports
@@ -53,6 +55,9 @@ class Score(Stage):
     debias: Debias
     # How poe_logit fits: the rounds' defaults, or the run's adaptive.* settings in workflow=adaptive.
     logit: poe_logit.Settings = poe_logit.DEFAULTS
+    # scoring.calibrate: the comparisons' probabilities as the judge gives them, or after a temperature fitted to
+    # people's preferences and cross-fitted over contexts (the comparisons table keeps the judge's own).
+    calibrate: Calibrate = Calibrate.none
 
     name = "score"
     reads = (ports.COMPARISONS, ports.CANDIDATES, ports.HUMAN_SCORES)
@@ -61,8 +66,14 @@ class Score(Stage):
     def run(
         self, ctx: StageContext, *, comparisons: pa.Table, candidates: pa.Table, human_scores: pa.Table
     ) -> dict[str, Any]:
+        frame = pl.from_arrow(comparisons)
+        if self.calibrate == Calibrate.temperature:
+            frame = calibrate_comparisons(frame, candidates, pl.from_arrow(human_scores))
+            log.info(
+                "scoring with probabilities calibrated to people's preferences (cross-fitted temperature)"
+            )
         scored = score_comparisons(
-            pl.from_arrow(comparisons),
+            frame,
             candidates,
             pl.from_arrow(human_scores),
             list(self.methods),
@@ -198,9 +209,7 @@ class Leaderboard(Stage):
     statistically tied."""
 
     methods: tuple[str, ...]
-    rounds: int
-    level: float
-    seed: int
+    board: Board
 
     name = "leaderboard"
     reads = (ports.COMPARISONS, ports.SCORES, ports.CANDIDATES)
@@ -209,16 +218,8 @@ class Leaderboard(Stage):
     def run(
         self, ctx: StageContext, *, comparisons: pa.Table, scores: pa.Table, candidates: pa.Table
     ) -> dict[str, Any]:
-        from pipeline.scoring.leaderboard import ITEM, WIN_RATE, leaderboard_table
-
         board = leaderboard_table(
-            pl.from_arrow(comparisons),
-            pl.from_arrow(scores),
-            candidates,
-            list(self.methods),
-            self.rounds,
-            self.level,
-            self.seed,
+            pl.from_arrow(comparisons), pl.from_arrow(scores), candidates, list(self.methods), self.board
         )
         for r in board.iter_rows(named=True):
             if r["metric"] == WIN_RATE:
@@ -233,7 +234,7 @@ class Leaderboard(Stage):
                 "leaderboard: %d model(s) over %s, %d bootstrap rounds",
                 board["model"].n_unique(),
                 f"one pool (up to {units} item(s) per model, resampled)" if pooled else f"{units} input(s)",
-                self.rounds,
+                self.board.rounds,
             )
             if units == 1:
                 log.warning(
@@ -247,18 +248,22 @@ class Leaderboard(Stage):
 @dataclass(frozen=True)
 class Correlate(Stage):
     """Agreement of every method's scores with the human scores: Spearman, Pearson and Kendall per context
-    (averaged) and pooled, and pairwise accuracy."""
+    (averaged), pooled and system-level (per-system means, where the candidates name their systems), and pairwise
+    accuracy."""
 
     correlation: Correlation
 
     name = "correlate"
-    reads = (ports.SCORES,)
+    reads = (ports.SCORES, ports.CANDIDATES)
     writes = (ports.CORRELATIONS,)
 
-    def run(self, ctx: StageContext, *, scores: pa.Table) -> dict[str, Any]:
+    def run(self, ctx: StageContext, *, scores: pa.Table, candidates: pa.Table) -> dict[str, Any]:
         if self.correlation == Correlation.off:
             return {"correlations": CORRELATIONS.empty_table()}
-        return {"correlations": correlation_table(pl.from_arrow(scores))}
+        systems = pl.from_arrow(candidates.select(["context_id", "candidate_id", "system"])).drop_nulls(
+            "system"
+        )
+        return {"correlations": correlation_table(pl.from_arrow(scores), systems)}
 
 
 @dataclass(frozen=True)

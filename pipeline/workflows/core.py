@@ -109,11 +109,11 @@ class Workflow:
 
 def describe_ports(ports: list[Port]) -> str:
     """Ports as a Markdown table: what each holds, its schema or type, its file in the run folder."""
-    from pipeline.contracts import jury, schemas
+    from pipeline.contracts import card, jury, schemas
 
     names = {
         id(v): f"{module.__name__.rsplit('.', 1)[-1]}.{k}"
-        for module in (schemas, jury)
+        for module in (schemas, jury, card)
         for k, v in vars(module).items()
         if isinstance(v, pa.Schema)
     }

@@ -25,9 +25,12 @@ from pipeline.config.derived import (
     resolve_path,
 )
 from pipeline.config.derived import jurors as derived_jurors
+from pipeline.config.enums import Workflow
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
 from pipeline.methods import poe_logit
+from pipeline.scoring.leaderboard import Board
+from pipeline.stages.card import Card
 from pipeline.stages.generation import Generate, LoadTasks, MakeCandidates
 from pipeline.stages.inputs import LoadInput, OpenStore, PreparePrompts, ResolveJudge
 from pipeline.stages.judging import Judge, ShardContexts
@@ -142,6 +145,14 @@ def rounds(cfg: RunConfig, root: Path) -> Segment:
     return Segment("judge", (Rounds(cfg.adaptive, judge_stage(cfg, root)),))
 
 
+def leaderboard_board(cfg: RunConfig) -> Board:
+    """How the run's leaderboard is made (``leaderboard``: bootstrap, games, controls)."""
+    board = cfg.leaderboard
+    return Board(
+        board.rounds, board.level, board.seed, str(board.games), tuple(str(c) for c in board.control)
+    )
+
+
 def scoring(cfg: RunConfig, root: Path, logit: poe_logit.Settings = poe_logit.DEFAULTS) -> Segment:
     """Reduce the judgments, ask the judge's reasons, score (comparative, absolute, combined), rank the models,
     correlate with people and cost every approach. ``logit``: how ``poe_logit`` fits."""
@@ -158,20 +169,27 @@ def scoring(cfg: RunConfig, root: Path, logit: poe_logit.Settings = poe_logit.DE
                 cfg.judge,
                 judgement_store(cfg, root, cache_dir(cfg, root)),
             ),
-            Score(methods, cfg.scoring.debias, logit),
+            Score(methods, cfg.scoring.debias, logit, cfg.scoring.calibrate),
             Rate(),
             Combine(cfg.scoring.debias, cfg.absolute.combine_weight, cfg.absolute.combine),
             Jury(cfg.scoring.jury),
-            Leaderboard(
-                tuple(leaderboard_methods(cfg)),
-                cfg.leaderboard.rounds,
-                cfg.leaderboard.level,
-                cfg.leaderboard.seed,
-            ),
+            Leaderboard(tuple(leaderboard_methods(cfg)), leaderboard_board(cfg)),
             Correlate(cfg.scoring.correlation),
+            Card(own_systems(cfg)),
             Cost(),
         ),
     )
+
+
+def own_systems(cfg: RunConfig) -> dict[str, tuple[str, ...]]:
+    """Per judge (the run's and the jury's), the generators that run on its own model in-process: where a judge
+    compares its own outputs with others', its card measures its self-preference."""
+    out = {}
+    for judge in [cfg.judge, *derived_jurors(cfg)]:
+        own = tuple(g.name for g in cfg.generate.models if g.model == judge.model and g.api is None)
+        if own and cfg.workflow == Workflow.generate:
+            out[judge_label(judge)] = own
+    return out
 
 
 def report(

@@ -72,8 +72,8 @@ def test_hf_judge_has_its_own_engine_settings():
 @pytest.mark.parametrize(
     "override,key,values",
     [
-        ("scoring.debias=median", "scoring.debias", "average, alpha, mean_shift, none"),
-        ("scoring.debias=Alpha", "scoring.debias", "average, alpha, mean_shift, none"),
+        ("scoring.debias=median", "scoring.debias", "average, alpha, balanced_threshold, mean_shift, none"),
+        ("scoring.debias=Alpha", "scoring.debias", "average, alpha, balanced_threshold, mean_shift, none"),
         ("runtime.executor=Local", "runtime.executor", "ray, local"),
         ("runtime.executor=spark", "runtime.executor", "ray, local"),
         ("prompt.too_long=ignore", "prompt.too_long", "truncate, refuse"),
@@ -125,6 +125,10 @@ def test_type_errors_name_the_field():
             "judge.reasoning needs judge.api.prefill=true",
         ),
         (["scoring.jury=true"], "scoring.jury=true needs at least two jurors"),
+        (
+            ["experiment=generate_demo", "scoring.calibrate=temperature"],
+            "this run has no human scores to fit it to",
+        ),
         (
             ["workflow=adaptive", "adaptive.budget.calls_per_item=null", "adaptive.stop.criterion=null"],
             "has no budget (adaptive.budget) and no stopping rule",

@@ -20,6 +20,7 @@ from pipeline.methods.agreement import (
     fleiss_kappa,
     krippendorff_alpha,
     raw_agreement,
+    weighted_kappa,
 )
 
 TOL = 1e-12
@@ -168,3 +169,32 @@ def test_bootstrap_interval_is_seeded_and_brackets_the_value():
     rare[0] = 1
     defined = bootstrap_interval(lambda k: cohen_kappa(rare[k], rare[k], 2), 50, np.random.default_rng(0))
     assert defined == (1.0, 1.0)  # defined on ~63 % of resamples, and then perfect
+
+
+def test_linearly_weighted_kappa_is_sklearns_and_counts_a_tie_against_a_side_as_half():
+    rng = np.random.default_rng(4)
+    for _ in range(20):
+        a, b = rng.integers(0, 3, 50), rng.integers(0, 3, 50)
+        want = cohen_kappa_score(a, b, labels=[0, 1, 2], weights="linear")
+        assert weighted_kappa(a, b, 3) == pytest.approx(want, abs=1e-12)
+    # i vs tie is half the disagreement of i vs j: weighted kappa is above nominal kappa there
+    judge = np.array([0, 0, 2, 2, 0, 2])
+    human = np.array([1, 0, 1, 2, 0, 2])
+    assert weighted_kappa(judge, human, 3) > cohen_kappa(judge, human, 3)
+    assert np.isnan(weighted_kappa(np.array([], dtype=np.int64), np.array([], dtype=np.int64), 3))
+
+
+def test_ordinal_krippendorff_alpha_worked_example_and_package():
+    codes = as_codes(KRIPPENDORFF_EXAMPLE)
+    # Krippendorff (2011), the same reliability data: ordinal alpha 0.815
+    assert krippendorff_alpha(codes, 5, "ordinal") == pytest.approx(0.815, abs=5e-4)
+    reference = krippendorff.alpha(reliability_data=KRIPPENDORFF_EXAMPLE, level_of_measurement="ordinal")
+    assert krippendorff_alpha(codes, 5, "ordinal") == pytest.approx(reference, abs=1e-12)
+    rng = np.random.default_rng(9)
+    for _ in range(10):
+        ratings = rng.integers(0, 3, size=(3, 30)).astype(float)
+        ratings[rng.random((3, 30)) < 0.2] = np.nan
+        expected = krippendorff.alpha(
+            reliability_data=ratings, level_of_measurement="ordinal", value_domain=[0, 1, 2]
+        )
+        assert krippendorff_alpha(as_codes(ratings + 1), 3, "ordinal") == pytest.approx(expected, abs=1e-12)

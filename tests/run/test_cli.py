@@ -57,7 +57,10 @@ def test_bad_input_prints_the_problems_and_exits_2(tmp_path):
 @pytest.mark.parametrize(
     "override,fragments",
     [
-        ("scoring.debias=Alpha", ("scoring.debias", "expected one of [average, alpha, mean_shift, none]")),
+        (
+            "scoring.debias=Alpha",
+            ("scoring.debias", "expected one of [average, alpha, balanced_threshold, mean_shift, none]"),
+        ),
         ("pairs.k=5", ("pairs.k=5 has no effect with pairs.strategy=all_pairs",)),
         ("dataset=summeval_typo", ("dataset", "summeval_typo")),
         ("judge.model=/no/such/model", ("judge.model=/no/such/model: no such folder",)),

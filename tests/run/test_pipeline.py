@@ -225,6 +225,7 @@ def test_notebook_runs_on_the_finished_run(demo_run, monkeypatch):
     _, result = demo_run
     namespace = run_notebook(result.run_dir, monkeypatch)
     assert namespace["run"].scores.height > 0 and namespace["fig1"] is not None
+    assert namespace["card"].height >= 1 and namespace["fig_card"] is not None  # the judge's report card
 
 
 def test_resume_false_on_a_folder_with_judgments_is_refused_at_once(demo_run, outputs):

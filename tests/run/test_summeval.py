@@ -1,4 +1,6 @@
-"""SummEval from ../shared through the in-process executor (no Ray), with correlations against humans."""
+"""SummEval from ../shared through the in-process executor (no Ray), with correlations against humans (per article,
+pooled and per system), the judge's report card and the length-controlled leaderboard of SummEval's systems, in the
+run folder and in MLflow."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ def test_summeval_small_in_process(datasets, tmp_path):
             "experiment=summeval_3ctx",
             "runtime=inprocess",
             f"dataset.path={datasets / 'summeval' / 'summeval.jsonl'}",
-            "dataset.max_contexts=2",
+            "dataset.max_contexts=3",
             "dataset.max_candidates=5",
             "judge.env.VLLM_CPU_KVCACHE_SPACE=2",
             f"paths.output_root={tmp_path}",
@@ -29,10 +31,10 @@ def test_summeval_small_in_process(datasets, tmp_path):
     )
     result = run(cfg)
     j = pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
-    assert j.height == 2 * 5 * 4 and j["attribute"].unique().to_list() == ["coherence"]
+    assert j.height == 3 * 5 * 4 and j["attribute"].unique().to_list() == ["coherence"]
     corr = pl.read_parquet(result.run_dir / "tables" / "correlations.parquet")
     assert set(corr["method"]) == set(cfg.scoring.methods)
-    assert corr["n_contexts"].to_list() == [2] * corr.height
+    assert corr["n_contexts"].to_list() == [3] * corr.height
     # Spearman per article, averaged over the articles (the papers' protocol), recomputed with scipy after the
     # documented tie rule (scores a solver leaves a few ulps apart are ties: merge_near_ties)
     scores = pl.read_parquet(result.run_dir / "tables" / "scores.parquet")
@@ -49,3 +51,46 @@ def test_summeval_small_in_process(datasets, tmp_path):
         corr.filter(pl.col("method") == "poe_gaussian")["spearman"][0]
     )
     assert result.metrics["judge/prefix_cache_share"] > 0.3  # the article is shared by every prompt
+
+    # system-level: each system's mean score and mean human score over the articles, correlated across systems
+    candidates = pl.read_parquet(result.run_dir / "tables" / "candidates.parquet").select(
+        "context_id", "candidate_id", "system"
+    )
+    for row in corr.iter_rows(named=True):
+        per_system = (
+            scores.filter(pl.col("method") == row["method"])
+            .join(candidates, on=["context_id", "candidate_id"])
+            .group_by("system")
+            .agg(pl.col("score").mean(), pl.col("human_score").mean())
+        )
+        assert row["n_systems"] == per_system.height >= 3
+        want = spearmanr(per_system["score"].to_numpy(), per_system["human_score"].to_numpy()).statistic
+        assert row["spearman_system"] == pytest.approx(want, abs=1e-12)
+
+    # the judge's card: its calibration against people, before and after the cross-fitted temperature
+    card = pl.read_parquet(result.run_dir / "tables" / "judge_card.parquet")
+    assert card.height == 1 and card["n_pairs"][0] == 3 * 10
+    row = card.row(0, named=True)
+    assert 0 < row["n_human_pairs"] <= 30 and 0 <= row["ece"] <= 1 and row["temperature"] > 0
+    assert row["p_a_debiased"] == pytest.approx(0.5) and 0 <= row["position_consistency"] <= 1
+    assert row["n_length_pairs"] > 0 and row["length_coef"] is not None and row["method"] == "poe_gaussian"
+    reliability = pl.read_parquet(result.run_dir / "tables" / "judge_reliability.parquet")
+    assert (
+        reliability.height == 2 * 10
+        and reliability.filter(pl.col("calibrated"))["n"].sum() == row["n_human_pairs"]
+    )
+    prefix = "card/coherence/smollm2-135m-instruct/c1"
+    assert result.metrics[f"{prefix}/ece"] == pytest.approx(row["ece"])
+    assert "judge card coherence (c1" in result.summary
+
+    # the leaderboard of SummEval's systems, raw and with the summaries' length regressed out
+    board = pl.read_parquet(result.run_dir / "tables" / "leaderboard.parquet")
+    for metric in ("win_rate", "win_rate:length_controlled", "bradley_terry:length_controlled"):
+        part = board.filter(pl.col("metric") == metric)
+        assert part.height == per_system.height and (part["lower"] <= part["upper"]).all(), metric
+
+    import mlflow
+
+    logged = mlflow.tracking.MlflowClient(result.tracking_uri).get_run(result.mlflow_run_id).data.metrics
+    assert logged[f"{prefix}/ece"] == pytest.approx(row["ece"])
+    assert logged[f"{prefix}/position_consistency"] == pytest.approx(row["position_consistency"])

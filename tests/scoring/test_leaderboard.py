@@ -16,7 +16,7 @@ from pipeline.methods.bootstrap import (
     statistical_ranks,
     tied_groups,
 )
-from pipeline.scoring.leaderboard import leaderboard_table
+from pipeline.scoring.leaderboard import Board, leaderboard_table
 
 
 def test_counts_draw_every_input_count_times_per_round():
@@ -126,9 +126,7 @@ def shuffled_board(comps: pl.DataFrame, scores: pl.DataFrame, cands: pa.Table, r
         scores.sample(fraction=1.0, shuffle=True, seed=2),
         cands.take(np.random.default_rng(3).permutation(cands.num_rows)),
         ["poe_gaussian"],
-        rounds,
-        0.9,
-        0,
+        Board(rounds, 0.9, 0),
     )
 
 
@@ -136,13 +134,18 @@ def test_the_leaderboard_does_not_depend_on_the_order_of_models_or_inputs():
     models = ["m-a", "m-b", "m-c", "m-d"]
     inputs = [f"in{k:02d}" for k in range(20)]
     comps, scores, cands = run_tables(models, inputs)
-    board = leaderboard_table(comps, scores, cands, ["poe_gaussian"], 200, 0.9, 0)
+    board = leaderboard_table(comps, scores, cands, ["poe_gaussian"], Board(200, 0.9, 0))
     key = ["metric", "model"]
     assert board.sort(key).equals(shuffled_board(comps, scores, cands, 200).sort(key))
     win = board.filter(pl.col("metric") == "win_rate").sort("estimate", descending=True)
     assert win["model"].to_list() == ["m-d", "m-c", "m-b", "m-a"]
     assert (win["n_inputs"] == 20).all() and (win["n_games"] == 60).all()
-    assert set(board["metric"]) == {"win_rate", "poe_gaussian"}
+    assert set(board["metric"]) == {
+        "win_rate",
+        "poe_gaussian",
+        "win_rate:length_controlled",
+        "bradley_terry:length_controlled",
+    }
 
 
 def test_candidates_without_systems_have_no_leaderboard():
@@ -150,7 +153,7 @@ def test_candidates_without_systems_have_no_leaderboard():
     nameless = cands.set_column(
         cands.schema.get_field_index("system"), "system", pa.nulls(cands.num_rows, pa.string())
     )
-    assert leaderboard_table(comps, scores, nameless, ["poe_gaussian"], 10, 0.9, 0).height == 0
+    assert leaderboard_table(comps, scores, nameless, ["poe_gaussian"], Board(10, 0.9, 0)).height == 0
 
 
 def pool_tables(models: list[str], per_model: int, pairs: int, seed: int = 0):
@@ -191,7 +194,7 @@ def test_a_pool_is_resampled_over_its_items():
     interval about as wide as the normal one of the mean of its items, and the win rate one too."""
     models = ["m-a", "m-b", "m-c", "m-d"]
     comps, scores, cands, items = pool_tables(models, per_model=60, pairs=600)
-    board = leaderboard_table(comps, scores, cands, ["poe_gaussian"], 2000, 0.9, 0)
+    board = leaderboard_table(comps, scores, cands, ["poe_gaussian"], Board(2000, 0.9, 0))
     assert (board["unit"] == "item").all()
     mean = board.filter(pl.col("metric") == "poe_gaussian").sort("model")
     assert (mean["n_inputs"] == 60).all()
@@ -218,7 +221,7 @@ def test_a_leaderboard_with_one_unit_per_model_warns_that_its_intervals_are_poin
         metrics: dict[str, float] = {}
 
     comps, scores, cands = run_tables(["m-a", "m-b", "m-c"], ["pool"])
-    stage = Leaderboard(("poe_gaussian",), 50, 0.9, 0)
+    stage = Leaderboard(("poe_gaussian",), Board(50, 0.9, 0))
     with caplog.at_level("INFO", logger="pipeline"):
         out = stage.run(Ctx(), comparisons=comps.to_arrow(), scores=scores.to_arrow(), candidates=cands)
     win = out["leaderboard"].filter(pl.col("metric") == "win_rate")
@@ -239,3 +242,40 @@ def test_a_leaderboard_with_one_unit_per_model_warns_that_its_intervals_are_poin
     with caplog.at_level("INFO", logger="pipeline"):
         stage.run(Ctx(), comparisons=comps.to_arrow(), scores=scores.to_arrow(), candidates=cands)
     assert "over 3 input(s)" in caplog.text and "is a point" not in caplog.text
+
+
+def test_games_per_ordering_count_each_orderings_own_verdict_as_arena_hard_auto_does():
+    """Two models on three inputs, one pair each: slot A's model wins both orderings by its raw verdict (0.9 for
+    a in slot A, 0.6 for b in slot A). The averaged, debiased verdict gives a every pair (0.65); counted per ordering,
+    a wins half of its six games."""
+    cands = pa.table(
+        {
+            "context_id": [c for c in ("x", "y", "z") for _ in range(2)],
+            "context": ["ctx"] * 6,
+            "candidate_id": [f"{c}:{m}" for c in ("x", "y", "z") for m in ("a", "b")],
+            "candidate_index": [0, 1] * 3,
+            "system": ["a", "b"] * 3,
+            "text": ["short", "a much longer text"] * 3,
+        }
+    )
+    comps = pl.DataFrame(
+        {
+            "judge": ["j"] * 3,
+            "attribute": ["quality"] * 3,
+            "template_id": ["t1"] * 3,
+            "context_id": ["x", "y", "z"],
+            "cand_i": ["x:a", "y:a", "z:a"],
+            "cand_j": ["x:b", "y:b", "z:b"],
+            "p_ij": [0.9] * 3,
+            "p_ji": [0.6] * 3,
+            "p": [(0.9 + 1 - 0.6) / 2] * 3,
+            "p_tie": [0.0] * 3,
+        }
+    )
+    scores = pl.DataFrame(schema={"judge": pl.String, "attribute": pl.String, "method": pl.String})
+    pair = leaderboard_table(comps, scores, cands, [], Board(20, 0.9, 0, games="pair", control=()))
+    ordering = leaderboard_table(comps, scores, cands, [], Board(20, 0.9, 0, games="ordering", control=()))
+    pair_a = pair.filter(pl.col("model") == "a").row(0, named=True)
+    ordering_a = ordering.filter(pl.col("model") == "a").row(0, named=True)
+    assert pair_a["estimate"] == 1.0 and pair_a["n_games"] == 3
+    assert ordering_a["estimate"] == 0.5 and ordering_a["n_games"] == 6

@@ -89,6 +89,7 @@ def test_the_comparative_workflow_is_its_declared_list():
         "jury",
         "leaderboard",
         "correlate",
+        "card",
         "cost",
         "report",
     ]

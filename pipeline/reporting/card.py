@@ -1,0 +1,125 @@
+"""The judge's report card in the report: its lines in the summary, its figure, and where a leaderboard's order
+changes once the texts' length is regressed out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.reporting.plots import _first_group, _pyplot, _save
+
+CONTROLLED_SUFFIX = ":length_controlled"
+
+
+def _pct(value: float | None) -> str:
+    return f"{100 * value:.0f}%" if value is not None else "-"
+
+
+def _num(value: float | None, digits: int = 3, sign: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+
+
+def card_text(card: pl.DataFrame, limit: int = 6) -> str:
+    """One line per judge, attribute and template (the first ``limit``; every one is in judge_card.csv)."""
+    lines = []
+    for row in card.head(limit).iter_rows(named=True):
+        parts = [f"judge card {row['attribute']} ({row['template_id']}, judge {row['judge']}):"]
+        if row["n_human_pairs"]:
+            parts.append(
+                f"agrees with people on {_pct(row['accuracy'])} of {row['n_human_pairs']} pairs; calibration ECE "
+                f"{_num(row['ece'])} (Brier {_num(row['brier'])}) -> {_num(row['ece_calibrated'])} "
+                f"({_num(row['brier_calibrated'])}) after a temperature of {_num(row['temperature'], 2)} "
+                "(cross-fitted);"
+            )
+        else:
+            parts.append("no human preferences (no calibration);")
+        parts.append(
+            f"its two orderings agree on {_pct(row['position_consistency'])} of pairs (P(A) {_num(row['p_a_raw'])} "
+            f"raw, {_num(row['p_a_debiased'])} debiased);"
+        )
+        if row["n_length_pairs"]:
+            people = (
+                f", people {_pct(row['longer_share_people'])}"
+                if row["longer_share_people"] is not None
+                else ""
+            )
+            parts.append(
+                f"prefers the longer text {_pct(row['longer_share_judge'])}{people}, length coefficient "
+                f"{_num(row['length_coef'], 2, sign=True)};"
+            )
+        if row["n_self_pairs"]:
+            parts.append(
+                f"prefers its own outputs with p {_num(row['self_preference'], 2)} over {row['n_self_pairs']} pairs;"
+            )
+        if row["spearman"] is not None:
+            parts.append(f"Spearman with people {_num(row['spearman'])} ({row['method']})")
+        lines.append(" ".join(parts).rstrip(";"))
+    if card.height > limit:
+        lines.append(f"... and {card.height - limit} more in judge_card.csv")
+    elif lines:
+        lines[-1] += " (judge_card.csv)"
+    return "\n".join(lines)
+
+
+def rank_changes(board: pl.DataFrame) -> str:
+    """Where a model's place by win rate changes once the texts' length is regressed out (per judge, attribute and
+    template; nothing where no place changes)."""
+    lines = []
+    for (judge, attribute, template), group in board.group_by(
+        ["judge", "attribute", "template_id"], maintain_order=True
+    ):
+        raw = (
+            group.filter(pl.col("metric") == "win_rate").sort("estimate", descending=True)["model"].to_list()
+        )
+        controlled = (
+            group.filter(pl.col("metric") == "win_rate" + CONTROLLED_SUFFIX)
+            .sort("estimate", descending=True)["model"]
+            .to_list()
+        )
+        if not controlled or raw == controlled:
+            continue
+        place = {m: k + 1 for k, m in enumerate(controlled)}
+        moved = [f"{m} {k + 1} -> {place[m]}" for k, m in enumerate(raw) if place.get(m) != k + 1]
+        lines.append(
+            f"length-controlled leaderboard {attribute} ({template}, judge {judge}): places by win rate change once "
+            f"the texts' length is regressed out: {', '.join(moved[:8])}" + (" ..." if len(moved) > 8 else "")
+        )
+    return "\n".join(lines)
+
+
+def card_figure(card: pl.DataFrame, reliability: pl.DataFrame, path: Path | None = None):
+    """The first judge's card: its reliability diagram before and after the cross-fitted temperature, and its
+    agreement, position consistency and preference for the longer text beside people's."""
+    plt = _pyplot()
+    first, _ = _first_group(card, ["judge", "attribute", "template_id"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.8))
+    bins = reliability.filter(
+        (pl.col("judge") == first["judge"])
+        & (pl.col("attribute") == first["attribute"])
+        & (pl.col("template_id") == first["template_id"])
+    )
+    left.plot([0, 1], [0, 1], color="grey", linestyle=":", linewidth=1)
+    for calibrated, label in ((False, "as given"), (True, "cross-fitted temperature")):
+        part = bins.filter(pl.col("calibrated") == calibrated).drop_nulls("mean_p")
+        left.plot(part["mean_p"].to_numpy(), part["frequency"].to_numpy(), marker="o", label=label)
+    left.set_xlabel("judge's P(i beats j)")
+    left.set_ylabel("people preferred i")
+    left.set_title(f"calibration (ECE {_num(first['ece'])} -> {_num(first['ece_calibrated'])})")
+    left.legend(fontsize=8)
+    measures = {
+        "agrees with people": first["accuracy"],
+        "orderings agree": first["position_consistency"],
+        "prefers longer (judge)": first["longer_share_judge"],
+        "prefers longer (people)": first["longer_share_people"],
+    }
+    names = [k for k, v in measures.items() if v is not None]
+    right.barh(names, [measures[k] for k in names])
+    right.axvline(0.5, color="grey", linestyle=":", linewidth=1)
+    right.set_xlim(0, 1)
+    right.set_title("share of pairs")
+    fig.suptitle(f"judge card: {first['judge']}, {first['attribute']} ({first['template_id']})")
+    fig.tight_layout()
+    return _save(fig, path)

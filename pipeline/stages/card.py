@@ -1,0 +1,73 @@
+"""The judge's report card: how far to trust each judge, attribute and template (:mod:`pipeline.scoring.card`)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from pipeline.scoring.card import card_tables
+from pipeline.stages import ports
+from pipeline.stages.base import Stage, StageContext
+
+log = logging.getLogger("pipeline")
+
+# The card's measures logged to MLflow (card/<attribute>/<judge>/<template>/<measure>).
+LOGGED = (
+    "accuracy",
+    "ece",
+    "brier",
+    "log_loss",
+    "temperature",
+    "ece_calibrated",
+    "position_consistency",
+    "longer_share_judge",
+    "longer_share_people",
+    "length_coef",
+    "self_preference",
+)
+
+
+@dataclass(frozen=True)
+class Card(Stage):
+    """Each judge's report card per attribute and template: calibration of its P(i beats j) against people's
+    preferences (and after a cross-fitted temperature), position consistency, preference for the longer text,
+    self-preference, agreement with people; the reliability diagrams."""
+
+    # Per judge, the systems (generators) that run on its own model: its self-preference is measured on them.
+    own_systems: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    name = "card"
+    reads = (ports.COMPARISONS, ports.POSITION_BIAS, ports.CANDIDATES, ports.HUMAN_SCORES, ports.CORRELATIONS)
+    writes = (ports.JUDGE_CARD, ports.JUDGE_RELIABILITY)
+
+    def run(
+        self,
+        ctx: StageContext,
+        *,
+        comparisons: pa.Table,
+        position_bias: pa.Table,
+        candidates: pa.Table,
+        human_scores: pa.Table,
+        correlations: pa.Table,
+    ) -> dict[str, Any]:
+        tables = card_tables(
+            pl.from_arrow(comparisons),
+            pl.from_arrow(position_bias),
+            candidates,
+            pl.from_arrow(human_scores),
+            pl.from_arrow(correlations),
+            self.own_systems,
+        )
+        for row in tables.card.iter_rows(named=True):
+            prefix = f"card/{row['attribute']}/{row['judge']}/{row['template_id']}"
+            for measure in LOGGED:
+                value = row[measure]
+                if value is not None and np.isfinite(value):
+                    ctx.metrics[f"{prefix}/{measure}"] = float(value)
+        return {"judge_card": tables.card, "judge_reliability": tables.reliability}
