@@ -46,6 +46,15 @@ class ApiConfig:
     # Price per million prompt (input) and completion (output) tokens, for the cost in the summary and MLflow.
     price_input: float | None = None
     price_output: float | None = None
+    # Batch judging (OpenAI's Batch API: /files, /batches): each engine call's requests go as one batch input file,
+    # polled (from batch_poll seconds, doubling to batch_poll_max) until done, at most batch_wait seconds (then the
+    # run stops; the same command picks the recorded batch up); lines that failed are sent once more. Its tokens
+    # are priced at batch_discount times the prices above (half on OpenAI's and Anthropic's batch APIs).
+    batch: bool = False
+    batch_discount: float = 0.5
+    batch_wait: float = 86_400.0
+    batch_poll: float = 10.0
+    batch_poll_max: float = 300.0
 
 
 @dataclass

@@ -82,11 +82,16 @@ class Result:
     reasoning: str | None = None
     reasoning_tokens: int = 0
     reasoning_cut: bool | None = None
+    # Behind an API: the kind of every attempt that failed before the answer (or without one): a reply that was not
+    # an answer, an HTTP error, a timeout, a lost connection (pipeline.judge.api.replies.KINDS).
+    failures: tuple[str, ...] = ()
 
     @classmethod
-    def failed(cls, error: str, source: str, requests: int) -> Result:
+    def failed(cls, error: str, source: str, requests: int, failures: Sequence[str] = ()) -> Result:
         """No answer: ``error`` says why (the prompt is not stored, and a rerun asks it again)."""
-        return cls([], [], 0, 0, 0, [], error=error, source=source, requests=requests)
+        return cls(
+            [], [], 0, 0, 0, [], error=error, source=source, requests=requests, failures=tuple(failures)
+        )
 
 
 # The fields of a Result that are the answer (what a store keeps); where it came from and errors are not.

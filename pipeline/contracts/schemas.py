@@ -129,6 +129,8 @@ RESPONSES = pa.schema(
         pa.field("requests", pa.int32(), nullable=False),
         # Requested tokens an API did not return among its alternatives (their log-probability is a floor).
         pa.field("missing_logprobs", pa.int32(), nullable=False),
+        # Behind an API: the kind of every attempt that failed before the answer (pipeline.judge.api.replies).
+        pa.field("failed_attempts", pa.list_(pa.string()), nullable=False),
         *REASONING_FIELDS,
     ]
 )

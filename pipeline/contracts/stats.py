@@ -31,6 +31,9 @@ class JudgeStats:
     # prompts of this run answered from the judgement store (the same prompt judged before: by an earlier run, or
     # for other candidates with the same texts; pipeline.judge.memo)
     reused: int = 0
+    # behind an API: failed attempts by kind (replies that were not answers, HTTP errors, timeouts, lost
+    # connections; pipeline.judge.api.replies.KINDS), retried or not
+    failed_attempts: tuple[tuple[str, int], ...] = ()
 
     @property
     def missing_share(self) -> float:
@@ -55,5 +58,7 @@ class JudgeStats:
             "judge/api_billed_prompt_tokens": float(self.billed_prompt_tokens),
             "judge/api_billed_completion_tokens": float(self.billed_completion_tokens),
             "judge/api_missing_logprob_share": self.missing_share,
+            "judge/api_failed_attempts": float(sum(n for _, n in self.failed_attempts)),
+            **{f"judge/api_failed_attempts/{kind}": float(n) for kind, n in self.failed_attempts},
             **({"judge/api_cost": self.money} if self.money is not None else {}),
         }

@@ -60,7 +60,8 @@ class ReasoningEngine:
         verdict_prompts = [starts[k][0] + reasoning_text(thoughts[k]) + r.close + starts[k][1] for k in ok]
         verdicts = self.engine.answer(verdict_prompts, frame, verdict_request) if ok else []
         out: list[Result] = [
-            Result.failed(t.error, t.source, t.requests) if t.error is not None else t for t in thoughts
+            Result.failed(t.error, t.source, t.requests, t.failures) if t.error is not None else t
+            for t in thoughts
         ]
         for k, verdict in zip(ok, verdicts, strict=True):
             out[k] = combine(thoughts[k], verdict)
@@ -78,13 +79,19 @@ def reasoning_text(thought: Result) -> str:
 def combine(thought: Result, verdict: Result) -> Result:
     """The verdict with its reasoning: the verdict's reads and texts, both calls' tokens and requests."""
     if verdict.error is not None:
-        return Result.failed(verdict.error, verdict.source, thought.requests + verdict.requests)
+        return Result.failed(
+            verdict.error,
+            verdict.source,
+            thought.requests + verdict.requests,
+            thought.failures + verdict.failures,
+        )
     return replace(
         verdict,
         prompt_tokens=thought.prompt_tokens + verdict.prompt_tokens,
         cached_tokens=thought.cached_tokens + verdict.cached_tokens,
         generated_tokens=thought.generated_tokens + verdict.generated_tokens,
         requests=thought.requests + verdict.requests,
+        failures=thought.failures + verdict.failures,
         reasoning=reasoning_text(thought),
         reasoning_tokens=thought.generated_tokens,
         reasoning_cut=bool(thought.finish_reasons) and thought.finish_reasons[0] == "length",

@@ -47,7 +47,7 @@ class Secret:
 
 
 # ApiConfig settings that stay on the driver: prices (for the report) and the cache switch (resolved into cache_path).
-DRIVER_ONLY_API_KEYS = ("price_input", "price_output", "cache")
+DRIVER_ONLY_API_KEYS = ("price_input", "price_output", "cache", "batch_discount")
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,8 @@ class ApiEndpoint:
     model: str
     cache_path: str | None = None
     secret: Secret | None = field(default=None, repr=False, compare=False)
+    # batch judging (settings.batch): the run folder's record of the batches submitted (a rerun picks them up)
+    record_path: str | None = None
 
     @property
     def path(self) -> ApiPath:
@@ -68,7 +70,13 @@ class ApiEndpoint:
     def describe(self) -> dict[str, Any]:
         """What ``judge.json`` records of the endpoint (the key by its variable's name only)."""
         settings = {k: v for k, v in asdict(self.settings).items() if k not in DRIVER_ONLY_API_KEYS}
-        return {**settings, "model": self.model, "path": str(self.path), "cache_path": self.cache_path}
+        return {
+            **settings,
+            "model": self.model,
+            "path": str(self.path),
+            "cache_path": self.cache_path,
+            **({"record_path": self.record_path} if self.record_path else {}),
+        }
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,12 @@ def summary_text(correlations: pl.DataFrame, bias: pl.DataFrame, judge_stats: Ju
                 f"not among the returned alternatives ({judge_stats.missing_share:.1%}, floored at the smallest "
                 "returned)"
             )
+            if judge_stats.failed_attempts:
+                kinds = ", ".join(f"{n} {kind}" for kind, n in judge_stats.failed_attempts)
+                lines.append(
+                    f"API attempts that failed and were retried or reported: {kinds} (a reply that is not an answer "
+                    "is never stored or cached)"
+                )
     return "\n".join(lines)
 
 

@@ -1,7 +1,12 @@
-"""``python -m pipeline.review serve|report [RUN_DIR]``: blind review of a finished run, and the agreement report.
+"""``python -m pipeline.review serve|invite|report [RUN_DIR]``: blind review of a finished run, the reviewers' personal
+links, and the agreement report.
 
 serve   draw (or reopen) the run's review sample and serve the page on 127.0.0.1 (``--host`` for another
-        address, with a warning); answers go to ``RUN_DIR/review/answers.jsonl`` as they are given.
+        address, with a warning); answers go to ``RUN_DIR/review/answers.jsonl`` as they are given. Reviewers
+        answer through their personal links (``--reviewers ann,bob`` prints them at start); ``--open`` lets anyone
+        who reaches the page pick a name instead (e.g. one person on 127.0.0.1).
+invite  print each reviewer's personal link (``--reviewer ann --reviewer bob``, ``--url`` the page's address) and
+        the owner's link to the agreement page; the links hold keys made from the review folder's secret.
 report  the agreement of every answer so far with the judge and between reviewers: printed, written to
         ``RUN_DIR/review/agreement.csv``, ``confusion.csv`` and ``labels.csv``, and logged to MLflow (a child run
         of the run's own).
@@ -42,11 +47,28 @@ def parser() -> argparse.ArgumentParser:
 
     top = argparse.ArgumentParser(prog="python -m pipeline.review", description=__doc__.split("\n\n")[0])
     commands = top.add_subparsers(dest="command", required=True)
-    for name, help_ in (("serve", "serve the review page"), ("report", "the agreement report")):
+    for name, help_ in (
+        ("serve", "serve the review page"),
+        ("invite", "print the reviewers' personal links"),
+        ("report", "the agreement report"),
+    ):
         sub = commands.add_parser(name, help=help_)
         sub.add_argument("run_dir", nargs="?", help="the run folder (default: the latest under outputs/)")
         sub.add_argument("--folder", help="the review folder (default: RUN_DIR/review)")
+        if name == "invite":
+            sub.add_argument(
+                "--reviewer", action="append", required=True, help="a reviewer (repeat for more)"
+            )
+            sub.add_argument("--url", default="http://127.0.0.1:8765/", help="the review page's address")
         if name == "serve":
+            sub.add_argument(
+                "--reviewers", help="comma-separated reviewers whose personal links are printed at start"
+            )
+            sub.add_argument(
+                "--open",
+                action="store_true",
+                help="an open review: anyone who reaches the page picks a name and answers (no personal links)",
+            )
             sub.add_argument("--reviewer", help="open the page as this reviewer (else the page asks)")
             sub.add_argument(
                 "--strategy",
@@ -78,6 +100,13 @@ def _main(args: argparse.Namespace) -> int:
 
     run_dir = _run_dir(args.run_dir)
     folder = Path(args.folder).resolve() if args.folder else run_dir / "review"
+    if args.command == "invite":
+        from pipeline.review.app import personal_links, review_secret
+
+        names = [check_reviewer(r) for r in args.reviewer]
+        for name, link in personal_links(review_secret(folder), args.url, names).items():
+            print(f"{name}: {link}")
+        return 0
     if args.command == "report":
         if not (folder / "sample.json").exists():
             raise UserError(
@@ -100,13 +129,14 @@ def _main(args: argparse.Namespace) -> int:
 
     if args.reviewer:
         check_reviewer(args.reviewer)
+    invited = [check_reviewer(r.strip()) for r in (args.reviewers or "").split(",") if r.strip()]
     strategy = Strategy(args.strategy) if args.strategy else None
     sample = open_sample(run_dir, folder, strategy, args.n, args.seed)
-    state = ReviewState.open(sample, args.reviewer)
+    state = ReviewState.open(sample, args.reviewer, open_review=args.open)
     if args.host not in LOOPBACK:
         print(
-            f"warning: serving on {args.host}: anyone who can reach this machine can read the run's texts and "
-            "answer as any reviewer",
+            f"warning: serving on {args.host}: anyone who can reach this machine can read the run's texts"
+            + (" and answer as any reviewer (--open)" if args.open else ""),
             file=sys.stderr,
         )
     done = len(state.answers.read().rows)
@@ -118,6 +148,12 @@ def _main(args: argparse.Namespace) -> int:
             f"{sample.n_pairs} judged pairs; {done} answer(s) so far; answers go to {state.answers.path}",
             flush=True,
         )
+        if not args.open:
+            from pipeline.review.app import personal_links
+
+            base = url.split("/r/", 1)[0]
+            for name, link in personal_links(state.secret, base, invited).items():
+                print(f"  {name}: {link}", flush=True)
         print("  Ctrl-C stops; answers are on disk as they are given", flush=True)
 
     try:

@@ -1,11 +1,18 @@
 """The review page: a small Flask app over one run's review folder, rendered on the server.
 
-- ``/``: the sample and each reviewer's progress, and a name to start with (or straight to the reviewer given on
-  the command line);
-- ``/r/<reviewer>``: the reviewer's next unanswered item, blind (the criterion, the context and the two texts in
-  the reviewer's own seeded slot order; no verdict, candidate id or model name); answered with the keys 1, 2 and
-  t (tie) or the buttons, with an optional note; after the last one, the agreement with the judge;
-- ``/agreement``: the agreement report of every answer so far.
+- ``/``: by invitation, a note to open one's personal link (with the owner's key: every reviewer's progress and
+  link); in an open review, the progress and a name to start with (or straight to the reviewer given on the
+  command line);
+- ``/r/<reviewer>?key=...``: the reviewer's next unanswered item, blind (the criterion, the context and the two
+  texts in the reviewer's own seeded slot order; no verdict, candidate id or model name); answered with the keys 1,
+  2 and t (tie) or the buttons, with an optional note; after the last one, the agreement with the judge;
+- ``/agreement?key=...``: the agreement report of every answer so far (the owner's key).
+
+**Reviewers are who they say they are.** Each reviewer's key is an HMAC of their name under the review folder's
+secret (``.secret``, made once, readable by its owner only): the personal link ``/r/<name>?key=<key>`` that
+``python -m pipeline.review invite`` (or ``serve --reviewers``) prints. Without that reviewer's key their page and
+their answers are refused (403) and nothing is written; the agreement page needs the owner's key. Only a review
+opened explicitly as open (``serve --open``, e.g. one person on 127.0.0.1) lets a name be picked on the start page.
 
 Every text comes from the run (model outputs, user data) and goes through Jinja's autoescaping, so ``<script>``
 in a candidate is shown as text; the Content-Security-Policy allows only this page's own script (by nonce),
@@ -45,6 +52,8 @@ class ReviewState:
     contexts: dict[str, str]  # context_id -> its text, for the sampled contexts
     texts: dict[tuple[str, str], str]  # (context_id, candidate_id) -> the candidate's text
     reviewer: str | None = None  # the reviewer named on the command line, if any
+    # an open review: anyone who reaches the page may answer under any name (no keys)
+    open_review: bool = False
     # one publication at a time (two reviewers finishing together must not create two MLflow child runs)
     publishing: threading.Lock = field(default_factory=threading.Lock)
     # the last agreement computed and the answers it was computed from (the bootstrap is not free)
@@ -58,13 +67,11 @@ class ReviewState:
         return self._agreement[1]
 
     @classmethod
-    def open(cls, sample: ReviewSample, reviewer: str | None = None) -> ReviewState:
+    def open(
+        cls, sample: ReviewSample, reviewer: str | None = None, open_review: bool = False
+    ) -> ReviewState:
         import json
 
-        secret_path = sample.folder / ".secret"
-        if not secret_path.exists():
-            secret_path.write_bytes(secrets.token_bytes(32))
-            secret_path.chmod(0o600)
         config = json.loads((sample.run_dir / "config.json").read_text())
         candidates = pl.read_parquet(sample.run_dir / "tables" / "candidates.parquet").filter(
             pl.col("context_id").is_in(sample.items["context_id"].unique().to_list())
@@ -84,13 +91,48 @@ class ReviewState:
             )
         contexts = dict(candidates.select("context_id", "context").unique("context_id").iter_rows())
         log_ = AnswerLog(sample.folder / "answers.jsonl")
-        return cls(sample, log_, config, secret_path.read_bytes(), contexts, texts, reviewer)
+        return cls(sample, log_, config, review_secret(sample.folder), contexts, texts, reviewer, open_review)
 
     def token(self, reviewer: str, item: str) -> str:
         return hmac.new(self.secret, f"{reviewer}\x1f{item}".encode(), hashlib.sha256).hexdigest()
 
+    def reviewer_key(self, reviewer: str) -> str:
+        return reviewer_key(self.secret, reviewer)
+
+    def owner_key(self) -> str:
+        return owner_key(self.secret)
+
     def order(self, reviewer: str) -> list[str]:
         return reviewer_order(self.sample.ids, reviewer, self.sample.spec.seed)
+
+
+def review_secret(folder) -> bytes:
+    """The review folder's secret (``.secret``: made once, readable by its owner only): the key of every form's
+    token and of every reviewer's and the owner's key."""
+    path = folder / ".secret"
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(secrets.token_bytes(32))
+        path.chmod(0o600)
+    return path.read_bytes()
+
+
+def reviewer_key(secret: bytes, reviewer: str) -> str:
+    """A reviewer's key: the part of their personal link that says they are who they say."""
+    return hmac.new(secret, f"reviewer\x1f{reviewer}".encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def owner_key(secret: bytes) -> str:
+    """The owner's key: the agreement page, and every reviewer's progress and link."""
+    return hmac.new(secret, b"owner", hashlib.sha256).hexdigest()[:32]
+
+
+def personal_links(secret: bytes, base_url: str, reviewers: list[str]) -> dict[str, str]:
+    """Every reviewer's personal link, and the owner's (under ``"(owner)"``: the agreement page)."""
+    base = base_url.rstrip("/")
+    links = {name: f"{base}/r/{name}?key={reviewer_key(secret, name)}" for name in reviewers}
+    links["(owner)"] = f"{base}/agreement?key={owner_key(secret)}"
+    return links
 
 
 PAGE = """<!doctype html>
@@ -122,12 +164,13 @@ START = """
 <p>{{ n }} comparisons drawn from {{ pairs }} judged pairs of run <b>{{ run }}</b> ({{ strategy }} sample, seed
 {{ seed }}). You see two texts for an input and a criterion and choose the better one, or a tie. The judge's
 verdict and the models' names are not shown.</p>
+{% if not listed %}<p id="invitation">This review is by invitation: open the personal link you were given.</p>{% endif %}
 {% if progress %}<table><tr><th>reviewer</th><th>answered</th></tr>
 {% for name, done in progress %}<tr><td><a href="{{ url(name) }}">{{ name }}</a></td>
 <td class="num">{{ done }} / {{ n }}</td></tr>{% endfor %}</table>{% endif %}
-<form method="get" action="{{ start }}"><label>Your name <input name="reviewer" required
- pattern="[A-Za-z0-9][A-Za-z0-9_.\\-]{0,39}" autofocus></label> <button>Start or continue</button></form>
-<p><a href="{{ agreement }}">Agreement so far</a></p>
+{% if open_review %}<form method="get" action="{{ start }}"><label>Your name <input name="reviewer" required
+ pattern="[A-Za-z0-9][A-Za-z0-9_.\\-]{0,39}" autofocus></label> <button>Start or continue</button></form>{% endif %}
+{% if listed %}<p><a href="{{ agreement }}">Agreement so far</a></p>{% endif %}
 """
 
 ITEM = """
@@ -141,6 +184,7 @@ ITEM = """
 <input type="hidden" name="item_id" value="{{ item_id }}">
 <input type="hidden" name="token" value="{{ token }}">
 <input type="hidden" name="shown" value="{{ shown }}">
+<input type="hidden" name="key" value="{{ key }}">
 <div class="choices">
 <button name="choice" value="1" id="choose-1"><kbd>1</kbd> Response 1 is better</button>
 <button name="choice" value="tie" id="choose-tie"><kbd>t</kbd> Tie</button>
@@ -172,10 +216,11 @@ REPORT = """
 {% if table %}
 <h3>Agreement with the judge</h3>
 <p class="muted">With 95 % bootstrap intervals over the answered items.</p>
-<table><tr><th>scope</th><th>group</th><th>n</th><th>agreement</th><th>kappa</th><th>kappa without ties</th></tr>
+<table><tr><th>scope</th><th>group</th><th>n</th><th>agreement</th><th>kappa</th><th>weighted kappa</th>
+<th>kappa without ties</th></tr>
 {% for row in table %}<tr><td>{{ row.scope }}</td><td>{{ row.group }}</td><td class="num">{{ row.n }}</td>
 <td class="num">{{ row.raw_agreement }}</td><td class="num">{{ row.kappa }}</td>
-<td class="num">{{ row.kappa_no_ties }}</td></tr>{% endfor %}</table>
+<td class="num">{{ row.weighted_kappa }}</td><td class="num">{{ row.kappa_no_ties }}</td></tr>{% endfor %}</table>
 <h3>The judge's verdict (rows) against the reviewers' answers (columns)</h3>
 <p class="muted">i and j are the pair's two candidates in the run's order, whatever slot they were shown in.</p>
 <table><tr><th>reviewer</th><th>judge</th>{% for l in labels %}<th>{{ l }}</th>{% endfor %}</tr>
@@ -232,12 +277,36 @@ class Pages:
         except UserError:
             abort(404)
 
+    def key_of(self, reviewer: str) -> str:
+        """The reviewer's key as the request gives it (query or form), refused (403) unless it is theirs; empty in
+        an open review."""
+        if self.state.open_review:
+            return ""
+        given = request.values.get("key", "")
+        if not hmac.compare_digest(given, self.state.reviewer_key(reviewer)):
+            abort(403)
+        return given
+
+    def is_owner(self) -> bool:
+        return self.state.open_review or hmac.compare_digest(
+            request.args.get("key", ""), self.state.owner_key()
+        )
+
+    def review_url(self, reviewer: str, key: str | None = None) -> str:
+        """A reviewer's page: with their key, unless the review is open."""
+        if self.state.open_review:
+            return url_for("review", reviewer=reviewer)
+        return url_for("review", reviewer=reviewer, key=key or self.state.reviewer_key(reviewer))
+
     def report_body(self, done_message: str = "") -> str:
         result = self.state.agreement()
         table = []
         if result.labels.height:
             for scope, group in result.judge_rows():
-                cells = {s: result.cell(scope, group, s) for s in ("raw_agreement", "kappa", "kappa_no_ties")}
+                cells = {
+                    s: result.cell(scope, group, s)
+                    for s in ("raw_agreement", "kappa", "weighted_kappa", "kappa_no_ties")
+                }
                 rows = result.table.filter(
                     (result.table["scope"] == scope) & (result.table["group"] == group)
                 )
@@ -264,12 +333,13 @@ class Pages:
 
     def index(self):
         state = self.state
-        if request.args.get("reviewer"):
+        if state.open_review and request.args.get("reviewer"):
             return redirect(url_for("review", reviewer=self.reviewer_or_404(request.args["reviewer"])), 303)
-        if state.reviewer:
+        if state.open_review and state.reviewer:
             return redirect(url_for("review", reviewer=state.reviewer), 303)
+        owner = self.is_owner()
         answers = state.answers.read()
-        names = sorted({a["reviewer"] for a in answers.rows})
+        names = sorted({a["reviewer"] for a in answers.rows}) if owner else []
         body = self.start.render(
             n=len(state.sample.ids),
             pairs=state.sample.n_pairs,
@@ -277,15 +347,18 @@ class Pages:
             strategy=state.sample.spec.strategy.value,
             seed=state.sample.spec.seed,
             progress=[(name, len(answers.by_reviewer(name))) for name in names],
-            url=lambda name: url_for("review", reviewer=name),
+            url=self.review_url,
             start=url_for("index"),
-            agreement=url_for("agreement"),
+            agreement=url_for("agreement", **({} if state.open_review else {"key": state.owner_key()})),
+            listed=owner,
+            open_review=state.open_review,
         )
         return self.render("Blind review", self.run_name, body)
 
     def review(self, reviewer: str):
         state = self.state
         reviewer = self.reviewer_or_404(reviewer)
+        key = self.key_of(reviewer)
         answered = state.answers.read().by_reviewer(reviewer)
         order = state.order(reviewer)
         left = [item for item in order if item not in answered]
@@ -304,6 +377,7 @@ class Pages:
             item_id=item_id,
             token=state.token(reviewer, item_id),
             shown=f"{time.time():.3f}",
+            key=key,
             max_note=MAX_NOTE,
         )
         return self.render(f"Comparison {len(answered) + 1} of {len(order)}", subtitle, body, SCRIPT)
@@ -311,6 +385,7 @@ class Pages:
     def answer(self, reviewer: str):
         state = self.state
         reviewer = self.reviewer_or_404(reviewer)
+        key = self.key_of(reviewer)  # another reviewer's key, or none: refused, nothing written
         item_id = request.form.get("item_id", "")
         if item_id not in state.sample.ids:
             abort(404)
@@ -341,9 +416,11 @@ class Pages:
         )
         if written and len(state.answers.read().by_reviewer(reviewer)) == len(state.sample.ids):
             publish(state)  # the reviewer's last answer: the tables and MLflow are brought up to date
-        return redirect(url_for("review", reviewer=reviewer), 303)
+        return redirect(self.review_url(reviewer, key), 303)
 
     def agreement(self):
+        if not self.is_owner():
+            abort(403)
         return self.render("Agreement", self.run_name, self.report_body())
 
 
@@ -372,7 +449,9 @@ def serve(state: ReviewState, host: str, port: int, ready=None) -> None:
     server = make_server(host, port, create_app(state), threaded=True)
     url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{server.server_port}/"
     if state.reviewer:
-        url += f"r/{state.reviewer}"
+        url += f"r/{state.reviewer}" + (
+            "" if state.open_review else f"?key={state.reviewer_key(state.reviewer)}"
+        )
     if ready is not None:
         ready(url)
     try:

@@ -39,6 +39,11 @@ class ApiUsage:
 
     # the paths the requests took (api/token_ids, api/chat)
     paths: set[str] = dataclasses.field(default_factory=set)
+    # failed attempts by kind (replies that were not answers, HTTP errors, timeouts, lost connections)
+    failures: dict[str, int] = dataclasses.field(default_factory=dict)
+    # the billed tokens answered as lines of batch jobs (judge.api.batch), priced at the batch discount
+    batch_prompt_tokens: int = 0
+    batch_completion_tokens: int = 0
 
     def add(self, batch: pa.Table) -> None:
         source = batch.column("source")
@@ -53,12 +58,26 @@ class ApiUsage:
         self.cached += pc.sum(pc.equal(source, "cache")).as_py() or 0
         self.prompt_tokens += column_total(billed, "prompt_tokens")
         self.completion_tokens += column_total(billed, "generated_tokens")
+        batched = batch.filter(pc.starts_with(source, "api/batch/"))
+        self.batch_prompt_tokens += column_total(batched, "prompt_tokens")
+        self.batch_completion_tokens += column_total(batched, "generated_tokens")
+        for kinds in batch.column("failed_attempts").to_pylist():
+            for kind in kinds or ():
+                self.failures[kind] = self.failures.get(kind, 0) + 1
 
-    def money(self, price_input: float | None, price_output: float | None) -> float | None:
-        """The price of the billed tokens (per million), None without prices."""
+    def money(
+        self, price_input: float | None, price_output: float | None, batch_discount: float = 1.0
+    ) -> float | None:
+        """The price of the billed tokens (per million), those of batch jobs at ``batch_discount`` times the
+        price; None without prices."""
         if price_input is None and price_output is None:
             return None
-        return (self.prompt_tokens * (price_input or 0) + self.completion_tokens * (price_output or 0)) / 1e6
+        pin, pout = price_input or 0.0, price_output or 0.0
+        direct = (self.prompt_tokens - self.batch_prompt_tokens) * pin + (
+            self.completion_tokens - self.batch_completion_tokens
+        ) * pout
+        batched = (self.batch_prompt_tokens * pin + self.batch_completion_tokens * pout) * batch_discount
+        return (direct + batched) / 1e6
 
 
 class JudgeFailed(UserError):
@@ -114,14 +133,19 @@ def report_generator_usage(
         total.cached += u.cached
         total.prompt_tokens += u.prompt_tokens
         total.completion_tokens += u.completion_tokens
+        for kind, n in u.failures.items():
+            total.failures[kind] = total.failures.get(kind, 0) + n
         api = prices.get(name)
-        cost = u.money(api.price_input, api.price_output) if api else None
+        cost = u.money(api.price_input, api.price_output, api.batch_discount) if api else None
         if cost is not None:
             money = (money or 0.0) + cost
     metrics["generate/api_requests"] = float(total.requests)
     metrics["generate/api_cached_replies"] = float(total.cached)
     metrics["generate/api_prompt_tokens"] = float(total.prompt_tokens)
     metrics["generate/api_completion_tokens"] = float(total.completion_tokens)
+    metrics["generate/api_failed_attempts"] = float(sum(total.failures.values()))
+    for kind, n in total.failures.items():
+        metrics[f"generate/api_failed_attempts/{kind}"] = float(n)
     if money is not None:
         metrics["generate/api_cost"] = money
     log.info(

@@ -30,6 +30,9 @@ from pipeline.storage.parts import JudgmentStore, RatingStore
 
 log = logging.getLogger("pipeline")
 
+# The run folder's record of the batch jobs submitted (judge.api.batch; pipeline.judge.api.batch).
+BATCH_RECORD = "api_batches.jsonl"
+
 
 @dataclass(frozen=True)
 class LoadInput(Stage):
@@ -65,6 +68,11 @@ class ResolveJudge(Stage):
 
     def run(self, ctx: StageContext) -> dict[str, Any]:
         spec = resolve_judge(self.judge, self.cache_dir)
+        if (
+            spec.api is not None and spec.api.settings.batch
+        ):  # batch judging records its jobs in the run folder
+            record = str(ctx.planned_run_dir / BATCH_RECORD)
+            spec = dataclasses.replace(spec, api=dataclasses.replace(spec.api, record_path=record))
         log.info("judge %s on %s, %s: %s", spec.name, spec.backend, spec.dtype, spec.dtype_reason)
         log.info(
             "judge model %s, engine %s",

@@ -242,11 +242,14 @@ class Judge(Stage):
             cached_replies=api.cached,
             billed_prompt_tokens=api.prompt_tokens,
             billed_completion_tokens=api.completion_tokens,
-            money=api.money(self.judge.api.price_input, self.judge.api.price_output),
+            money=api.money(
+                self.judge.api.price_input, self.judge.api.price_output, self.judge.api.batch_discount
+            ),
             logprobs_read=api.logprobs_read,
             missing_logprobs=api.missing,
             api_paths=tuple(sorted(p.removeprefix("api/") for p in api.paths)),
             reused=tally.reused,
+            failed_attempts=tuple(sorted(api.failures.items())),
         )
 
 

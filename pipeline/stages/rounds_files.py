@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -207,4 +208,7 @@ def combine_stats(stats: list[JudgeStats], prompts: int, seconds: float) -> Judg
         logprobs_read=sum(s.logprobs_read for s in stats),
         missing_logprobs=sum(s.missing_logprobs for s in stats),
         reused=sum(s.reused for s in stats),
+        failed_attempts=tuple(
+            sorted(sum((Counter(dict(s.failed_attempts)) for s in stats), Counter()).items())
+        ),
     )

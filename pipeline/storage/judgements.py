@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from pipeline.contracts.engine import ANSWER_FIELDS, Request, Result
+from pipeline.storage.parts import NonFiniteError
 from pipeline.storage.sqlite import SqliteCache
 
 
@@ -47,7 +49,14 @@ class JudgementStore:
         return [None if f is None else Result(**f, source="store") for f in found]
 
     def put(self, prompts: Sequence[str], request: Request, results: Sequence[Result]) -> None:
-        """Keep the answers (those without an error), in one transaction."""
+        """Keep the answers (those without an error), in one transaction; an answer with a read log-probability that
+        is not a finite number is refused, naming its prompt (nothing upstream may store a NaN)."""
+        for prompt, result in zip(prompts, results, strict=True):
+            if result.error is None and not all(math.isfinite(v) for v in result.token_logprobs):
+                raise NonFiniteError(
+                    f"judgement store {self.path}: an answer holds {list(result.token_logprobs)}, not finite numbers, "
+                    f"for the prompt {prompt[-160:]!r}; it is not stored"
+                )
         self.cache.put_many(
             [
                 (self.key(prompt, request), {k: getattr(result, k) for k in ANSWER_FIELDS})

@@ -40,11 +40,43 @@ def identity_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     ]
 
 
+class NonFiniteError(ValueError):
+    """A value that is not a finite number reached a store (nothing upstream may write a NaN judgment or rating)."""
+
+
+def check_finite(table: pa.Table, columns: tuple[str, ...], key: tuple[str, ...], what: str) -> None:
+    """Refuse a row whose float ``columns`` (or lists of floats) hold a NaN or an infinity (nulls are allowed),
+    naming its prompt by ``key`` and the field."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    for column in columns:
+        values = table.column(column)
+        if pa.types.is_list(values.type):
+            flat = pc.list_flatten(values)
+            rows = np.asarray(pc.list_parent_indices(values))
+        else:
+            flat, rows = values, np.arange(table.num_rows)
+        data = np.asarray(flat.to_numpy(zero_copy_only=False), dtype=np.float64)
+        bad = np.flatnonzero(~np.isfinite(data) & np.asarray(pc.is_valid(flat)))
+        if bad.size:
+            row = table.slice(int(rows[bad[0]]), 1).to_pylist()[0]
+            named = ", ".join(f"{k} {row[k]!r}" for k in key)
+            raise NonFiniteError(
+                f"{what}: {column} holds {data[bad[0]]!r}, not a finite number, for {named}; the prompt is not "
+                "stored (a rerun judges it again)"
+            )
+
+
 class PartStore:
-    """Parquet parts of one table (``schema``) in ``folder``, each carrying the judging identity it was made with."""
+    """Parquet parts of one table (``schema``) in ``folder``, each carrying the judging identity it was made with.
+    Rows whose ``finite`` columns hold a NaN or an infinity are refused (:func:`check_finite`)."""
 
     # What the parts hold, for messages.
     what = "judgments"
+    # The float columns that must be finite, and the columns that name a row's prompt.
+    finite: tuple[str, ...] = ()
+    key: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -94,7 +126,9 @@ class PartStore:
     def add(self, batch: pa.Table) -> None:
         if not batch.num_rows:
             return
-        self._buffer.append(check_schema(batch, self.schema, f"{self.what} written to disk"))
+        checked = check_schema(batch, self.schema, f"{self.what} written to disk")
+        check_finite(checked, self.finite, self.key, f"{self.what} written to {self.folder}")
+        self._buffer.append(checked)
         self._buffered += batch.num_rows
         if self._buffered >= self.flush_rows or time.monotonic() - self._last_flush >= self.flush_seconds:
             self.flush()
@@ -134,6 +168,8 @@ class JudgmentStore(PartStore):
     """The comparisons: JUDGMENTS parts in ``<run>/judgments``, with the label words in their metadata."""
 
     what = "judgments"
+    finite = ("label_logprobs", "logprob_a", "logprob_b", "p_a", "p_tie", "label_mass")
+    key = ("context_id", "attribute", "template_id", "cand_a", "cand_b", "judge")
 
     def __init__(self, folder: Path, identity: dict[str, Any], label_words: tuple[str, ...], **kwargs: Any):
         self.label_words = tuple(label_words)
@@ -161,6 +197,8 @@ class RatingStore(PartStore):
     """The absolute ratings: RATINGS parts in ``<run>/ratings``."""
 
     what = "ratings"
+    finite = ("score", "token_logprobs", "label_mass")
+    key = ("context_id", "candidate_id", "attribute", "template_id", "mode", "judge")
 
     def __init__(self, folder: Path, identity: dict[str, Any], **kwargs: Any):
         super().__init__(folder, identity, RATINGS, **kwargs)

@@ -157,6 +157,10 @@ def test_blind_review_survives_a_killed_server_and_agrees_with_a_hand_count(fini
     server = Server(run_dir, "--reviewer", "ann", "--strategy", "random", "--n", str(N_ITEMS), "--seed", "7")
     page = browser.new_page()
     try:
+        # ann's page is her personal link: without its key, or with another reviewer's, the page is refused
+        assert "?key=" in server.url
+        assert page.goto(server.url.split("?", 1)[0]).status == 403
+        assert page.goto(server.url.replace("/r/ann?", "/r/bob?")).status == 403
         page.goto(server.url)
         assert page.title() == f"Comparison 1 of {N_ITEMS}"
         assert "Which one is more coherent?" in page.inner_text(".criterion")
@@ -182,6 +186,13 @@ def test_blind_review_survives_a_killed_server_and_agrees_with_a_hand_count(fini
         answer(page, "click", "1")
         assert page.title() == "Review done"
         assert "How often you and the judge agree" in page.inner_text("body")
+        # the agreement page: the owner's link only
+        from pipeline.review.app import owner_key, review_secret
+
+        base = server.url.split("/r/", 1)[0]
+        assert page.goto(f"{base}/agreement").status == 403
+        owner = owner_key(review_secret(run_dir / "review"))
+        assert page.goto(f"{base}/agreement?key={owner}").status == 200 and page.title() == "Agreement"
     finally:
         server.kill()
         page.close()

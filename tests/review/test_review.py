@@ -351,12 +351,19 @@ def client(tmp_path):
 def form_of(page: str) -> dict:
     import re
 
-    return {name: value for name, value in re.findall(r'name="(item_id|token|shown)" value="([^"]*)"', page)}
+    return {
+        name: value for name, value in re.findall(r'name="(item_id|token|shown|key)" value="([^"]*)"', page)
+    }
+
+
+def link(state, reviewer: str) -> str:
+    """A reviewer's personal link (what ``python -m pipeline.review invite`` prints), as a path."""
+    return f"/r/{reviewer}?key={state.reviewer_key(reviewer)}"
 
 
 def test_the_page_is_blind_and_escapes_the_texts(client):
     client, state = client
-    page = client.get("/r/ann")
+    page = client.get(link(state, "ann"))
     html = page.get_data(as_text=True)
     assert page.status_code == 200
     assert "script-src 'nonce-" in page.headers["Content-Security-Policy"]
@@ -369,7 +376,7 @@ def test_the_page_is_blind_and_escapes_the_texts(client):
 
 def test_only_known_items_with_their_token_are_accepted_and_written_once(client):
     client, state = client
-    form = form_of(client.get("/r/ann").get_data(as_text=True))
+    form = form_of(client.get(link(state, "ann")).get_data(as_text=True))
     assert client.post("/r/ann", data={**form, "item_id": "0" * 16, "choice": "1"}).status_code == 404
     assert client.post("/r/ann", data={**form, "token": "x", "choice": "1"}).status_code == 403
     assert client.post("/r/ann", data={**form, "choice": "left"}).status_code == 400
@@ -378,7 +385,7 @@ def test_only_known_items_with_their_token_are_accepted_and_written_once(client)
     assert client.post("/r/ann", data={**form, "choice": "2"}).status_code == 303  # resubmitted: not written
     rows = state.answers.read().rows
     assert [(a["item_id"], a["choice"], a["note"]) for a in rows] == [(form["item_id"], "tie", "close")]
-    assert "Comparison 2 of 2" in client.get("/r/ann").get_data(as_text=True)
+    assert "Comparison 2 of 2" in client.get(link(state, "ann")).get_data(as_text=True)
 
 
 def test_nothing_outside_the_pages_is_served(client):
@@ -397,7 +404,7 @@ def test_nothing_outside_the_pages_is_served(client):
 def test_the_last_answer_writes_the_agreement_tables(client):
     client, state = client
     for _ in range(3):
-        page = client.get("/r/ann")
+        page = client.get(link(state, "ann"))
         assert page.status_code == 200
         if "Review done" in page.get_data(as_text=True):
             break
@@ -409,3 +416,65 @@ def test_the_last_answer_writes_the_agreement_tables(client):
     assert "How often you and the judge agree" in page and "kappa" in page
     assert (state.sample.folder / "agreement.csv").exists()
     assert len(state.answers.read().rows) == 2
+
+
+def test_a_reviewers_page_and_answers_need_their_own_key_and_the_agreement_the_owners(client):
+    from pipeline.review.app import personal_links
+
+    client, state = client
+    assert client.get("/r/ann").status_code == 403  # no key
+    assert client.get(f"/r/ann?key={state.reviewer_key('bob')}").status_code == 403  # bob's key
+    form = form_of(client.get(link(state, "ann")).get_data(as_text=True))
+    assert form["key"] == state.reviewer_key("ann")
+    stolen = {**form, "key": state.reviewer_key("bob"), "choice": "1"}
+    assert client.post("/r/ann", data=stolen).status_code == 403  # bob answering as ann
+    assert client.post("/r/ann", data={**form, "key": "", "choice": "1"}).status_code == 403
+    assert state.answers.read().rows == []  # nothing written
+    start = client.get("/").get_data(as_text=True)
+    assert "by invitation" in start and 'name="reviewer"' not in start and "/agreement" not in start
+    assert client.get("/?reviewer=mallory").status_code == 200  # no name picking: the same note
+    assert client.get("/agreement").status_code == 403
+    assert client.get(f"/agreement?key={state.reviewer_key('ann')}").status_code == 403
+    assert client.get(f"/agreement?key={state.owner_key()}").status_code == 200
+    # the answer goes in with ann's key, and the page after it keeps her key
+    answered = client.post("/r/ann", data={**form, "choice": "1"})
+    assert answered.status_code == 303 and f"key={state.reviewer_key('ann')}" in answered.headers["Location"]
+    assert len(state.answers.read().rows) == 1
+    # the links invite prints, and the owner's page listing the reviewers with theirs
+    links = personal_links(state.secret, "http://review.example:8765/", ["ann", "bob"])
+    assert links["ann"] == f"http://review.example:8765/r/ann?key={state.reviewer_key('ann')}"
+    assert links["(owner)"].endswith(f"/agreement?key={state.owner_key()}")
+    owner = client.get(f"/?key={state.owner_key()}").get_data(as_text=True)
+    assert "ann" in owner and state.reviewer_key("ann") in owner
+
+
+def test_an_open_review_lets_a_name_be_picked(tmp_path):
+    from pipeline.review.app import ReviewState, create_app
+
+    run_dir = make_run(tmp_path, [comparison("c", "c:a", "c:b", 0.9)], {})
+    sample = open_sample(run_dir, run_dir / "review", Strategy.RANDOM, 1, 0)
+    state = ReviewState.open(sample, open_review=True)
+    client = create_app(state).test_client()
+    assert 'name="reviewer"' in client.get("/").get_data(as_text=True)
+    assert client.get("/?reviewer=ann").status_code == 303
+    form = form_of(client.get("/r/ann").get_data(as_text=True))
+    assert client.post("/r/ann", data={**form, "choice": "1"}).status_code == 303
+    assert client.get("/agreement").status_code == 200
+
+
+def test_invite_prints_each_reviewers_link_and_the_owners(tmp_path, capsys):
+    from pipeline.review.__main__ import main
+    from pipeline.review.app import owner_key, review_secret, reviewer_key
+
+    run_dir = make_run(tmp_path, [comparison("c", "c:a", "c:b", 0.9)], {})
+    assert (
+        main(["invite", str(run_dir), "--reviewer", "ann", "--reviewer", "bob", "--url", "http://h:1/"]) == 0
+    )
+    out = capsys.readouterr().out.splitlines()
+    secret = review_secret(run_dir / "review")
+    assert out == [
+        f"ann: http://h:1/r/ann?key={reviewer_key(secret, 'ann')}",
+        f"bob: http://h:1/r/bob?key={reviewer_key(secret, 'bob')}",
+        f"(owner): http://h:1/agreement?key={owner_key(secret)}",
+    ]
+    assert main(["invite", str(run_dir), "--reviewer", "../x"]) == 2  # a name that is not a name

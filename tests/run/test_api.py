@@ -381,31 +381,34 @@ def test_a_model_that_returns_no_logprobs_gets_a_sampled_verdict_marked_in_every
     """judge.api.path=sampled: each verdict asked ``samples`` times without logprobs, its words counted; the judge's
     name says ``:sampled`` in every table; a rerun is answered by the reply cache."""
     monkeypatch.setenv(KEY_ENV, KEY)
-    samples = 6
+    samples = 5
     overrides = api_overrides(
         server,
         outputs / "sampled.sqlite",
         "judge.api.path=sampled",
         f"judge.api.samples={samples}",
+        "judge.api.sample_tokens=3",
+        "dataset.attributes=[coherence]",
         "tracking.plots=false",
     )
     result = run(compose([*overrides, f"paths.output_root={outputs / 'sampled'}"]))
     table = judgments(result)
     name = "smollm2-135m-instruct:sampled"
-    assert table.height == N_PROMPTS and set(table["judge"]) == {name}
+    prompts = N_PROMPTS // 2  # one attribute
+    assert table.height == prompts and set(table["judge"]) == {name}
     # every probability is a count of the samples with half a count added to A and to B
     mass = table["label_mass"].to_numpy() * (samples + 1)
     said = mass - 1  # samples that gave a label word
     assert np.allclose(said, np.round(said)) and (said >= 0).all() and (said <= samples).all()
     a_count = table["p_a"].to_numpy() * mass - 0.5
     assert np.allclose(a_count, np.round(a_count)) and (a_count >= 0).all()
-    assert result.judge_stats.requests == N_PROMPTS  # one request of n samples per prompt
-    assert result.judge_stats.billed_completion_tokens >= N_PROMPTS * samples  # at least a token per sample
+    assert result.judge_stats.requests == prompts  # one request of n samples per prompt
+    assert result.judge_stats.billed_completion_tokens >= prompts * samples  # at least a token per sample
     tables = result.run_dir / "tables"
     for file in ("comparisons", "position_bias", "scores", "correlations", "cost"):
         assert set(pl.read_parquet(tables / f"{file}.parquet")["judge"]) == {name}, file
     assert "API (sampled path)" in result.summary
 
     again = run(compose([*overrides, f"paths.output_root={outputs / 'sampled-again'}"]))
-    assert again.judge_stats.requests == 0 and again.judge_stats.cached_replies == N_PROMPTS
+    assert again.judge_stats.requests == 0 and again.judge_stats.cached_replies == prompts
     assert judgments(again).sort(KEYS)["p_a"].to_list() == table.sort(KEYS)["p_a"].to_list()

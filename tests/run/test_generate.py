@@ -61,7 +61,14 @@ def test_the_leaderboard_has_intervals_and_is_printed_and_logged(generate_run):
     _, result = generate_run
     board = pl.from_arrow(result.values["leaderboard"])
     assert set(board["model"]) == set(MODELS)
-    assert set(board["metric"]) == {"win_rate", "bradley_terry", "poe_gaussian", "options"}
+    assert set(board["metric"]) == {
+        "win_rate",
+        "bradley_terry",
+        "poe_gaussian",
+        "options",
+        "win_rate:length_controlled",  # beside the raw ones: the outputs' length regressed out
+        "bradley_terry:length_controlled",
+    }
     assert (board["lower"] <= board["estimate"]).all() and (board["estimate"] <= board["upper"]).all()
     assert (board.filter(pl.col("metric") == "win_rate")["n_games"] == N_INPUTS * 2).all()
     assert "leaderboard useful (evalullm" in result.summary

@@ -128,6 +128,7 @@ def responses(rows: list[dict]) -> pa.Table:
         "source": "engine",
         "requests": 0,
         "missing_logprobs": 0,
+        "failed_attempts": [],
     }
     return pa.Table.from_pylist([{**base, **r} for r in rows], schema=RESPONSES)
 

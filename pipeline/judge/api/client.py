@@ -9,8 +9,12 @@ and the engine that answers the judge worker's prompts through it (:class:`ApiEn
   header (seconds or an HTTP date) is honoured when it asks for longer. Retrying stops after ``max_retries``
   attempts or ``retry_for`` seconds. A server that goes away and comes back within that time costs retries,
   not the run.
+- **Replies that are not answers.** A 2xx whose body does not parse, or that the request's check refuses
+  (:mod:`pipeline.judge.api.replies`: no choices, too few samples, no text, no log-probabilities, a NaN), is a
+  failed attempt: retried like a 5xx, never cached.
 - **Failures.** A request that keeps failing, or that the server refuses (another 4xx), comes back as a
   :class:`Reply` with its ``error`` (status and the server's message). The others in the batch are unaffected.
+  Every failed attempt's kind is in the reply's ``failures`` (counted per prompt in the run's stats).
 - **The cache.** A SQLite file keyed by the SHA-256 of everything that decides a response: the endpoint's
   URL, the path and the exact request body (model, prompt, sampling settings). A cached reply is returned
   without a request; only successful replies are stored.
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.judging import ApiConfig
+from pipeline.judge.api.replies import Check
 from pipeline.judge.spec import ApiEndpoint
 from pipeline.storage.sqlite import SqliteCache
 
@@ -56,6 +61,10 @@ class Reply:
     error: str | None = None
     cached: bool = False
     attempts: int = 0
+    # the kind of every attempt that failed (pipeline.judge.api.replies.KINDS), the retried ones included
+    failures: list[str] = field(default_factory=list)
+    # answered as a line of a batch job (judge.api.batch), at the batch price
+    batch: bool = False
 
 
 @dataclass
@@ -107,6 +116,19 @@ def _server_message(response: Any) -> str:
         return response.text[:500]
 
 
+def _answer(response: Any, check: Check | None) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+    """A 2xx response's body, or why it is not an answer (a body that does not parse, or one ``check`` refuses)."""
+    try:
+        body = response.json()
+    except ValueError:
+        return None, ("not_json", f"{response.text[:80]!r}")
+    if check is not None:
+        problem = check(body)
+        if problem is not None:
+            return None, problem
+    return body, None
+
+
 class ApiClient:
     def __init__(self, endpoint: ApiEndpoint, seed: int = JITTER_SEED):
         self.endpoint = endpoint
@@ -119,8 +141,8 @@ class ApiClient:
     def base_url(self) -> str:
         return str(self.settings.base_url)
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json"}
+    def _headers(self, json: bool = True) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"} if json else {}
         name = self.settings.api_key_env
         if name:
             secret = self.endpoint.secret
@@ -132,11 +154,22 @@ class ApiClient:
             headers["Authorization"] = f"Bearer {key}"
         return headers
 
-    def post(self, path: str, bodies: Sequence[dict[str, Any]], use_cache: bool = True) -> list[Reply]:
-        """POST every body to ``base_url + path`` (at most ``concurrency`` at once); replies in order."""
-        return asyncio.run(self._post_all(path, list(bodies), use_cache))
+    def post(
+        self,
+        path: str,
+        bodies: Sequence[dict[str, Any]],
+        use_cache: bool = True,
+        check: Check | Sequence[Check] | None = None,
+    ) -> list[Reply]:
+        """POST every body to ``base_url + path`` (at most ``concurrency`` at once); replies in order. ``check``
+        (one for all bodies, or one per body; :mod:`pipeline.judge.api.replies`): a 2xx reply it refuses is a failed
+        attempt, retried, and never cached."""
+        checks: list[Check | None] = list(check) if isinstance(check, Sequence) else [check] * len(bodies)
+        return asyncio.run(self._post_all(path, list(bodies), use_cache, checks))
 
-    async def _post_all(self, path: str, bodies: list[dict[str, Any]], use_cache: bool) -> list[Reply]:
+    async def _post_all(
+        self, path: str, bodies: list[dict[str, Any]], use_cache: bool, checks: list[Check | None]
+    ) -> list[Reply]:
         import httpx
 
         cache = self.cache if use_cache else None
@@ -145,7 +178,9 @@ class ApiClient:
         todo = []
         for k, key in enumerate(keys):
             hit = cache.get(key) if cache else None
-            if hit is not None:
+            check = checks[k]
+            # a cached reply that is not an answer (kept by a version before the checks) is asked again
+            if hit is not None and (check is None or check(hit) is None):
                 replies[k] = Reply(hit, cached=True)
                 self.stats.cached += 1
             else:
@@ -161,34 +196,65 @@ class ApiClient:
 
                 async def one(k: int) -> None:
                     async with gate:
-                        reply = replies[k] = await self._send(http, url, bodies[k])
+                        reply = replies[k] = await self._send(http, "POST", url, checks[k], json=bodies[k])
                     if reply.body is not None and cache:
                         cache.put(keys[k], reply.body)
 
                 await asyncio.gather(*(one(k) for k in todo))
         return [r for r in replies if r is not None]
 
-    async def _send(self, http: Any, url: str, body: dict[str, Any]) -> Reply:
+    def call(
+        self, method: str, path: str, check: Check | None = None, text: bool = False, **request: Any
+    ) -> Reply:
+        """One request (``method`` to ``base_url + path``, httpx's ``request`` arguments: ``json``, ``files``,
+        ``data``) with the same retries and checks as :meth:`post`, never cached; ``text``: the body is not JSON, and
+        comes back as ``{"text": ...}`` (a file's content)."""
+        import httpx
+
+        async def one() -> Reply:
+            async with httpx.AsyncClient(
+                timeout=self.settings.timeout, headers=self._headers(json=False)
+            ) as http:
+                url = self.base_url.rstrip("/") + path
+                return await self._send(http, method, url, check, text=text, **request)
+
+        return asyncio.run(one())
+
+    async def _send(
+        self, http: Any, method: str, url: str, check: Check | None = None, text: bool = False, **request: Any
+    ) -> Reply:
+        """``method`` to ``url`` until an answer (a 2xx whose body parses and ``check`` accepts) or the retries are
+        spent (module docstring)."""
         import httpx
 
         started = time.monotonic()
         error = ""
+        failures: list[str] = []
         for attempt in range(self.settings.max_retries + 1):
             self.stats.requests += 1
             asked = None
             try:
-                response = await http.post(url, json=body)
+                response = await http.request(method, url, **request)
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
+                failures.append("timeout" if isinstance(exc, httpx.TimeoutException) else "connection")
                 self._count("transport")
             else:
                 self._count(str(response.status_code))
                 if response.status_code < 300:
-                    return Reply(response.json(), attempts=attempt + 1)
-                error = f"HTTP {response.status_code}: {_server_message(response)}"
-                if response.status_code not in RETRY_STATUS:
-                    break
-                asked = retry_after(response.headers.get("Retry-After"))
+                    answer, problem = ({"text": response.text}, None) if text else _answer(response, check)
+                    if problem is None:
+                        return Reply(answer, attempts=attempt + 1, failures=failures)
+                    kind, detail = problem
+                    failures.append(kind)
+                    error = f"a reply that is not an answer ({kind}: {detail})"
+                else:
+                    error = f"HTTP {response.status_code}: {_server_message(response)}"
+                    retried = response.status_code in RETRY_STATUS
+                    failures.append("http_5xx" if retried else "http_4xx")
+                    if not retried:
+                        break
+                    asked = retry_after(response.headers.get("Retry-After"))
             if attempt == self.settings.max_retries:
                 break
             delay = backoff_delay(attempt, self.settings, self._rng, asked)
@@ -199,7 +265,7 @@ class ApiClient:
             log.debug("retrying in %.2f s after %s", delay, error)
             await asyncio.sleep(delay)
         self.stats.failed += 1
-        return Reply(None, error=error, attempts=attempt + 1)
+        return Reply(None, error=error, attempts=attempt + 1, failures=failures)
 
     def _count(self, status: str) -> None:
         self.stats.by_status[status] = self.stats.by_status.get(status, 0) + 1

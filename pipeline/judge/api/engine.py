@@ -10,8 +10,10 @@ from typing import Any
 from pipeline.config.enums import ApiPath
 from pipeline.contracts.engine import Request, Result
 from pipeline.contracts.frame import PromptFrame, parse_conversation
+from pipeline.judge.api.batch import BatchJobs
 from pipeline.judge.api.bodies import chat_body, completion_body, messages_body, parse_chat, parse_completion
 from pipeline.judge.api.client import ApiClient, Reply
+from pipeline.judge.api.replies import Check, chat_check, completion_check
 from pipeline.judge.api.sampled import sampled_logprobs, sampled_request
 from pipeline.judge.spec import ApiEndpoint, JudgeSpec
 from pipeline.judge.tokenizers import is_local, load_tokenizer
@@ -46,6 +48,10 @@ class ApiEngine:
         self.top_logprobs = self.endpoint.settings.top_logprobs
         self.prefill = self.endpoint.settings.prefill
         self.client = ApiClient(self.endpoint)
+        # judge.api.batch: the requests of each call as one batch job, recorded in the run folder
+        self.batches = (
+            BatchJobs(self.client, self.endpoint.record_path) if self.endpoint.settings.batch else None
+        )
         self.tokenizer = load_tokenizer(spec)
         path = self.endpoint.path
         if path == ApiPath.auto:
@@ -85,24 +91,26 @@ class ApiEngine:
         # a verdict read by sampling (judge.api.path=sampled): the request sent is n samples, no logprobs
         sampled = self.path == ApiPath.sampled and bool(request.token_ids)
         sent = sampled_request(request, self.endpoint.settings) if sampled else request
-        bodies, prefixes = [], []
+        bodies, prefixes, checks = [], [], []
         for prompt, conversation in zip(prompts, conversations, strict=True):
             if conversation is not None:
                 bodies.append(messages_body(self.model, conversation, request, self.top_logprobs))
                 prefixes.append("")
+                checks.append(chat_check(request.n, bool(request.token_ids)))
                 continue
             message, prefix = frame.split(prompt)
             prefixes.append(prefix)
             bodies.append(
                 chat_body(self.model, message, prefix, sent, frame.system, self.top_logprobs, self.prefill)
             )
-        replies = self.client.post("/chat/completions", bodies)
+            checks.append(chat_check(sent.n, bool(sent.token_ids)))
+        replies = self.send("/chat/completions", bodies, checks)
         words = [self.tokenizer.decode([t]) for t in request.token_ids]
         self._warn_failed(replies)
         results = []
         for reply, prefix in zip(replies, prefixes, strict=True):
             if reply.body is None:
-                results.append(Result.failed(str(reply.error), "api/failed", reply.attempts))
+                results.append(Result.failed(str(reply.error), "api/failed", reply.attempts, reply.failures))
                 continue
             logprobs, texts, reasons, missing = parse_chat(reply.body, [] if sampled else words)
             if sampled:  # nothing floored: samples that say no word lower the label mass instead
@@ -112,18 +120,27 @@ class ApiEngine:
 
     def run(self, token_ids: list[list[int]], request: Request) -> list[Result]:
         """Answer prompts given as token ids (the token-id path)."""
-        replies = self.client.post(
-            "/completions", [completion_body(self.model, ids, request) for ids in token_ids]
+        check = completion_check(request.n, bool(request.token_ids))
+        replies = self.send(
+            "/completions",
+            [completion_body(self.model, ids, request) for ids in token_ids],
+            [check] * len(token_ids),
         )
         self._warn_failed(replies)
         results = []
         for ids, reply in zip(token_ids, replies, strict=True):
             if reply.body is None:
-                results.append(Result.failed(str(reply.error), "api/failed", reply.attempts))
+                results.append(Result.failed(str(reply.error), "api/failed", reply.attempts, reply.failures))
                 continue
             logprobs, texts, reasons, missing = parse_completion(reply.body, request.token_ids)
             results.append(self._result(reply, logprobs, texts, reasons, missing, len(ids), "token_ids"))
         return results
+
+    def send(self, path: str, bodies: list[dict[str, Any]], checks: list[Check]) -> list[Reply]:
+        """The bodies answered by the endpoint: request by request, or as one batch job (``judge.api.batch``)."""
+        if self.batches is not None:
+            return self.batches.post(path, bodies, checks)
+        return self.client.post(path, bodies, check=checks)
 
     def _warn_failed(self, replies: list[Reply]) -> None:
         failed = [r for r in replies if r.error]
@@ -156,9 +173,10 @@ class ApiEngine:
             cached_tokens=int(details.get("cached_tokens") or 0),
             generated_tokens=int(usage.get("completion_tokens", 0)),
             finish_reasons=reasons,
-            source="cache" if reply.cached else f"api/{path}",
+            source="cache" if reply.cached else f"api/{'batch/' if reply.batch else ''}{path}",
             requests=reply.attempts,
             missing=missing,
+            failures=tuple(reply.failures),
         )
 
     @property

@@ -9,6 +9,7 @@ from pipeline.contracts.engine import Request
 from pipeline.contracts.frame import PromptFrame
 from pipeline.judge.api.bodies import chat_body, first_token_alternatives
 from pipeline.judge.api.client import ApiClient
+from pipeline.judge.api.replies import chat_check
 from pipeline.judge.spec import JudgeSpec
 
 
@@ -58,7 +59,7 @@ def check_words(
             )
         )
     try:
-        replies = client.post("/chat/completions", bodies)
+        replies = client.post("/chat/completions", bodies, check=chat_check(request.n, True))
     finally:
         client.close()
     failed = [r.error for r in replies if r.error]
