@@ -4,8 +4,9 @@
 Per (judge, attribute, template), over its comparisons (one row per pair, the debiased P(i beats j)):
 
 - **agreement and calibration** against people's preferences, on the pairs people scored apart (``y = 1`` where
-  they scored ``i`` higher): the accuracy of the judge's verdict, the expected calibration error, Brier score and
-  log loss of its probability; the temperature fitted to people's preferences, and the same measures after the
+  they scored ``i`` higher), each pair read both ways round (``(p, y)`` and ``(1 - p, 1 - y)``, so that nothing
+  depends on which candidate a pair calls i): the accuracy of the judge's verdict, the expected calibration error,
+  Brier score and log loss of its probability; the temperature fitted to people's preferences, and the same measures after the
   cross-fitted temperature (each context calibrated with one fitted on the other contexts, so never judged on the
   pairs it was fitted on); the reliability diagram before and after (:data:`JUDGE_RELIABILITY`);
 - **position**: the share of pairs whose two orderings choose the same candidate, beside P(A) raw and debiased;
@@ -72,14 +73,23 @@ def with_preferences(comparisons: pl.DataFrame, candidates: pa.Table, human: pl.
     return out
 
 
+def both_ways(*arrays: np.ndarray) -> list[np.ndarray]:
+    """Each pair read both ways round: ``(p, y)`` and ``(1 - p, 1 - y)`` for probabilities and preferences (other
+    arrays repeated), so that no measure depends on which candidate a pair calls i."""
+    return [np.concatenate([a, 1 - a]) for a in arrays]
+
+
 def calibrated_probabilities(frame: pl.DataFrame, seed: int = 0) -> np.ndarray:
-    """Every pair's P(i beats j) after the temperature cross-fitted over contexts on the pairs people scored apart
-    (``frame``: one group's :func:`with_preferences` rows)."""
+    """Every pair's P(i beats j) after the temperature cross-fitted over contexts on the pairs people scored apart,
+    each read both ways round (``frame``: one group's :func:`with_preferences` rows)."""
     p = frame["p"].to_numpy()
-    h_i, h_j = frame["h_i"].to_numpy(), frame["h_j"].to_numpy()
+    h_i, h_j = frame["h_i"].to_numpy().astype(float), frame["h_j"].to_numpy().astype(float)
     known = np.isfinite(h_i) & np.isfinite(h_j) & (h_i != h_j)
     y = np.where(known, (h_i > h_j).astype(np.float64), 0.0)
-    return cross_fit_temperature(p, y, frame["context_id"].to_numpy(), seed=seed, known=known)[0]
+    p2, y2 = both_ways(p, y)
+    groups = np.tile(frame["context_id"].to_numpy(), 2)
+    calibrated = cross_fit_temperature(p2, y2, groups, seed=seed, known=np.tile(known, 2))[0]
+    return calibrated[: len(p)]
 
 
 def calibrate_comparisons(
@@ -149,8 +159,9 @@ def _calibration(group: pl.DataFrame, seed: int, bins: int, rows: list, key: tup
     out: dict = {"n_human_pairs": int(known.sum())}
     if not known.any():
         return out
-    calibrated = calibrated_probabilities(group, seed)[known]
     agree = np.where(p > 0.5, y, np.where(p < 0.5, 1 - y, 0.5))
+    # every pair both ways round: the measures do not depend on which candidate a pair calls i
+    p, y, calibrated = both_ways(p, y, calibrated_probabilities(group, seed)[known])
     out |= {
         "accuracy": float(agree.mean()),
         "ece": expected_calibration_error(p, y, bins),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -66,79 +67,110 @@ class Report(Stage):
         judge_card: pa.Table,
         judge_reliability: pa.Table,
     ) -> dict[str, Any]:
-        from pipeline.reporting.summary import leaderboard_line, leaderboard_text
-
         run_dir = ctx.run_dir
-        board = pl.from_arrow(leaderboard)
-        card = pl.from_arrow(judge_card)
-        scores_df, corr, bias = (
-            pl.from_arrow(scores),
-            pl.from_arrow(correlations),
-            pl.from_arrow(position_bias),
+        t = Frames(
+            scores=pl.from_arrow(scores),
+            correlations=pl.from_arrow(correlations),
+            bias=pl.from_arrow(position_bias),
+            cost=pl.from_arrow(cost),
+            assessment=pl.from_arrow(assessment),
+            failures=pl.from_arrow(rating_failures),
+            board=pl.from_arrow(leaderboard),
+            card=pl.from_arrow(judge_card),
+            reasons=pl.from_arrow(reasons),
+            unscored=pl.from_arrow(unscored),
         )
-        cost_df, assessment_df, failures = (
-            pl.from_arrow(cost),
-            pl.from_arrow(assessment),
-            pl.from_arrow(rating_failures),
-        )
-        absolute = cost_df.filter(pl.col("mode") != COMPARE).height > 0
-        written = {
-            "scores.csv": scores_df.sort(["attribute", "template_id", "method", "context_id", "rank"]),
-            "position_bias.csv": bias if bias.height else None,
-            "correlations.csv": corr if corr.height else None,
-            "unscored.csv": pl.from_arrow(unscored) if unscored.num_rows else None,
-            "cost.csv": cost_df if cost_df.height else None,
-            "assessment.csv": assessment_df if assessment_df.height and absolute else None,
-            "rating_failures.csv": failures if failures.height else None,
-            "leaderboard.csv": board if board.height else None,
-            "reasons.csv": pl.from_arrow(reasons) if reasons.num_rows else None,
-            "judge_card.csv": card if card.height else None,
-        }
-        for name, frame in written.items():
-            if frame is not None:
-                frame.write_csv(run_dir / name)
-                ctx.files.append(run_dir / name)
+        for name, frame in t.csv_files().items():
+            frame.write_csv(run_dir / name)
+            ctx.files.append(run_dir / name)
         counts = {k: float(v) for k, v in input_report.counts().items()}
-        ctx.metrics.update(mlflow_metrics(corr, bias, counts))
-        summary = summary_text(corr, bias, judge_stats)
-        ties = bias.height > 0 and bias["p_tie"].max() > 0
-        if absolute or ties:
-            # the approaches side by side (and the cost per mode) only when there is more than one approach
-            shown = (assessment_df, cost_df) if absolute else (assessment_df.clear(), cost_df.clear())
-            summary += "\n\n" + absolute_text(*shown, failures, bias)
-        if board.height:
-            summary += "\n\n" + (
-                leaderboard_text(board, self.level) if self.full_leaderboard else leaderboard_line(board)
-            )
-            changed = rank_changes(board)
-            summary += "\n" + changed if changed else ""
-        if card.height:
-            summary += "\n\n" + card_text(card)
-        if reasons.num_rows:
-            first = reasons.slice(0, 1).to_pylist()[0]
-            summary += (
-                f"\n\nthe judge's reasons for {reasons.num_rows} comparison(s) are in reasons.csv, e.g. "
-                f"{first['decision']} over the other ({first['why']}): {first['reason'][:160]!r}"
-            )
+        ctx.metrics.update(mlflow_metrics(t.correlations, t.bias, counts))
+        summary = self._summary(t, judge_stats)
         (run_dir / "summary.txt").write_text(summary + "\n")
         ctx.files.append(run_dir / "summary.txt")
         if self.plots:
             plot_dir = run_dir / "plots"
             plot_dir.mkdir(exist_ok=True)
-            if scores_df.filter(pl.col("method") == self.plot_method).height:
-                plots.predicted_vs_human(scores_df, self.plot_method, plot_dir / "predicted_vs_human.png")
-            if bias.height:
-                plots.position_bias(bias, plot_dir / "position_bias.png")
-            if corr.height:
-                plots.correlation_by_method(corr, "spearman", plot_dir / "spearman_by_method.png")
-            if absolute and assessment_df.height:
-                plots.spearman_by_mode(assessment_df, plot_dir / "spearman_by_mode.png")
-            if board.height:
-                plots.leaderboard(board, plot_dir / "leaderboard.png")
-            if card.height:
-                card_figure(card, pl.from_arrow(judge_reliability), plot_dir / "judge_card.png")
+            self._plots(t, pl.from_arrow(judge_reliability), plot_dir)
             ctx.files.append(plot_dir)
         return {"summary": summary}
+
+    def _summary(self, t: Frames, judge_stats: JudgeStats) -> str:
+        """The summary: correlations and position bias, the approaches side by side where there is more than one,
+        the leaderboard (and where length control changes it), the judge's card, the reasons."""
+        from pipeline.reporting.summary import leaderboard_line, leaderboard_text
+
+        summary = summary_text(t.correlations, t.bias, judge_stats)
+        ties = t.bias.height > 0 and t.bias["p_tie"].max() > 0
+        if t.absolute or ties:
+            shown = (t.assessment, t.cost) if t.absolute else (t.assessment.clear(), t.cost.clear())
+            summary += "\n\n" + absolute_text(*shown, t.failures, t.bias)
+        if t.board.height:
+            summary += "\n\n" + (
+                leaderboard_text(t.board, self.level) if self.full_leaderboard else leaderboard_line(t.board)
+            )
+            changed = rank_changes(t.board)
+            summary += "\n" + changed if changed else ""
+        if t.card.height:
+            summary += "\n\n" + card_text(t.card)
+        if t.reasons.height:
+            first = t.reasons.row(0, named=True)
+            summary += (
+                f"\n\nthe judge's reasons for {t.reasons.height} comparison(s) are in reasons.csv, e.g. "
+                f"{first['decision']} over the other ({first['why']}): {first['reason'][:160]!r}"
+            )
+        return summary
+
+    def _plots(self, t: Frames, reliability: pl.DataFrame, plot_dir: Path) -> None:
+        if t.scores.filter(pl.col("method") == self.plot_method).height:
+            plots.predicted_vs_human(t.scores, self.plot_method, plot_dir / "predicted_vs_human.png")
+        if t.bias.height:
+            plots.position_bias(t.bias, plot_dir / "position_bias.png")
+        if t.correlations.height:
+            plots.correlation_by_method(t.correlations, "spearman", plot_dir / "spearman_by_method.png")
+        if t.absolute and t.assessment.height:
+            plots.spearman_by_mode(t.assessment, plot_dir / "spearman_by_mode.png")
+        if t.board.height:
+            plots.leaderboard(t.board, plot_dir / "leaderboard.png")
+        if t.card.height:
+            card_figure(t.card, reliability, plot_dir / "judge_card.png")
+
+
+@dataclass(frozen=True)
+class Frames:
+    """The tables the report reads, as Polars frames."""
+
+    scores: pl.DataFrame
+    correlations: pl.DataFrame
+    bias: pl.DataFrame
+    cost: pl.DataFrame
+    assessment: pl.DataFrame
+    failures: pl.DataFrame
+    board: pl.DataFrame
+    card: pl.DataFrame
+    reasons: pl.DataFrame
+    unscored: pl.DataFrame
+
+    @property
+    def absolute(self) -> bool:
+        """Whether the run rated candidates on their own (more than one approach to compare)."""
+        return self.cost.filter(pl.col("mode") != COMPARE).height > 0
+
+    def csv_files(self) -> dict[str, pl.DataFrame]:
+        """The CSV copies written beside the summary (the tables that have rows)."""
+        written = {
+            "scores.csv": self.scores.sort(["attribute", "template_id", "method", "context_id", "rank"]),
+            "position_bias.csv": self.bias,
+            "correlations.csv": self.correlations,
+            "unscored.csv": self.unscored,
+            "cost.csv": self.cost,
+            "assessment.csv": self.assessment if self.absolute else self.assessment.clear(),
+            "rating_failures.csv": self.failures,
+            "leaderboard.csv": self.board,
+            "reasons.csv": self.reasons,
+            "judge_card.csv": self.card,
+        }
+        return {name: frame for name, frame in written.items() if name == "scores.csv" or frame.height}
 
 
 @dataclass(frozen=True)
