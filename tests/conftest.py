@@ -79,30 +79,39 @@ def judge_engines(under: int | None = None) -> list:
     wrap at 32768 in a long session) ``identity`` of the new engine reads as the old one's."""
     import psutil
 
-    if under is None:
-        candidates = []
-        for pid in psutil.pids():
-            try:
-                candidates.append(psutil.Process(pid))
-            except psutil.Error:
-                continue
-    else:
-        try:
-            candidates = psutil.Process(under).children(recursive=True)
-        except psutil.Error:
-            return []
+    from pipeline.judge.watchdog import descendants
+
+    candidates = psutil.pids() if under is None else [pid for pid, _ in descendants(under)]
     found = []
-    for p in candidates:
+    for pid in candidates:
         try:
+            p = psutil.Process(pid)
+            # the parent by its pid (psutil's ``parent()`` also compares start times, see ``descendants``)
             if (
                 p.name().startswith("VLLM")
                 and p.status() != psutil.STATUS_ZOMBIE
-                and "ray::" in (p.parent().name() or "")
+                and "ray::" in psutil.Process(p.ppid()).name()
             ):
                 found.append(p)
-        except (psutil.Error, AttributeError):
+        except psutil.Error:
             continue
     return found
+
+
+def vllm_processes() -> str:
+    """Every vLLM process of the machine with its parent, for a test's message when it finds no engine."""
+    import psutil
+
+    lines = []
+    for pid in psutil.pids():
+        try:
+            p = psutil.Process(pid)
+            if p.name().upper().startswith("VLLM"):
+                parent = psutil.Process(p.ppid())
+                lines.append(f"{pid} {p.name()} {p.status()} under {parent.pid} {parent.name()}")
+        except psutil.Error:
+            continue
+    return "; ".join(lines) or "none"
 
 
 def started_engines(events: Path) -> list[dict]:

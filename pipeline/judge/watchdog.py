@@ -29,18 +29,47 @@ log = logging.getLogger(__name__)
 ENGINE_DIED_EXIT = 70
 
 
-def engine_processes() -> list[int]:
-    """The engine's own processes among this process's children: vLLM's (``VLLM::EngineCore``), else all."""
+def descendants(pid: int | None = None) -> list[tuple[int, str]]:
+    """Every live process below ``pid`` (this process by default), with its name, found by parent pids alone.
+
+    psutil's ``children`` also drops a child that looks older than its parent, computing both start times from the
+    boot time read afresh for each: a test once saw no engine below a judge actor whose engine was running, and
+    a process whose parent pid is ours is our child whatever the clocks say."""
     import psutil
 
-    children = psutil.Process().children(recursive=True)
-    named = []
-    for child in children:
+    below: dict[int, list[int]] = {}
+    for child in psutil.pids():
         try:
-            if child.name().upper().startswith("VLLM") or "EngineCore" in " ".join(child.cmdline()):
-                named.append(child.pid)
+            below.setdefault(psutil.Process(child).ppid(), []).append(child)
         except psutil.Error:
             continue
+    found, stack = [], [os.getpid() if pid is None else pid]
+    while stack:
+        for child in below.get(stack.pop(), []):
+            try:
+                process = psutil.Process(child)
+                if process.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                name = process.name() + " " + " ".join(process.cmdline())
+            except psutil.Error:
+                continue
+            found.append((child, name))
+            stack.append(child)
+    return found
+
+
+def engine_processes(pid: int | None = None) -> list[int]:
+    """The engine's own processes below ``pid`` (this process by default): vLLM's (``VLLM::EngineCore``,
+    ``VLLM::Worker``). None found is logged with what is below: the watchdog then cannot see the engine die."""
+    pid = os.getpid() if pid is None else pid
+    below = descendants(pid)
+    named = [child for child, name in below if name.upper().startswith("VLLM") or "EngineCore" in name]
+    if not named:
+        log.warning(
+            "engine watch: no vLLM engine process below this worker (pid %d); below it: %s",
+            pid,
+            "; ".join(f"{child} {name[:60]}" for child, name in below) or "nothing",
+        )
     return named
 
 

@@ -81,7 +81,7 @@ class JudgeWorker:
         # (pipeline.judge.watchdog); ``events``: the run's file of such deaths
         self.watch = (
             EngineWatch(engine_processes(), lambda: self.in_flight, events)
-            if spec.backend == "vllm"
+            if spec.backend == "vllm" and not self.base.inside
             else None
         )
         self.reaper = Reaper(self.watch.pids) if self.watch is not None else None

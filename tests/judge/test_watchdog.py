@@ -13,7 +13,15 @@ import time
 
 import psutil
 
-from pipeline.judge.watchdog import EngineWatch, Reaper, interruptions, read_events, record_event
+from pipeline.judge.watchdog import (
+    EngineWatch,
+    Reaper,
+    descendants,
+    engine_processes,
+    interruptions,
+    read_events,
+    record_event,
+)
 
 
 def wait_until(condition, seconds: float = 20.0) -> bool:
@@ -44,6 +52,32 @@ def test_a_watched_process_that_dies_is_recorded_with_what_was_in_flight(tmp_pat
         watch.stop()
         if child.poll() is None:
             child.kill()
+
+
+def test_the_processes_below_a_worker_are_found_by_parent_pid_and_its_engine_by_name(caplog):
+    """A worker with two processes below it, one titled as vLLM titles its engine core (``VLLM::EngineCore``, read
+    from the command line here): both are below it, the titled one is its engine; once that one is gone, none is,
+    and the warning names the worker and what is below it."""
+    worker = subprocess.Popen(["bash", "-c", "(exec -a VLLM::EngineCore sleep 60) & sleep 60 & wait"])
+    try:
+        assert wait_until(lambda: len(descendants(worker.pid)) == 2)
+        [engine] = [pid for pid, name in descendants(worker.pid) if "VLLM::EngineCore" in name]
+        assert all(psutil.Process(pid).ppid() == worker.pid for pid, _ in descendants(worker.pid))
+        assert engine_processes(worker.pid) == [engine]
+        assert "no vLLM engine" not in caplog.text
+        os.kill(engine, signal.SIGKILL)
+        assert wait_until(lambda: len(descendants(worker.pid)) == 1)
+        assert engine_processes(worker.pid) == []
+        [other] = [pid for pid, _ in descendants(worker.pid)]
+        assert (
+            f"no vLLM engine process below this worker (pid {worker.pid}); below it: {other} sleep"
+            in caplog.text
+        )
+    finally:
+        for pid, _ in descendants(worker.pid):
+            psutil.Process(pid).kill()
+        worker.kill()
+        worker.wait()
 
 
 def test_a_stopped_watch_reports_no_death(tmp_path):

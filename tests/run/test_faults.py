@@ -24,6 +24,7 @@ from tests.conftest import (
     kill_in_a_batch,
     started_engines,
     stored_replies,
+    vllm_processes,
     worker_pid,
 )
 
@@ -38,6 +39,14 @@ def wait_for(condition, what: str, seconds: float = 300.0, alive: threading.Thre
         assert time.monotonic() < deadline, f"gave up waiting for {what}"
         assert alive is None or alive.is_alive(), f"the run ended before {what}"
         time.sleep(0.2)
+
+
+def new_engine(before: set) -> object:
+    """The one judge engine process started since ``before`` (identities), with the machine's vLLM processes in the
+    message otherwise."""
+    engines = [p for p in judge_engines() if identity(p) not in before]
+    assert len(engines) == 1, f"one new judge engine, found {engines}; vLLM processes: {vllm_processes()}"
+    return engines[0]
 
 
 def start_run(cfg) -> tuple[threading.Thread, dict]:
@@ -82,7 +91,7 @@ def test_a_judge_engine_killed_mid_run_is_replaced_and_nothing_is_judged_twice(t
     wait_for(
         lambda: log.exists() and "judged " in log.read_text(errors="replace"), "a first batch", alive=worker
     )
-    [engine] = [p for p in judge_engines() if identity(p) not in before]
+    engine = new_engine(before)
     [started] = started_engines(folder / "logs" / "engine_events.jsonl")
     kill_in_a_batch(folder / "logs" / "engine_events.jsonl", started["worker"], engine.pid)
     worker.join(timeout=900)
@@ -148,7 +157,7 @@ def test_an_engine_killed_more_often_than_allowed_stops_the_run_with_what_was_ju
     wait_for(
         lambda: log.exists() and "judged " in log.read_text(errors="replace"), "a first batch", alive=worker
     )
-    [engine] = [p for p in judge_engines() if identity(p) not in before]
+    engine = new_engine(before)
     os.kill(engine.pid, signal.SIGKILL)
     worker.join(timeout=600)
     assert not worker.is_alive(), "the run hangs after its engine died"
