@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import krippendorff
@@ -349,8 +350,6 @@ def client(tmp_path):
 
 
 def form_of(page: str) -> dict:
-    import re
-
     return {
         name: value for name, value in re.findall(r'name="(item_id|token|shown|key)" value="([^"]*)"', page)
     }
@@ -369,8 +368,15 @@ def test_the_page_is_blind_and_escapes_the_texts(client):
     assert "script-src 'nonce-" in page.headers["Content-Security-Policy"]
     assert "<script>window.__pwned" not in html and "&lt;script&gt;window.__pwned" in html
     assert "<b>bold</b>" not in html and "&amp;" in html
+    # the form's hidden values are opaque (a time, random tokens): read apart, so that the time the page was shown
+    # (1795657940.227, say) is not taken for the judge's probability 0.2
+    form = form_of(html)
+    assert set(form) == {"item_id", "token", "shown", "key"}
+    assert not any(":" in value for value in form.values())
+    float(form["shown"])
+    rest = re.sub(r'(name="(?:item_id|token|shown|key)" value=")[^"]*"', r'\1"', html)
     for secret in ("secret-model-name", "c:a", "c:b", "c:c", "0.9", "0.2"):
-        assert secret not in html  # no model name, candidate id or judge probability
+        assert secret not in rest  # no model name, candidate id or judge probability
     assert "Which one is more coherent?" in html
 
 
