@@ -21,6 +21,9 @@ GENERATE = "generate"
 # A judged prompt of a context as CONTEXTS.done holds it (schemas.DONE).
 DONE_KEY = ("mode", "attribute", "template_id", "cand_a", "cand_b")
 
+# A row of the judgments table (schemas.JUDGMENTS): one ordering of one pair, by one judge.
+JUDGMENT_KEY = ("context_id", "attribute", "template_id", "cand_a", "cand_b", "judge")
+
 
 def stable_hash(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "little")

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._common import adjacency_csr, degrees, pcg, scatter_difference
+from ._common import adjacency_csr, degrees, hard_outcomes, pcg, scatter_difference
 from .posterior import LOGIT_CLIP, expert_values
 from .validate import as_comparisons
 
@@ -248,10 +248,10 @@ def majority_vote(
     count = np.bincount(cell, minlength=size)
     voted = count > 0
     mean = np.divide(total, count, out=np.full(size, 0.5), where=voted)
-    votes = np.where(mean > 0.5, 1.0, np.where(mean < 0.5, 0.0, 0.5)).reshape(-1, n_judges)
+    votes = hard_outcomes(mean).reshape(-1, n_judges)
     voters = voted.reshape(-1, n_judges).sum(axis=1)
     share_lo = np.where(voted.reshape(-1, n_judges), votes, 0.0).sum(axis=1) / voters
-    outcome = np.where(share_lo > 0.5, 1.0, np.where(share_lo < 0.5, 0.0, 0.5))
+    outcome = hard_outcomes(share_lo)
     agreement = np.maximum(share_lo, 1.0 - share_lo)
     a, b = pairs // n, pairs % n
     wins = np.bincount(a, weights=outcome, minlength=n) + np.bincount(b, weights=1.0 - outcome, minlength=n)

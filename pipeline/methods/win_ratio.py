@@ -8,7 +8,8 @@ from numpy.typing import ArrayLike, NDArray
 from ._common import hard_outcomes
 from .validate import as_comparisons, check_covered
 
-__all__ = ["win_ratio"]
+# hard_outcomes: the rule of a won game (1 above the threshold, half at it), for the rest of the package
+__all__ = ["hard_outcomes", "win_ratio"]
 
 
 def win_ratio(

@@ -40,6 +40,7 @@ from pipeline.methods.calibration import (
     reliability,
 )
 from pipeline.methods.style import logistic_fit
+from pipeline.methods.win_ratio import hard_outcomes
 
 GROUP = ["judge", "attribute", "template_id"]
 # The scoring method whose agreement with people the card shows, the first of these that was scored.
@@ -83,8 +84,7 @@ def calibrated_probabilities(frame: pl.DataFrame, seed: int = 0) -> np.ndarray:
     """Every pair's P(i beats j) after the temperature cross-fitted over contexts on the pairs people scored apart,
     each read both ways round (``frame``: one group's :func:`with_preferences` rows)."""
     p = frame["p"].to_numpy()
-    h_i, h_j = frame["h_i"].to_numpy().astype(float), frame["h_j"].to_numpy().astype(float)
-    known = np.isfinite(h_i) & np.isfinite(h_j) & (h_i != h_j)
+    h_i, h_j, known = _people(frame)
     y = np.where(known, (h_i > h_j).astype(np.float64), 0.0)
     p2, y2 = both_ways(p, y)
     groups = np.tile(frame["context_id"].to_numpy(), 2)
@@ -147,19 +147,25 @@ def _is(judge: str, attribute: str, template: str) -> pl.Expr:
     )
 
 
+def _people(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """People's scores of each pair's two candidates (NaN where they scored none) and the pairs they scored apart
+    (those with a preference)."""
+    h_i, h_j = frame["h_i"].to_numpy().astype(float), frame["h_j"].to_numpy().astype(float)
+    return h_i, h_j, np.isfinite(h_i) & np.isfinite(h_j) & (h_i != h_j)
+
+
 def _nan_to_none(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
 
 
 def _calibration(group: pl.DataFrame, seed: int, bins: int, rows: list, key: tuple[str, str, str]) -> dict:
-    h_i, h_j = group["h_i"].to_numpy().astype(float), group["h_j"].to_numpy().astype(float)
-    known = np.isfinite(h_i) & np.isfinite(h_j) & (h_i != h_j)
+    h_i, h_j, known = _people(group)
     p = group["p"].to_numpy()[known]
     y = (h_i > h_j)[known].astype(np.float64)
     out: dict = {"n_human_pairs": int(known.sum())}
     if not known.any():
         return out
-    agree = np.where(p > 0.5, y, np.where(p < 0.5, 1 - y, 0.5))
+    agree = np.where(y == 1, hard_outcomes(p), 1 - hard_outcomes(p))
     # every pair both ways round: the measures do not depend on which candidate a pair calls i
     p, y, calibrated = both_ways(p, y, calibrated_probabilities(group, seed)[known])
     out |= {
@@ -216,11 +222,8 @@ def _length(group: pl.DataFrame) -> dict:
     p = lengths["p"].to_numpy()
     i_longer = l_i > l_j
     p_longer = np.where(i_longer, p, 1 - p)
-    out["longer_share_judge"] = float(
-        np.where(p_longer > 0.5, 1.0, np.where(p_longer < 0.5, 0.0, 0.5)).mean()
-    )
-    h_i, h_j = lengths["h_i"].to_numpy().astype(float), lengths["h_j"].to_numpy().astype(float)
-    known = np.isfinite(h_i) & np.isfinite(h_j) & (h_i != h_j)
+    out["longer_share_judge"] = float(hard_outcomes(p_longer).mean())
+    h_i, h_j, known = _people(lengths)
     if known.any():
         out["longer_share_people"] = float(((h_i > h_j) == i_longer)[known].mean())
     x = (l_i - l_j) / (l_i + l_j)
@@ -252,8 +255,7 @@ def _self(group: pl.DataFrame, own: Sequence[str]) -> dict:
     i_mine = pairs["sys_i"].is_in(list(own)).to_numpy()
     p = pairs["p"].to_numpy()
     out["self_preference"] = float(np.where(i_mine, p, 1 - p).mean())
-    h_i, h_j = pairs["h_i"].to_numpy().astype(float), pairs["h_j"].to_numpy().astype(float)
-    known = np.isfinite(h_i) & np.isfinite(h_j) & (h_i != h_j)
+    h_i, h_j, known = _people(pairs)
     if known.any():
         out["self_preference_people"] = float(((h_i > h_j) == i_mine)[known].mean())
     return out

@@ -34,6 +34,7 @@ from pipeline.methods.bootstrap import (
     tied_groups,
 )
 from pipeline.methods.style import bootstrap_controlled, feature_differences, text_features
+from pipeline.methods.win_ratio import hard_outcomes
 
 WIN_RATE = "win_rate"
 BRADLEY_TERRY = "bradley_terry"
@@ -144,25 +145,21 @@ class Games:
         )
         if not with_sys.height:
             return None
-
-        # won when the probability says so (a draw at 1/2 each)
-        def won(p: pl.Expr) -> pl.Expr:
-            return pl.when(p > 0.5).then(1.0).when(p < 0.5).then(0.0).otherwise(0.5)
-
-        if games == "ordering":  # i in slot A (p_ij), and j in slot A (1 - p_ji, for i)
+        # each game's P(i wins): the pair's debiased p, or each ordering's own (i in slot A: p_ij; j: 1 - p_ji)
+        if games == "ordering":
             played = pl.concat(
                 [
-                    with_sys.filter(pl.col("p_ij").is_not_null()).with_columns(y=won(pl.col("p_ij"))),
-                    with_sys.filter(pl.col("p_ji").is_not_null()).with_columns(y=won(1.0 - pl.col("p_ji"))),
+                    with_sys.filter(pl.col("p_ij").is_not_null()).with_columns(p_game=pl.col("p_ij")),
+                    with_sys.filter(pl.col("p_ji").is_not_null()).with_columns(p_game=1.0 - pl.col("p_ji")),
                 ]
             )
         else:
-            played = with_sys.with_columns(y=won(pl.col("p")))
+            played = with_sys.with_columns(p_game=pl.col("p"))
         unit = ITEM if with_sys["context_id"].n_unique() == 1 else INPUT
         unit_i = pl.col("key_i") if unit == ITEM else pl.col("context_id")
         unit_j = pl.col("key_j") if unit == ITEM else pl.col("context_id")
         # in a fixed order, so that no fit or sum depends on the order the comparisons came in
-        played = played.with_columns(unit_i=unit_i, unit_j=unit_j).sort(["key_i", "key_j", "y"])
+        played = played.with_columns(unit_i=unit_i, unit_j=unit_j).sort(["key_i", "key_j", "p_game"])
         units = sorted(set(played["unit_i"].to_list()) | set(played["unit_j"].to_list()))
         models = sorted(set(played["sys_i"].to_list()) | set(played["sys_j"].to_list()))
         row_of = {c: k for k, c in enumerate(units)}
@@ -171,7 +168,9 @@ class Games:
         b = np.array([col_of[m] for m in played["sys_j"].to_list()], dtype=np.int64)
         ua = np.array([row_of[u] for u in played["unit_i"].to_list()], dtype=np.int64)
         ub = np.array([row_of[u] for u in played["unit_j"].to_list()], dtype=np.int64)
-        y = played["y"].to_numpy().astype(np.float64)
+        y = hard_outcomes(
+            played["p_game"].to_numpy().astype(np.float64)
+        )  # won when p says so, a draw half each
         wins = np.zeros((len(units), len(models)))
         games_played = np.zeros_like(wins)
         np.add.at(wins, (ua, a), y)

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.config.enums import AbsoluteMode
-from pipeline.contracts.keys import COMPARE
+from pipeline.contracts.keys import COMPARE, JUDGMENT_KEY
 from pipeline.contracts.schemas import (
     GENERATIONS,
     REASONING_FIELDS,
@@ -39,10 +39,7 @@ def judgments_from_responses(responses: Any, labels: Labels) -> Any:
     texts = responses.column("texts").to_pylist()
     out = pa.table(
         {
-            **{
-                k: responses.column(k)
-                for k in ("context_id", "attribute", "template_id", "cand_a", "cand_b", "judge")
-            },
+            **{k: responses.column(k) for k in JUDGMENT_KEY},
             "label_logprobs": pa.array(lp.tolist(), pa.list_(pa.float64())),
             "logprob_a": pa.array(lp_a, pa.float64()),
             "logprob_b": pa.array(lp_b, pa.float64()),

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from pipeline.config.derived import flatten
 from pipeline.contracts.errors import ConfigError
-from pipeline.contracts.keys import COMPARE
+from pipeline.contracts.keys import COMPARE, JUDGMENT_KEY
 from pipeline.contracts.schemas import JUDGED_KEYS, JUDGMENTS, RATINGS, REASONING_FIELDS, check_schema
 
 log = logging.getLogger(__name__)
@@ -169,7 +169,7 @@ class JudgmentStore(PartStore):
 
     what = "judgments"
     finite = ("label_logprobs", "logprob_a", "logprob_b", "p_a", "p_tie", "label_mass")
-    key = ("context_id", "attribute", "template_id", "cand_a", "cand_b", "judge")
+    key = JUDGMENT_KEY
 
     def __init__(self, folder: Path, identity: dict[str, Any], label_words: tuple[str, ...], **kwargs: Any):
         self.label_words = tuple(label_words)
