@@ -70,28 +70,40 @@ def stored_replies(store: Path) -> int:
         return 0
 
 
+def process_text(p) -> str:
+    """A process's name and command line, as pipeline.judge.watchdog.descendants gives them."""
+    return p.name() + " " + " ".join(p.cmdline())
+
+
+def ray_worker(p) -> bool:
+    """Whether a process is a Ray worker: by its title (``ray::...``) or, where the title did not take, its command
+    line (Ray's ``default_worker.py``)."""
+    text = process_text(p)
+    return "ray::" in text or "default_worker.py" in text
+
+
 def judge_engines(under: int | None = None) -> list:
     """vLLM engine-core processes whose parent is a Ray worker (a judge actor's engine); with ``under``, only the
-    descendants of that process (a run started as a subprocess: its own local Ray is below it).
+    descendants of that process (a run started as a subprocess: its own local Ray is below it). An engine is told
+    as the watchdog tells it (``engine_like``: vLLM's title, or multiprocessing's spawn where the title did not
+    take), a Ray worker by its title or its command line (``default_worker.py``).
 
     Fresh ``psutil.Process`` objects on every call, never ``psutil.process_iter``: that keeps the objects it made
     between calls, with the start time of the first process it saw under a pid, so after a pid is given again (pids
     wrap at 32768 in a long session) ``identity`` of the new engine reads as the old one's."""
     import psutil
 
-    from pipeline.judge.watchdog import descendants
+    from pipeline.judge.watchdog import descendants, engine_like
 
     candidates = psutil.pids() if under is None else [pid for pid, _ in descendants(under)]
     found = []
     for pid in candidates:
         try:
             p = psutil.Process(pid)
+            if p.status() == psutil.STATUS_ZOMBIE or not engine_like(process_text(p)):
+                continue
             # the parent by its pid (psutil's ``parent()`` also compares start times, see ``descendants``)
-            if (
-                p.name().startswith("VLLM")
-                and p.status() != psutil.STATUS_ZOMBIE
-                and "ray::" in psutil.Process(p.ppid()).name()
-            ):
+            if ray_worker(psutil.Process(p.ppid())):
                 found.append(p)
         except psutil.Error:
             continue
@@ -99,16 +111,21 @@ def judge_engines(under: int | None = None) -> list:
 
 
 def vllm_processes() -> str:
-    """Every vLLM process of the machine with its parent, for a test's message when it finds no engine."""
+    """Every process of the machine that looks like a vLLM engine's, with its parent, for a test's message when it
+    finds no engine."""
     import psutil
+
+    from pipeline.judge.watchdog import engine_like
 
     lines = []
     for pid in psutil.pids():
         try:
             p = psutil.Process(pid)
-            if p.name().upper().startswith("VLLM"):
+            if engine_like(process_text(p)):
                 parent = psutil.Process(p.ppid())
-                lines.append(f"{pid} {p.name()} {p.status()} under {parent.pid} {parent.name()}")
+                lines.append(
+                    f"{pid} {process_text(p)[:60]} {p.status()} under {parent.pid} {process_text(parent)[:60]}"
+                )
         except psutil.Error:
             continue
     return "; ".join(lines) or "none"

@@ -55,6 +55,15 @@ class VLLMEngine:
         self._params: dict[Request, Any] = {}
         log.info("vLLM engine for %s ready in %.1f s (%s)", spec.name, self.start_seconds, spec.dtype)
 
+    def processes(self) -> list[int]:
+        """The processes vLLM records it started for this engine (its engine cores; a core ends when one of its
+        workers dies), by their handles rather than their titles (see
+        :func:`pipeline.judge.watchdog.engine_like`); [] for an engine inside this process, or a vLLM that keeps
+        no such record."""
+        client = getattr(self.llm.llm_engine, "engine_core", None)
+        manager = getattr(getattr(client, "resources", None), "engine_manager", None)
+        return [p.pid for p in getattr(manager, "processes", None) or [] if p.pid is not None]
+
     def params(self, request: Request) -> Any:
         if request not in self._params:
             self._params[request] = self._sampling(

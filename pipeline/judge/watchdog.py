@@ -19,7 +19,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,19 +58,31 @@ def descendants(pid: int | None = None) -> list[tuple[int, str]]:
     return found
 
 
-def engine_processes(pid: int | None = None) -> list[int]:
-    """The engine's own processes below ``pid`` (this process by default): vLLM's (``VLLM::EngineCore``,
-    ``VLLM::Worker``). None found is logged with what is below: the watchdog then cannot see the engine die."""
+def engine_like(text: str) -> bool:
+    """Whether a process (its name and command line, as :func:`descendants` gives them) is one of a vLLM engine's:
+    titled ``VLLM::EngineCore`` / ``VLLM::Worker`` by vLLM, or, where that title did not take, a process started
+    by multiprocessing's spawn, as vLLM starts its engine core and workers in a Ray actor (not multiprocessing's
+    resource tracker, which runs beside them). vLLM sets titles with the setproctitle package, which leaves
+    a process untitled when the first variable of its environment was changed before: a run on CI once had no
+    titled engine below any judge actor."""
+    return text.upper().startswith("VLLM") or "EngineCore" in text or "spawn_main" in text
+
+
+def engine_processes(pid: int | None = None, known: Sequence[int] = ()) -> list[int]:
+    """The engine's own processes below ``pid`` (this process by default): those vLLM records it started (``known``,
+    its engine cores, see :meth:`pipeline.judge.vllm_engine.VLLMEngine.processes`) and those that look like an
+    engine's (:func:`engine_like`: the cores' workers, or every one where vLLM keeps no record). None found is
+    logged with what is below: the watchdog then cannot see the engine die."""
     pid = os.getpid() if pid is None else pid
     below = descendants(pid)
-    named = [child for child, name in below if name.upper().startswith("VLLM") or "EngineCore" in name]
-    if not named:
+    found = [child for child, text in below if child in known or engine_like(text)]
+    if not found:
         log.warning(
             "engine watch: no vLLM engine process below this worker (pid %d); below it: %s",
             pid,
-            "; ".join(f"{child} {name[:60]}" for child, name in below) or "nothing",
+            "; ".join(f"{child} {text[:60]}" for child, text in below) or "nothing",
         )
-    return named
+    return found
 
 
 def in_ray_actor() -> bool:

@@ -30,6 +30,7 @@ from pipeline.judge.engines import open_engine
 from pipeline.judge.reasoning import ReasoningEngine
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.stored import StoredEngine
+from pipeline.judge.vllm_engine import VLLMEngine
 from pipeline.judge.watchdog import EngineWatch, Reaper, engine_processes, record_event
 from pipeline.storage.judgements import JudgementStore
 
@@ -80,8 +81,8 @@ class JudgeWorker:
         # the engine's own processes watched: a dead engine ends this worker instead of hanging it
         # (pipeline.judge.watchdog); ``events``: the run's file of such deaths
         self.watch = (
-            EngineWatch(engine_processes(), lambda: self.in_flight, events)
-            if spec.backend == "vllm" and not self.base.inside
+            EngineWatch(engine_processes(known=self.base.processes()), lambda: self.in_flight, events)
+            if isinstance(self.base, VLLMEngine) and not self.base.inside
             else None
         )
         self.reaper = Reaper(self.watch.pids) if self.watch is not None else None

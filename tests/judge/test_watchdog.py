@@ -80,6 +80,45 @@ def test_the_processes_below_a_worker_are_found_by_parent_pid_and_its_engine_by_
         worker.wait()
 
 
+SPAWNING_WORKER = """
+import multiprocessing, os, sys, time
+
+def engine():
+    # as in vLLM's engine core on CI: a variable of the environment changed before the title is set, the first
+    # one here, which leaves the process untitled (the setproctitle package cannot find its command line then)
+    os.environ[next(iter(os.environ))] += ":"
+    import setproctitle
+    setproctitle.setproctitle("VLLM::EngineCore")
+    time.sleep(60)
+
+if __name__ == "__main__":
+    child = multiprocessing.get_context("spawn").Process(target=engine)
+    child.start()
+    open(sys.argv[1], "w").write(str(child.pid))
+    time.sleep(60)
+"""
+
+
+def test_an_engine_started_by_spawn_is_found_whatever_its_title_and_vllms_record_is_kept(tmp_path):
+    """A worker that starts its 'engine' as vLLM does in a Ray actor (multiprocessing's spawn, beside which runs
+    multiprocessing's resource tracker), the engine's title lost: the engine is found, the tracker is not; a
+    process vLLM records as its engine core (``known``) is watched whatever it looks like."""
+    script, pid_file = tmp_path / "worker.py", tmp_path / "engine.pid"
+    script.write_text(SPAWNING_WORKER)
+    worker = subprocess.Popen([sys.executable, str(script), str(pid_file)])
+    try:
+        assert wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 30)
+        engine = int(pid_file.read_text())
+        assert wait_until(lambda: engine_processes(worker.pid) == [engine])
+        [tracker] = [pid for pid, text in descendants(worker.pid) if "resource_tracker" in text]
+        assert sorted(engine_processes(worker.pid, known=[tracker])) == sorted([tracker, engine])
+    finally:
+        for pid, _ in descendants(worker.pid):
+            psutil.Process(pid).kill()
+        worker.kill()
+        worker.wait()
+
+
 def test_a_stopped_watch_reports_no_death(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     events = tmp_path / "events.jsonl"

@@ -9,6 +9,8 @@ import re
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import polars as pl
@@ -22,6 +24,7 @@ from tests.conftest import (
     identity,
     judge_engines,
     kill_in_a_batch,
+    ray_worker,
     started_engines,
     stored_replies,
     vllm_processes,
@@ -49,7 +52,21 @@ def new_engine(before: set) -> object:
     return engines[0]
 
 
-def start_run(cfg) -> tuple[threading.Thread, dict]:
+def wait_for_a_first_batch(log: Path, worker: threading.Thread) -> None:
+    """Until the run's log has its first progress line (``judged 8/120 prompts ...``, pipeline.runtime.progress)."""
+    wait_for(
+        lambda: (
+            log.exists() and re.search(r"judged \d+/\d+ prompts", log.read_text(errors="replace")) is not None
+        ),
+        "a first batch",
+        alive=worker,
+    )
+
+
+@contextmanager
+def running(cfg) -> Iterator[tuple[threading.Thread, dict]]:
+    """The run of ``cfg`` in a thread of this process (its ``value`` or ``error`` in the dict), waited for on the
+    way out whatever the test found: a run left going would write to the next test's log and hold its engine."""
     result: dict = {}
 
     def target():
@@ -60,7 +77,10 @@ def start_run(cfg) -> tuple[threading.Thread, dict]:
 
     worker = threading.Thread(target=target)
     worker.start()
-    return worker, result
+    try:
+        yield worker, result
+    finally:
+        worker.join(timeout=900)
 
 
 def small_run(tmp_path, *extra: str):
@@ -86,15 +106,14 @@ def test_a_judge_engine_killed_mid_run_is_replaced_and_nothing_is_judged_twice(t
     n_prompts = n_contexts * n_candidates * (n_candidates - 1) * 2  # both orderings, two attributes
     before = {identity(p) for p in judge_engines()}  # (none, unless another run shares the machine)
     # an empty judgement store: every prompt goes to the engine
-    worker, result = start_run(small_run(tmp_path, "judge.engine_process=own"))
-    log = folder / "run.log"
-    wait_for(
-        lambda: log.exists() and "judged " in log.read_text(errors="replace"), "a first batch", alive=worker
-    )
-    engine = new_engine(before)
-    [started] = started_engines(folder / "logs" / "engine_events.jsonl")
-    kill_in_a_batch(folder / "logs" / "engine_events.jsonl", started["worker"], engine.pid)
-    worker.join(timeout=900)
+    with running(small_run(tmp_path, "judge.engine_process=own")) as (worker, result):
+        log = folder / "run.log"
+        wait_for_a_first_batch(log, worker)
+        engine = new_engine(before)
+        [started] = started_engines(folder / "logs" / "engine_events.jsonl")
+        assert engine.pid in started["pids"]  # the worker watches the engine this test found
+        kill_in_a_batch(folder / "logs" / "engine_events.jsonl", started["worker"], engine.pid)
+        worker.join(timeout=900)
     assert not worker.is_alive(), "the run hangs after its engine died"
     assert "error" not in result, result.get("error")
     done = result["value"]
@@ -118,18 +137,16 @@ def test_a_judge_actor_killed_whole_is_replaced_and_its_batch_counted_as_redone(
     folder = tmp_path / "run"
     n_prompts = 3 * 5 * 4 * 2
     before = {identity(p) for p in judge_engines()}
-    worker, result = start_run(small_run(tmp_path))
-    log = folder / "run.log"
-    wait_for(
-        lambda: log.exists() and "judged " in log.read_text(errors="replace"), "a first batch", alive=worker
-    )
-    [started] = started_engines(folder / "logs" / "engine_events.jsonl")
-    assert started["inside"] is True and started["pids"] == []  # no engine process beside the actor
-    assert not [p for p in judge_engines() if identity(p) not in before]
-    actor = psutil.Process(worker_pid(started))
-    assert "ray::" in actor.name()
-    kill_in_a_batch(folder / "logs" / "engine_events.jsonl", started["worker"], actor.pid)
-    worker.join(timeout=900)
+    with running(small_run(tmp_path)) as (worker, result):
+        log = folder / "run.log"
+        wait_for_a_first_batch(log, worker)
+        [started] = started_engines(folder / "logs" / "engine_events.jsonl")
+        assert started["inside"] is True and started["pids"] == []  # no engine process beside the actor
+        assert not [p for p in judge_engines() if identity(p) not in before]
+        actor = psutil.Process(worker_pid(started))
+        assert ray_worker(actor)
+        kill_in_a_batch(folder / "logs" / "engine_events.jsonl", started["worker"], actor.pid)
+        worker.join(timeout=900)
     assert not worker.is_alive(), "the run hangs after its actor died"
     assert "error" not in result, result.get("error")
     done = result["value"]
@@ -150,16 +167,13 @@ def test_an_engine_killed_more_often_than_allowed_stops_the_run_with_what_was_ju
     bound; the prompts judged before it are in the run folder and a rerun of the folder judges only the rest."""
     folder = tmp_path / "run"
     before = {identity(p) for p in judge_engines()}
-    worker, result = start_run(
-        small_run(tmp_path, "runtime.max_engine_restarts=0", "judge.engine_process=own")
-    )
-    log = folder / "run.log"
-    wait_for(
-        lambda: log.exists() and "judged " in log.read_text(errors="replace"), "a first batch", alive=worker
-    )
-    engine = new_engine(before)
-    os.kill(engine.pid, signal.SIGKILL)
-    worker.join(timeout=600)
+    cfg = small_run(tmp_path, "runtime.max_engine_restarts=0", "judge.engine_process=own")
+    with running(cfg) as (worker, result):
+        log = folder / "run.log"
+        wait_for_a_first_batch(log, worker)
+        engine = new_engine(before)
+        os.kill(engine.pid, signal.SIGKILL)
+        worker.join(timeout=600)
     assert not worker.is_alive(), "the run hangs after its engine died"
     error = result.get("error")
     assert error is not None and "value" not in result
@@ -194,8 +208,8 @@ def test_an_engine_that_cannot_start_stops_the_run_at_once(tmp_path, ray_cluster
     weights = (source / "model.safetensors").read_bytes()
     (broken / "model.safetensors").write_bytes(weights[: len(weights) // 3])
     before = {identity(p) for p in judge_engines()}
-    worker, result = start_run(small_run(tmp_path, f"judge.model={broken}"))
-    worker.join(timeout=600)
+    with running(small_run(tmp_path, f"judge.model={broken}")) as (worker, result):
+        worker.join(timeout=600)
     assert not worker.is_alive(), "the run hangs when its engine cannot start"
     error = result.get("error")
     assert error is not None and "value" not in result
@@ -246,7 +260,7 @@ def test_a_killed_driver_leaves_no_engine_behind_and_the_same_command_continues_
     [started] = started_engines(next((tmp_path / "runs").glob("*/*/logs/engine_events.jsonl")))
     assert started["inside"] is True and not judge_engines(under=driver.pid)
     ours = [psutil.Process(worker_pid(started))]
-    assert "ray::" in ours[0].name()
+    assert ray_worker(ours[0])
     driver.kill()
     driver.wait()
     gone_by = time.monotonic() + 60
