@@ -70,14 +70,11 @@ def stored_replies(store: Path) -> int:
         return 0
 
 
-def process_text(p) -> str:
-    """A process's name and command line, as pipeline.judge.watchdog.descendants gives them."""
-    return p.name() + " " + " ".join(p.cmdline())
-
-
 def ray_worker(p) -> bool:
     """Whether a process is a Ray worker: by its title (``ray::...``) or, where the title did not take, its command
     line (Ray's ``default_worker.py``)."""
+    from pipeline.judge.watchdog import process_text
+
     text = process_text(p)
     return "ray::" in text or "default_worker.py" in text
 
@@ -93,7 +90,7 @@ def judge_engines(under: int | None = None) -> list:
     wrap at 32768 in a long session) ``identity`` of the new engine reads as the old one's."""
     import psutil
 
-    from pipeline.judge.watchdog import descendants, engine_like
+    from pipeline.judge.watchdog import descendants, engine_like, process_text
 
     candidates = psutil.pids() if under is None else [pid for pid, _ in descendants(under)]
     found = []
@@ -115,7 +112,7 @@ def vllm_processes() -> str:
     finds no engine."""
     import psutil
 
-    from pipeline.judge.watchdog import engine_like
+    from pipeline.judge.watchdog import engine_like, process_text
 
     lines = []
     for pid in psutil.pids():

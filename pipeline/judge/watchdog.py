@@ -29,8 +29,14 @@ log = logging.getLogger(__name__)
 ENGINE_DIED_EXIT = 70
 
 
+def process_text(process) -> str:
+    """A process (a ``psutil.Process``) as the watch reads it: its name and command line."""
+    return process.name() + " " + " ".join(process.cmdline())
+
+
 def descendants(pid: int | None = None) -> list[tuple[int, str]]:
-    """Every live process below ``pid`` (this process by default), with its name, found by parent pids alone.
+    """Every live process below ``pid`` (this process by default), with its :func:`process_text`, found by parent
+    pids alone.
 
     psutil's ``children`` also drops a child that looks older than its parent, computing both start times from the
     boot time read afresh for each: a test once saw no engine below a judge actor whose engine was running, and
@@ -50,16 +56,16 @@ def descendants(pid: int | None = None) -> list[tuple[int, str]]:
                 process = psutil.Process(child)
                 if process.status() == psutil.STATUS_ZOMBIE:
                     continue
-                name = process.name() + " " + " ".join(process.cmdline())
+                text = process_text(process)
             except psutil.Error:
                 continue
-            found.append((child, name))
+            found.append((child, text))
             stack.append(child)
     return found
 
 
 def engine_like(text: str) -> bool:
-    """Whether a process (its name and command line, as :func:`descendants` gives them) is one of a vLLM engine's:
+    """Whether a process (its :func:`process_text`) is one of a vLLM engine's:
     titled ``VLLM::EngineCore`` / ``VLLM::Worker`` by vLLM, or, where that title did not take, a process started
     by multiprocessing's spawn, as vLLM starts its engine core and workers in a Ray actor (not multiprocessing's
     resource tracker, which runs beside them). vLLM sets titles with the setproctitle package, which leaves

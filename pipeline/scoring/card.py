@@ -75,8 +75,9 @@ def with_preferences(comparisons: pl.DataFrame, candidates: pa.Table, human: pl.
 
 
 def both_ways(*arrays: np.ndarray) -> list[np.ndarray]:
-    """Each pair read both ways round: ``(p, y)`` and ``(1 - p, 1 - y)`` for probabilities and preferences (other
-    arrays repeated), so that no measure depends on which candidate a pair calls i."""
+    """Each pair read both ways round: every array (probabilities of i, people's preferences for i, as 0/1) followed
+    by its complement, ``(p, y)`` then ``(1 - p, 1 - y)``, so that no measure depends on which candidate a pair
+    calls i."""
     return [np.concatenate([a, 1 - a]) for a in arrays]
 
 

@@ -168,9 +168,8 @@ class Games:
         b = np.array([col_of[m] for m in played["sys_j"].to_list()], dtype=np.int64)
         ua = np.array([row_of[u] for u in played["unit_i"].to_list()], dtype=np.int64)
         ub = np.array([row_of[u] for u in played["unit_j"].to_list()], dtype=np.int64)
-        y = hard_outcomes(
-            played["p_game"].to_numpy().astype(np.float64)
-        )  # won when p says so, a draw half each
+        # won when p says so, a draw half each
+        y = hard_outcomes(played["p_game"].to_numpy().astype(np.float64))
         wins = np.zeros((len(units), len(models)))
         games_played = np.zeros_like(wins)
         np.add.at(wins, (ua, a), y)
