@@ -279,3 +279,7 @@ class LeaderboardConfig:
     # characters) and style (headers, lists, bold: arena-hard-auto's markdown features, with the length). Empty:
     # none.
     control: list[Control] = field(default_factory=lambda: [Control.length])
+    # AlpacaEval 2's length-controlled win rate of every model against this one (a model's name, e.g. a generator's):
+    # ``win_rate:alpaca_eval_lc`` rows, computed as alpaca_eval's glm_winrate.py does (pipeline.methods.alpaca_lc).
+    # None: not computed.
+    baseline: str | None = None

@@ -239,6 +239,12 @@ def report_problems(cfg: RunConfig) -> list[str]:
         problems.append(f"config leaderboard.rounds={board.rounds!r} must be a positive integer")
     if not 0 < board.level < 1:
         problems.append(f"config leaderboard.level={board.level} must be in (0, 1) (0.90: a 5-95% interval)")
+    models = [g.name for g in cfg.generate.models]
+    if board.baseline is not None and cfg.workflow == Workflow.generate and board.baseline not in models:
+        problems.append(
+            f"config leaderboard.baseline={board.baseline!r} is not one of the generators {models}: AlpacaEval's "
+            "length-controlled win rate compares every model with one of them"
+        )
     if board.methods is not None:
         modes = [str(m) for m in cfg.absolute.modes]
         unscored = [m for m in board.methods if m not in cfg.scoring.methods and m not in modes]

@@ -19,8 +19,11 @@ JUDGE_CARD = pa.schema(
         pa.field("brier", pa.float64()),
         pa.field("log_loss", pa.float64()),
         # the temperature fitted to people's preferences on every pair, and the calibration after the cross-fitted
-        # temperature (each context calibrated with one fitted on the other contexts)
+        # temperature (each context calibrated with one fitted on the other contexts; a pool's pairs on other pairs)
         pa.field("temperature", pa.float64()),
+        # whether the fit stopped at a bound of its search (1e-3 or 1e3), and what the temperature means, in words
+        pa.field("temperature_at_bound", pa.bool_()),
+        pa.field("temperature_reading", pa.string()),
         pa.field("ece_calibrated", pa.float64()),
         pa.field("brier_calibrated", pa.float64()),
         pa.field("log_loss_calibrated", pa.float64()),

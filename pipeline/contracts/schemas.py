@@ -290,7 +290,8 @@ SCORES = pa.schema(
         pa.field("context_id", pa.string(), nullable=False),
         pa.field("candidate_id", pa.string(), nullable=False),
         pa.field("score", pa.float64(), nullable=False),
-        # Posterior standard error (PoE-Gaussian methods; null for the others).
+        # Posterior standard error (PoE-Gaussian methods and poe_logit; null for the others, and where it is not
+        # defined: a context with no more comparisons than free scores has no residual to estimate it from).
         pa.field("stderr", pa.float64()),
         # 1 = best within the context; ties share the smallest rank.
         pa.field("rank", pa.int32(), nullable=False),

@@ -1,4 +1,10 @@
-"""The one grouping of the CANDIDATES table by context, used by every stage that works per context."""
+"""The one grouping of the CANDIDATES table by context, used by every stage that works per context.
+
+A context's candidates are in the order of their content keys (:mod:`pipeline.contracts.keys`; the input's order
+breaks ties between equal texts), and the context carries its own content key: what is drawn at random per context
+(a partial design's pairs, the adaptive rounds) is the same whatever the ids are called and however the input's
+rows are ordered.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,14 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from pipeline.contracts.keys import content_key, context_key
+
 
 @dataclass(frozen=True)
 class Context:
     context_id: str
     text: str
-    # In candidate_index order (the input's order).
+    # In the order of their content keys (ties: the input's order).
     candidate_ids: tuple[str, ...]
     texts: tuple[str, ...]
 
@@ -19,17 +27,22 @@ class Context:
     def size(self) -> int:
         return len(self.candidate_ids)
 
+    @property
+    def key(self) -> int:
+        """The context's content key (its text and its candidates' texts): what seeds its randomness."""
+        return context_key(self.text, self.texts)
+
 
 def group_by_context(candidates: pa.Table) -> list[Context]:
-    """The contexts of a CANDIDATES table in input order, each with its candidates in ``candidate_index`` order."""
+    """The contexts of a CANDIDATES table in input order, each with its candidates in content-key order."""
     columns = ("context_id", "context", "candidate_id", "candidate_index", "text")
-    grouped: dict[str, tuple[str, list[tuple[int, str, str]]]] = {}
+    grouped: dict[str, tuple[str, list[tuple[int, int, str, str]]]] = {}
     for cid, context, cand, index, text in zip(
         *(candidates.column(c).to_pylist() for c in columns), strict=True
     ):
-        grouped.setdefault(cid, (context, []))[1].append((index, cand, text))
+        grouped.setdefault(cid, (context, []))[1].append((content_key(text), index, cand, text))
     out = []
     for cid, (context, members) in grouped.items():
         members.sort()
-        out.append(Context(cid, context, tuple(m[1] for m in members), tuple(m[2] for m in members)))
+        out.append(Context(cid, context, tuple(m[2] for m in members), tuple(m[3] for m in members)))
     return out

@@ -16,14 +16,21 @@ if TYPE_CHECKING:
 Pin = Literal["mean"] | int
 
 
+#: A probability this close to the threshold is a tie: a debiased ``(p_ij + 1 - p_ji) / 2`` that is 1/2 in exact
+#: arithmetic comes out a few ulps either side of it, depending on which candidate the pair calls i.
+TIE_ATOL = 1e-12
+
+
 def hard_outcomes(p: NDArray[np.float64], threshold: float = 0.5) -> NDArray[np.float64]:
-    """Hard decisions ``1[p > threshold]``, with ``0.5`` for a tie ``p == threshold`` (EACL eq. 6).
+    """Hard decisions ``1[p > threshold]``, with ``0.5`` for a tie ``p == threshold`` (EACL eq. 6), a tie being
+    within :data:`TIE_ATOL` of the threshold.
 
     With the EACL debiasing threshold ``tau = 1 / (1 + alpha)`` (eq. 10) this is the decision on the
     reweighted probability.
     """
-    out = (p > threshold).astype(np.float64)
-    out[p == threshold] = 0.5
+    pp = np.asarray(p, dtype=np.float64)
+    out = (pp > threshold).astype(np.float64)
+    out[np.abs(pp - threshold) <= TIE_ATOL] = 0.5
     return out
 
 

@@ -10,8 +10,11 @@ outputs for that input. A model's leaderboard value is
 
 The uncertainty comes from which inputs were drawn: each bootstrap round draws the inputs with replacement (the
 same draw for every model, so the models' values stay paired), and the interval is the ``(1 - level) / 2`` and
-``(1 + level) / 2`` quantiles of the round values (arena-hard-auto's defaults: 100 rounds, 5-95 %). Rounds are one matrix
-product: ``counts (rounds x inputs) @ values (inputs x models)``, so 10 models x 10,000 inputs x 1,000 rounds
+``(1 + level) / 2`` quantiles of the round values (arena-hard-auto's defaults: 100 rounds, 5-95 %), widened where
+needed to hold the estimate on all inputs: where every round gives the estimate up to a rounding error, or a skewed
+statistic puts both quantiles on one side of it, the bound on that side is the estimate itself (so ``lower <=
+estimate <= upper`` always; arena-hard-auto reports the rounds' mean or median as its estimate instead). Rounds are
+one matrix product: ``counts (rounds x inputs) @ values (inputs x models)``, so 10 models x 10,000 inputs x 1,000 rounds
 take well under a second.
 
 Statistical ranks follow FastChat's rule (the Chatbot Arena leaderboard, ``fastchat/serve/monitor/monitor.py:
@@ -24,6 +27,7 @@ models are columns named by id.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -63,14 +67,24 @@ def bootstrap_counts(n_inputs: int, rounds: int, rng: np.random.Generator) -> ND
 def _quantiles(samples: NDArray[np.float64], level: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     if not 0 < level < 1:
         raise ValueError(f"level must be in (0, 1), got {level}")
-    lower, upper = np.nanquantile(samples, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    with warnings.catch_warnings():  # a column that is NaN in every round (not defined) stays NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lower, upper = np.nanquantile(samples, [(1 - level) / 2, (1 + level) / 2], axis=0)
     return lower, upper
 
 
 def quantile_interval(estimate: NDArray[np.float64], rounds: NDArray[np.float64], level: float) -> Interval:
-    """An estimate with the interval of its bootstrap rounds' values (rounds x models)."""
+    """An estimate with the interval of its bootstrap rounds' values (rounds x models), holding the estimate (module
+    docstring); NaN where the estimate or every round is NaN (not defined)."""
+    est = np.asarray(estimate, dtype=np.float64)
     lower, upper = _quantiles(np.asarray(rounds, dtype=np.float64), level)
-    return Interval(np.asarray(estimate, dtype=np.float64), lower, upper)
+    defined = np.isfinite(est) & np.isfinite(lower) & np.isfinite(upper)
+    nan = np.full_like(est, np.nan)
+    return Interval(
+        np.where(defined, est, nan),
+        np.where(defined, np.fmin(lower, est), nan),
+        np.where(defined, np.fmax(upper, est), nan),
+    )
 
 
 def bootstrap_ratio(
@@ -85,8 +99,7 @@ def bootstrap_ratio(
     with np.errstate(invalid="ignore", divide="ignore"):
         estimate = num.sum(axis=0) / den.sum(axis=0)
         rounds = (counts @ num) / (counts @ den)
-    lower, upper = _quantiles(rounds, level)
-    return Interval(estimate, lower, upper)
+    return quantile_interval(estimate, rounds, level)
 
 
 def bootstrap_means(values: NDArray[np.float64], counts: NDArray[np.float64], level: float) -> Interval:
@@ -96,16 +109,30 @@ def bootstrap_means(values: NDArray[np.float64], counts: NDArray[np.float64], le
     return bootstrap_ratio(np.where(present, v, 0.0), present.astype(np.float64), counts, level)
 
 
+#: Bounds closer than this share of the largest magnitude touch (their ulps decide nothing): as the rank
+#: statistics read near-equal predictions (:data:`pipeline.methods.metrics.TIE_RTOL`).
+TOUCH_RTOL = 1e-12
+
+
+def _above(lo: NDArray[np.float64], up: NDArray[np.float64]) -> NDArray[np.bool_]:
+    """``[m, k]``: model ``k``'s lower bound lies above model ``m``'s upper bound, by more than ``TOUCH_RTOL``."""
+    finite = np.concatenate([np.abs(lo), np.abs(up)])
+    finite = finite[np.isfinite(finite)]
+    slack = TOUCH_RTOL * (float(finite.max()) if finite.size else 0.0)
+    return lo[None, :] > up[:, None] + slack
+
+
 def statistical_ranks(lower: NDArray[np.float64], upper: NDArray[np.float64]) -> NDArray[np.int64]:
     """1 + the number of models whose lower bound is above this model's upper bound (higher is better)."""
     lo, up = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
-    return 1 + (lo[None, :] > up[:, None]).sum(axis=1)
+    return 1 + _above(lo, up).sum(axis=1)
 
 
 def tied_groups(
     names: Sequence[str], lower: NDArray[np.float64], upper: NDArray[np.float64]
 ) -> list[list[str]]:
     """For each model, the other models whose intervals overlap its own (statistically tied with it)."""
-    lo, up = np.asarray(lower), np.asarray(upper)
-    overlap = (lo[:, None] <= up[None, :]) & (lo[None, :] <= up[:, None])
+    lo, up = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
+    above = _above(lo, up)
+    overlap = ~above & ~above.T & np.isfinite(lo)[:, None] & np.isfinite(lo)[None, :]
     return [[names[k] for k in np.flatnonzero(overlap[m]) if k != m] for m in range(len(names))]

@@ -44,6 +44,8 @@ from .validate import as_comparisons
 __all__ = ["JudgeLine", "JuryFit", "fit_jury", "majority_vote", "plain_average"]
 
 #: Prior precision of every score relative to the judges' information: fixes the mean of each unconnected group.
+#: The answers a judge needs for its line (scale, bias, noise) to be estimated.
+MIN_ANSWERS = 3
 RIDGE = 1e-6
 #: Smallest noise variance a judge is given (a judge whose answers fit its line exactly is not infinitely sure).
 MIN_SIGMA2 = 1e-6
@@ -88,7 +90,9 @@ class JuryFit:
     converged: bool
 
 
-def _judges(judge: ArrayLike, k: int) -> tuple[NDArray[np.int64], int]:
+def _judges(judge: ArrayLike, k: int, least: int = MIN_ANSWERS) -> tuple[NDArray[np.int64], int]:
+    """The judge codes and how many judges, each with at least ``least`` answers (a judge's line needs
+    :data:`MIN_ANSWERS`; the majority vote and the plain average need one)."""
     codes = np.asarray(judge)
     if codes.shape != (k,):
         raise ValueError(f"judge must have one entry per comparison ({k}), got shape {codes.shape}")
@@ -98,10 +102,11 @@ def _judges(judge: ArrayLike, k: int) -> tuple[NDArray[np.int64], int]:
     if k and codes.min() < 0:
         raise ValueError(f"judge indices must be >= 0, got {int(codes.min())}")
     n_judges = int(codes.max()) + 1 if k else 0
-    missing = np.flatnonzero(np.bincount(codes, minlength=n_judges) < 3)
+    missing = np.flatnonzero(np.bincount(codes, minlength=n_judges) < least)
     if missing.size:
         raise ValueError(
-            f"judge {int(missing[0])} has fewer than 3 answers: its line (scale, bias, noise) cannot be estimated"
+            f"judge {int(missing[0])} has fewer than {least} answers: its line (scale, bias, noise) cannot be "
+            "estimated"
         )
     return codes, n_judges
 
@@ -226,7 +231,7 @@ def plain_average(
     from .poe_gaussian import poe_gaussian
 
     n, ii, jj, pp = as_comparisons(n_items, i, j, p)
-    _judges(judge, ii.shape[0])
+    _judges(judge, ii.shape[0], least=1)
     return poe_gaussian(n, ii, jj, pp)
 
 
@@ -238,7 +243,7 @@ def majority_vote(
     the majority's verdicts. Returns ``(scores, agreement)``: the win ratios, and per pair (in the order of
     ``np.unique`` over ``(min, max)`` item pairs) the share of judges who voted with the majority."""
     n, ii, jj, pp = as_comparisons(n_items, i, j, p)
-    codes, n_judges = _judges(judge, ii.shape[0])
+    codes, n_judges = _judges(judge, ii.shape[0], least=1)
     lo, hi = np.minimum(ii, jj), np.maximum(ii, jj)
     p_lo = np.where(ii == lo, pp, 1.0 - pp)  # P(the lower-indexed item wins)
     pairs, pair = np.unique(lo * n + hi, return_inverse=True)

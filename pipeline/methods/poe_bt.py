@@ -22,7 +22,10 @@ connected comparison graph. A ``p`` of exactly 0 or 1 can push it to infinity (F
 Optimisation: L-BFGS-B (``scipy.optimize.minimize``) in the Jacobi-scaled variables
 ``t = sqrt(degree) * s``, stopping when the largest scaled gradient component is below ``gtol``. On very
 large problems (K ~ 10^6) the line search reaches the precision of the summed objective first; that stop
-is accepted when the scaled gradient is below ``100 * gtol`` (score error of order 1e-6).
+is accepted when the scaled gradient is below ``100 * gtol`` (score error of order 1e-6). The result is then
+polished by Newton's method (the Hessian is the graph Laplacian weighted by ``sigma(d)(1 - sigma(d))``, plus ``l2``;
+each step solved by conjugate gradients) until a step is below 1e-13: a quasi-Newton stop leaves the scores ~1e-8
+from the maximum, in a direction that moves with the order and orientation of the comparisons.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from ._common import degrees, scatter_difference
+from ._common import adjacency_csr, degrees, pcg, scatter_difference
 from .validate import as_comparisons, check_connected, check_maximum_exists
 
 __all__ = [
@@ -187,4 +190,41 @@ def poe_bt(
             f"gtol {gtol:.3g}; {res.message})"
         )
     logger.debug("poe_bt: %d iterations, max scaled gradient %.3g", res.nit, g)
+    s = _polish(s, ii, jj, pp, b, l2)
     return s - s.mean()
+
+
+def _polish(
+    s: NDArray[np.float64],
+    ii: NDArray[np.int64],
+    jj: NDArray[np.int64],
+    pp: NDArray[np.float64],
+    bias: float,
+    l2: float,
+    max_steps: int = 20,
+) -> NDArray[np.float64]:
+    """Newton's steps from ``s`` (module docstring); a step whose solve does not converge ends the polish."""
+    from scipy.special import expit
+
+    n = s.shape[0]
+    for _ in range(max_steps):
+        sig = expit(s[ii] - s[jj] + bias)
+        grad = scatter_difference(n, ii, jj, sig - pp) + l2 * s
+        if l2 == 0.0:
+            grad -= grad.mean()  # the shift direction: the objective does not move along it
+        weight = sig * (1.0 - sig)
+        deg = degrees(n, ii, jj, weight) + l2
+        adj = adjacency_csr(n, ii, jj, weight)
+
+        def matvec(x: NDArray[np.float64], deg=deg, adj=adj) -> NDArray[np.float64]:
+            return deg * x - adj @ x
+
+        step, its = pcg(matvec, grad, 1.0 / np.maximum(deg, 1e-300), rtol=1e-14, maxiter=20 * n + 100)
+        if its < 0 or not np.all(np.isfinite(step)):
+            break
+        if l2 == 0.0:
+            step -= step.mean()
+        s = s - step
+        if float(np.max(np.abs(step))) < 1e-13:
+            break
+    return s

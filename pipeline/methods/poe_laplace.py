@@ -99,12 +99,42 @@ def poe_laplace(
     if res.status != 0:
         raise RuntimeError(f"PoE-Laplace linear program failed (HiGHS status {res.status}): {res.message}")
     optimum = -float(res.fun)
+    tolerance = LP_OPTIMALITY_TOL * max(1.0, abs(optimum))
+    # The optimal vertex exactly: the comparisons whose dual variable is inside its bounds have residual 0
+    # (complementary slackness); where they connect every item, walking them gives the scores to machine
+    # precision (the solver's multipliers carry its own tolerance, ~1e-7).
+    exact = _tight_scores(n, ii, jj, f, np.asarray(res.x, dtype=np.float64))
+    if exact is not None and abs(laplace_objective(exact, ii, jj, f) - optimum) <= tolerance:
+        return apply_pin(exact, pin)
     # The multipliers' sign depends on the solver's convention: take the sign that attains the optimum.
     candidates = (-res.eqlin.marginals, res.eqlin.marginals)
     values = [laplace_objective(c, ii, jj, f) for c in candidates]
     best = int(np.argmin(values))
-    if abs(values[best] - optimum) > LP_OPTIMALITY_TOL * max(1.0, abs(optimum)):
+    if abs(values[best] - optimum) > 10 * tolerance:
         raise RuntimeError(
             f"PoE-Laplace: the LP multipliers do not attain the LP optimum ({float(values[best])!r} vs {optimum!r})"
         )
     return apply_pin(np.array(candidates[best], dtype=np.float64), pin)
+
+
+def _tight_scores(
+    n: int, ii: NDArray[np.int64], jj: NDArray[np.int64], f: NDArray[np.float64], y: NDArray[np.float64]
+) -> NDArray[np.float64] | None:
+    """Scores with ``s_i - s_j = f_k`` on every comparison whose dual ``y_k`` is strictly inside [-1, 1], found by
+    walking those comparisons from item 0 (breadth first, in their order); None where they do not reach every
+    item (a degenerate vertex: the multipliers are used instead)."""
+    tight = np.flatnonzero(np.abs(y) < 1.0 - 1e-7)
+    neighbours: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    for k in tight.tolist():
+        a, b, d = int(ii[k]), int(jj[k]), float(f[k])
+        neighbours[a].append((b, -d))  # s_b = s_a - f
+        neighbours[b].append((a, d))  # s_a = s_b + f
+    s = np.full(n, np.nan)
+    s[0] = 0.0
+    queue = [0]
+    for node in queue:
+        for other, step in neighbours[node]:
+            if np.isnan(s[other]):
+                s[other] = s[node] + step
+                queue.append(other)
+    return None if np.isnan(s).any() else s

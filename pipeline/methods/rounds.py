@@ -260,8 +260,8 @@ class Pool:
     """One pool in the rounds: its items, its budget and prior, and what it has judged (the pairs ``(i, j)`` in the
     order they were chosen, with both orderings' answers: P(slot A wins) with ``i`` in slot A, then with ``j``).
 
-    ``key`` seeds the pool's randomness with ``RoundSettings.seed`` and the round (a stable hash of its name: a
-    resumed run draws what the uninterrupted one drew). ``budget_pairs``: the pairs its call budget leaves (None:
+    ``key`` seeds the pool's randomness with ``RoundSettings.seed`` and the round (the context's content key, not
+    its name: a resumed or renamed run draws what the uninterrupted one drew). ``budget_pairs``: the pairs its call budget leaves (None:
     every pair); ``extra_calls``: calls spent beside the pairs (a warm start's absolute prompts)."""
 
     n: int

@@ -10,16 +10,29 @@ or hard). The texts' features enter as differences, as arena-hard-auto's style c
 - **style** (optional): for headers, list items and bold spans, the density ``d = count / (L + 1)`` and
   ``(d_a - d_b) / (d_a + d_b + 1)``;
 
-each standardised over the games (mean 0, standard deviation 1; a constant feature is left at 0). The model is a
-Bradley-Terry logistic regression with the features beside the models::
+each divided by its root mean square over the games and **not centred**: a game read the other way round (``b``
+against ``a``, ``1 - y``) has the opposite feature, so the fit does not depend on which model of a game is called
+``a``, and a feature of 0 means equal length (arena-hard-auto centres its features: there every game is a model
+against one baseline on a fixed side, so its "controlled" rating is read at the mean length difference from the
+baseline, not at equal length; here games between any two models come oriented however the candidates' ids sort,
+and a centred feature would move every rating with the names). A constant-zero feature is left at 0.
+
+The model is a Bradley-Terry logistic regression with the features beside the models::
 
     logit P(a beats b) = theta_a - theta_b + gamma . x_ab
 
-fitted by Newton's method on the log loss (soft outcomes allowed) with a small ridge on ``theta`` (its level is not
-identified; ratings are centred to mean 0). The controlled ratings are ``theta``; the controlled win rate of a model
-is its mean predicted win over its own games with the features at 0 (AlpacaEval 2's length-controlled win rate:
-the GLM's prediction at a zero length difference, ``alpaca_eval/metrics/glm_winrate.py``), beside its raw win rate,
-the mean of its outcomes.
+fitted by Newton's method on the log loss (soft outcomes allowed) with the raw Bradley-Terry's prior
+(:mod:`pipeline.methods.bradley_terry`): each model plays ``prior`` virtual wins and ``prior`` virtual losses
+against a reference of rating 0 (a standard logistic density on each ``theta``), so that a model that won or lost
+every game of a bootstrap round keeps a finite rating. Ratings are reported centred (mean 0). Where a feature is a
+function of the models alone (every text of a model exactly as much longer than its opponents' in every game), the
+data cannot tell length from quality: the fit says so (``identified`` False) and its ratings are NaN ("not
+defined").
+
+The controlled win rate of a model is its mean predicted win over its own games with the features at 0, i.e. at
+equal length: ``mean sigmoid(theta_a - theta_b)``, beside its raw win rate, the mean of its outcomes. This is the
+Bradley-Terry model's win rate, not AlpacaEval's length-controlled win rate (a GLM per model against one baseline:
+:mod:`pipeline.methods.alpaca_lc`).
 """
 
 from __future__ import annotations
@@ -32,11 +45,15 @@ from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
     "STYLE_FEATURES",
+    "CONFOUNDED",
+    "PRIOR",
     "bootstrap_controlled",
     "Controlled",
+    "confounded",
     "feature_differences",
     "fit_controlled",
     "logistic_fit",
+    "model_columns",
     "text_features",
     "win_rates",
 ]
@@ -60,17 +77,19 @@ def text_features(texts: list[str]) -> NDArray[np.float64]:
     return np.asarray(rows, dtype=np.float64).reshape(len(texts), 1 + len(STYLE_FEATURES))
 
 
-def _standardised(x: NDArray[np.float64]) -> NDArray[np.float64]:
-    sd = x.std(axis=0)
+def _scaled(x: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Each column divided by its root mean square (not centred: module docstring); an all-zero column stays 0."""
+    scale = np.sqrt(np.mean(x**2, axis=0)) if x.shape[0] else np.zeros(x.shape[1])
     out = np.zeros_like(x)
-    ok = sd > 0
-    out[:, ok] = (x[:, ok] - x[:, ok].mean(axis=0)) / sd[ok]
+    ok = scale > 0
+    out[:, ok] = x[:, ok] / scale[ok]
     return out
 
 
 def feature_differences(fa: ArrayLike, fb: ArrayLike, style: bool = False) -> NDArray[np.float64]:
-    """The games' standardised feature differences (module docstring) from each side's :func:`text_features`: the
-    length column, and with ``style`` the three density columns."""
+    """The games' scaled feature differences (module docstring) from each side's :func:`text_features`: the length
+    column, and with ``style`` the three density columns. Antisymmetric: ``feature_differences(fb, fa)`` is the
+    negative."""
     a = np.asarray(fa, dtype=np.float64)
     b = np.asarray(fb, dtype=np.float64)
     la, lb = a[:, 0], b[:, 0]
@@ -81,16 +100,49 @@ def feature_differences(fa: ArrayLike, fb: ArrayLike, style: bool = False) -> ND
         da = a[:, 1:] / (la[:, None] + 1)
         db = b[:, 1:] / (lb[:, None] + 1)
         columns += list(((da - db) / (da + db + 1)).T)
-    return _standardised(np.stack(columns, axis=1))
+    return _scaled(np.stack(columns, axis=1))
+
+
+#: Virtual wins (and losses) of every model against the reference of rating 0: the raw Bradley-Terry's prior.
+PRIOR = 1.0
+#: A feature whose part outside the span of the models' columns is below this share of its norm is read as a
+#: function of the models alone (not identified).
+CONFOUNDED = 1e-8
 
 
 @dataclass(frozen=True)
 class Controlled:
-    """The fit: each model's rating (centred), each feature's coefficient, and the iterations it took."""
+    """The fit: each model's rating (centred; NaN where not identified), each feature's coefficient, the
+    iterations it took, and whether the data could tell the features from the models."""
 
     theta: NDArray[np.float64]
     gamma: NDArray[np.float64]
     iterations: int
+    identified: bool = True
+
+
+def model_columns(a: ArrayLike, b: ArrayLike, n_models: int) -> NDArray[np.float64]:
+    """The games' model columns: +1 at ``a[k]``, -1 at ``b[k]``."""
+    ai = np.asarray(a, dtype=np.int64)
+    bi = np.asarray(b, dtype=np.int64)
+    design = np.zeros((len(ai), n_models))
+    rows = np.arange(len(ai))
+    np.add.at(design, (rows, ai), 1.0)
+    np.add.at(design, (rows, bi), -1.0)
+    return design
+
+
+def confounded(models: NDArray[np.float64], x: NDArray[np.float64], weights: NDArray[np.float64]) -> bool:
+    """Whether a non-zero feature column of ``x`` lies in the span of the (weighted) model columns: a feature that
+    is a function of the models alone, which no fit can tell from their ratings."""
+    if not x.shape[1] or not x.shape[0]:
+        return False
+    root = np.sqrt(weights)[:, None]
+    m, xx = models * root, x * root
+    fitted = m @ np.linalg.lstsq(m, xx, rcond=None)[0]
+    norm = np.linalg.norm(xx, axis=0)
+    rest = np.linalg.norm(xx - fitted, axis=0)
+    return bool(np.any((norm > 0) & (rest <= CONFOUNDED * norm)))
 
 
 def fit_controlled(
@@ -99,26 +151,29 @@ def fit_controlled(
     y: ArrayLike,
     x: ArrayLike,
     n_models: int,
-    ridge: float = 1e-4,
+    prior: float = PRIOR,
     tol: float = 1e-10,
     max_iter: int = 100,
     weights: ArrayLike | None = None,
 ) -> Controlled:
-    """Newton's method on ``sum_k w_k -[y log s + (1 - y) log (1 - s)] + ridge/2 |theta|^2`` with
-    ``s = sigmoid(theta_a - theta_b + gamma . x)`` (``weights`` ``w``: 1 each by default, a bootstrap round's draw
-    counts otherwise); an empty ``x`` (no columns) is plain Bradley-Terry."""
+    """Newton's method on ``sum_k w_k -[y log s + (1 - y) log (1 - s)]`` with ``s = sigmoid(theta_a - theta_b +
+    gamma . x)``, plus ``prior`` virtual wins and losses of every model against a reference of rating 0 (module
+    docstring; ``weights`` ``w``: 1 each by default, a bootstrap round's draw counts otherwise); an empty ``x`` (no
+    columns) is Bradley-Terry with the raw Bradley-Terry's prior on soft outcomes."""
     ai = np.asarray(a, dtype=np.int64)
-    bi = np.asarray(b, dtype=np.int64)
     xx = np.asarray(x, dtype=np.float64).reshape(len(ai), -1)
+    ww = np.ones(len(ai)) if weights is None else np.asarray(weights, dtype=np.float64)
     k = xx.shape[1]
-    design = np.zeros((len(ai), n_models + k))
-    rows = np.arange(len(ai))
-    design[rows, ai] += 1.0
-    design[rows, bi] -= 1.0
-    design[:, n_models:] = xx
-    penalty = np.zeros(n_models + k)
-    penalty[:n_models] = ridge
-    w, iterations = _newton(design, y, weights, penalty, tol, max_iter)
+    models = model_columns(ai, b, n_models)
+    if confounded(models, xx, ww):
+        return Controlled(np.full(n_models, np.nan), np.full(k, np.nan), 0, identified=False)
+    # the virtual games: each model once won and once lost against the reference, each of weight ``prior``
+    virtual = np.zeros((2 * n_models, n_models + k))
+    virtual[np.arange(2 * n_models), np.tile(np.arange(n_models), 2)] = 1.0
+    design = np.vstack([np.hstack([models, xx]), virtual])
+    outcome = np.concatenate([np.asarray(y, dtype=np.float64), np.ones(n_models), np.zeros(n_models)])
+    weight = np.concatenate([ww, np.full(2 * n_models, prior)])
+    w, iterations = _newton(design, outcome, weight, np.zeros(n_models + k), tol, max_iter)
     theta = w[:n_models] - w[:n_models].mean()
     return Controlled(theta, w[n_models:].copy(), iterations)
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 from pipeline.config.assessment import PairsConfig
 from pipeline.config.enums import SAMPLING, Orderings, Strategy
 from pipeline.contracts.errors import ConfigError
-from pipeline.contracts.keys import COMPARE, DONE_KEY, stable_hash
+from pipeline.contracts.keys import COMPARE, DONE_KEY, context_key, stable_hash
 from pipeline.contracts.schemas import CONTEXTS, PROMPTS, check_schema
 from pipeline.data.contexts import Context
 from pipeline.methods.selection import UNORDERED_STRATEGIES, select_pairs
@@ -67,9 +67,10 @@ def resolve_k(cfg: PairsConfig, n: int) -> int | None:
     return min(k, total)
 
 
-def context_rng(seed: int, context_id: str, attribute: str | None) -> np.random.Generator:
-    """A generator seeded by (seed, context, attribute): independent of sharding and of process."""
-    key = [seed, stable_hash(context_id)]
+def context_rng(seed: int, context: int, attribute: str | None) -> np.random.Generator:
+    """A generator seeded by (seed, the context's content key, attribute): independent of sharding, of process, of
+    the context's id and of the input's order (:mod:`pipeline.contracts.keys`)."""
+    key = [seed, context]
     if attribute is not None:
         key.append(stable_hash(attribute))
     return np.random.default_rng(key)
@@ -228,7 +229,7 @@ def generate_prompts(
                 a = np.tile(rows_given, (len(plan.attributes), 1))
                 attr_index = np.repeat(np.arange(len(plan.attributes)), rows_given.shape[0])
             else:
-                a, attr_index = _context_pairs(pairs, plan, context_id, len(cand_ids))
+                a, attr_index = _context_pairs(pairs, plan, context_key(context, texts), len(cand_ids))
             order = np.lexsort((attr_index, a[:, 1], a[:, 0]))
             for template in plan.templates:
                 for row in order:
@@ -257,19 +258,18 @@ def generate_prompts(
         yield pa.table(rows, schema=PROMPTS)
 
 
-def _context_pairs(
-    pairs: PairsConfig, plan: PromptPlan, context_id: str, n: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(slot A, slot B) rows of one context over every attribute, and the attribute index of each row."""
+def _context_pairs(pairs: PairsConfig, plan: PromptPlan, key: int, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(slot A, slot B) rows of one context (its content key ``key``) over every attribute, and the attribute index
+    of each row."""
     per_attribute = []
     shared = None
     for attribute in plan.attributes:
         if pairs.same_pairs_for_all_attributes:
             if shared is None:
-                shared = oriented_pairs(pairs, n, context_rng(pairs.seed, context_id, None))
+                shared = oriented_pairs(pairs, n, context_rng(pairs.seed, key, None))
             per_attribute.append(shared)
         else:
-            per_attribute.append(oriented_pairs(pairs, n, context_rng(pairs.seed, context_id, attribute)))
+            per_attribute.append(oriented_pairs(pairs, n, context_rng(pairs.seed, key, attribute)))
     a = np.concatenate(per_attribute)
     attr_index = np.repeat(np.arange(len(plan.attributes)), [len(p) for p in per_attribute])
     return a, attr_index

@@ -13,12 +13,12 @@ CONTROLLED_SUFFIX = ":length_controlled"
 
 
 def _pct(value: float | None) -> str:
-    return f"{100 * value:.0f}%" if value is not None else "-"
+    return f"{100 * value:.0f}%" if value is not None else "n/a"
 
 
 def _num(value: float | None, digits: int = 3, sign: bool = False) -> str:
     if value is None:
-        return "-"
+        return "n/a"
     return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
 
 
@@ -31,8 +31,7 @@ def card_text(card: pl.DataFrame, limit: int = 6) -> str:
             parts.append(
                 f"agrees with people on {_pct(row['accuracy'])} of {row['n_human_pairs']} pairs; calibration ECE "
                 f"{_num(row['ece'])} (Brier {_num(row['brier'])}) -> {_num(row['ece_calibrated'])} "
-                f"({_num(row['brier_calibrated'])}) after a temperature of {_num(row['temperature'], 2)} "
-                "(cross-fitted);"
+                f"({_num(row['brier_calibrated'])}) after a cross-fitted temperature; {row['temperature_reading']};"
             )
         else:
             parts.append("no human preferences (no calibration);")
@@ -76,6 +75,7 @@ def rank_changes(board: pl.DataFrame) -> str:
         )
         controlled = (
             group.filter(pl.col("metric") == "win_rate" + CONTROLLED_SUFFIX)
+            .drop_nulls("estimate")
             .sort("estimate", descending=True)["model"]
             .to_list()
         )

@@ -1,12 +1,34 @@
 """Plots of a finished run (matplotlib, no screen needed): predicted vs human scores, correlation per method,
 position bias, the leaderboard, and an adaptive run's criterion over rounds and ranking with intervals. Used by
-the run (files logged to MLflow) and by the notebook."""
+the run (files logged to MLflow) and by the notebook.
+
+A figure is an extra: the run draws each through :func:`draw`, which turns a figure that cannot be drawn into a
+warning naming it (and a line of the summary), so that the run still ends with its tables, summary and MLflow run.
+"""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
+
+log = logging.getLogger("pipeline")
+
+
+def draw(path: Path, figure: Callable[..., Any], *args: Any) -> str | None:
+    """Draw ``figure(*args, path)``; None when it is written, else what went wrong (logged as a warning naming the
+    figure; nothing is raised)."""
+    try:
+        figure(*args, path)
+    except Exception as exc:  # noqa: BLE001 (a figure is never worth a finished run)
+        _pyplot().close("all")
+        problem = f"figure {path.parent.name}/{path.name} could not be drawn ({type(exc).__name__}: {exc})"
+        log.warning("%s; the tables and the summary are written without it", problem)
+        return problem
+    return None
 
 
 def _pyplot():
@@ -137,9 +159,12 @@ def leaderboard(board: pl.DataFrame, path: Path | None = None):
     for ax, metric in zip(axes[0], metrics, strict=True):
         rows = {r["model"]: r for r in part.filter(pl.col("metric") == metric).iter_rows(named=True)}
         y = list(range(len(order)))
-        est = [rows[m]["estimate"] if m in rows else float("nan") for m in order]
-        low = [rows[m]["estimate"] - rows[m]["lower"] if m in rows else 0.0 for m in order]
-        high = [rows[m]["upper"] - rows[m]["estimate"] if m in rows else 0.0 for m in order]
+        est = [
+            rows[m]["estimate"] if m in rows and rows[m]["estimate"] is not None else float("nan")
+            for m in order
+        ]
+        low = [_bar(rows[m]["estimate"], rows[m]["lower"]) if m in rows else 0.0 for m in order]
+        high = [_bar(rows[m]["upper"], rows[m]["estimate"]) if m in rows else 0.0 for m in order]
         ax.errorbar(est, y, xerr=[low, high], fmt="o", capsize=3)
         ax.set_yticks(y, order if ax is axes[0][0] else [""] * len(order))
         ax.set_title(metric)
@@ -150,6 +175,13 @@ def leaderboard(board: pl.DataFrame, path: Path | None = None):
     )
     fig.tight_layout()
     return _save(fig, path)
+
+
+def _bar(high: float | None, low: float | None) -> float:
+    """An error bar's length ``high - low``: 0 where either is not defined, never below 0."""
+    if high is None or low is None or not (high == high and low == low):
+        return 0.0
+    return max(0.0, high - low)
 
 
 def rounds_curve(rounds: pl.DataFrame, path: Path | None = None):
@@ -195,8 +227,8 @@ def ranking(table: pl.DataFrame, method: str, level: float, path: Path | None = 
     x = part["rank"].to_numpy()
     score = part["score"].to_numpy()
     if part["stderr"].is_not_null().any():
-        low = (part["score"] - part["lower"]).fill_null(0.0).to_numpy()
-        high = (part["upper"] - part["score"]).fill_null(0.0).to_numpy()
+        low = (part["score"] - part["lower"]).fill_null(0.0).clip(lower_bound=0.0).to_numpy()
+        high = (part["upper"] - part["score"]).fill_null(0.0).clip(lower_bound=0.0).to_numpy()
         ax.errorbar(x, score, yerr=[low, high], fmt="none", ecolor="grey", alpha=0.5, linewidth=0.8)
     if part["human_score"].is_not_null().all():
         dots = ax.scatter(x, score, c=part["human_score"].to_numpy(), s=8, cmap="viridis", zorder=3)

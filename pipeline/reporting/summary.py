@@ -13,7 +13,11 @@ from pipeline.contracts.stats import JudgeStats
 from pipeline.scoring.leaderboard import ITEM, WIN_RATE
 
 
-def _label(judge: str, attribute: str, template_id: str, multi_judge: bool, multi_template: bool) -> str:
+def metric_prefix(
+    judge: str, attribute: str, template_id: str, multi_judge: bool, multi_template: bool
+) -> str:
+    """A metric's prefix: the attribute, with the judge before it and the template after it when a run has
+    several (so that no two groups write one metric)."""
     parts = [judge] if multi_judge else []
     parts.append(attribute)
     if multi_template:
@@ -34,12 +38,16 @@ def mlflow_metrics(
     multi_template = bias["template_id"].n_unique() > 1
     out: dict[str, float] = {}
     for row in correlations.iter_rows(named=True):
-        prefix = _label(row["judge"], row["attribute"], row["template_id"], multi_judge, multi_template)
+        prefix = metric_prefix(
+            row["judge"], row["attribute"], row["template_id"], multi_judge, multi_template
+        )
         for name in (*CORRELATIONS, *(f"{m}_pooled" for m in CORRELATIONS), "pairwise_accuracy"):
             if _finite(row[name]):
                 out[f"{prefix}/{row['method']}/{name}"] = row[name]
     for row in bias.iter_rows(named=True):
-        prefix = _label(row["judge"], row["attribute"], row["template_id"], multi_judge, multi_template)
+        prefix = metric_prefix(
+            row["judge"], row["attribute"], row["template_id"], multi_judge, multi_template
+        )
         names = ["p_a", "p_a_hard", "p_a_debiased", "label_mass", "cache_share"]
         if row["p_tie"] > 0:  # a tie option: how often the judge picks it
             names += ["p_tie", "tie_hard"]
@@ -63,10 +71,9 @@ def summary_text(correlations: pl.DataFrame, bias: pl.DataFrame, judge_stats: Ju
         for r in correlations.iter_rows(named=True):
             system = r.get("spearman_system")
             lines.append(
-                f"{r['attribute']:<18} {r['template_id']:<14} {r['method']:<26} {r['spearman']:>8.3f} "
-                f"{r['pearson']:>8.3f} {r['kendall']:>8.3f} {r['pairwise_accuracy']:>8.3f} "
-                f"{r['n_contexts'] - r['n_skipped_contexts']:>8d} "
-                + (f"{system:>8.3f}" if system is not None else f"{'-':>8}")
+                f"{r['attribute']:<18} {r['template_id']:<14} {r['method']:<26} {_num(r['spearman']):>8} "
+                f"{_num(r['pearson']):>8} {_num(r['kendall']):>8} {_num(r['pairwise_accuracy']):>8} "
+                f"{r['n_contexts'] - r['n_skipped_contexts']:>8d} {_num(system):>8}"
             )
     else:
         lines.append("no human scores: scores and ranks only (no correlation)")
@@ -170,7 +177,8 @@ def absolute_text(
 
 
 def _num(value: float | None, digits: int = 3) -> str:
-    return f"{value:.{digits}f}" if _finite(value) else "-"
+    """A number as printed: ``n/a`` where it is not defined (null or NaN)."""
+    return f"{value:.{digits}f}" if _finite(value) else "n/a"
 
 
 def leaderboard_text(board: pl.DataFrame, level: float) -> str:
@@ -194,9 +202,11 @@ def leaderboard_text(board: pl.DataFrame, level: float) -> str:
             cells = []
             for metric in metrics:
                 row = group.filter((pl.col("metric") == metric) & (pl.col("model") == r["model"]))
-                if row.height:
+                if row.height and _finite(row["estimate"][0]):
                     e, a, b = row["estimate"][0], row["lower"][0], row["upper"][0]
                     cells.append(f" {e:>8.3f} [{a:>7.3f},{b:>7.3f}]")
+                elif row.height:  # not defined (e.g. length confounded with the model)
+                    cells.append(f" {'n/a':>26}")
                 else:
                     cells.append(f" {'-':>26}")
             tied = r["tied_with"] or "-"

@@ -15,6 +15,11 @@ answered items:
   Fleiss' kappa on the items every reviewer answered, the mean pairwise Cohen's kappa between reviewers beside
   the mean judge-reviewer kappa on the same items, and alpha with the judge counted as one more rater.
 
+Verdicts are coded for the pair's candidates i and j, which the run orients by their ids: every statistic reads each
+item both ways round (:func:`pipeline.methods.agreement.both_ways`), so none moves when a pair is read the other way
+round or its candidates renamed; the answers are taken in the order of the items' content keys (then the reviewer),
+so neither do the bootstrap intervals.
+
 Written to the review folder (``agreement.csv``, ``confusion.csv``, ``labels.csv``) and logged to MLflow in a
 child run of the run's own MLflow run (``review/mlflow.json`` keeps its id, so later reports update it).
 """
@@ -36,6 +41,7 @@ from pipeline.contracts.errors import UserError
 from pipeline.methods.agreement import (
     MISSING,
     bootstrap_interval,
+    both_ways,
     cohen_kappa,
     fleiss_kappa,
     krippendorff_alpha,
@@ -89,6 +95,7 @@ def answer_labels(sample: ReviewSample, answers: Answers) -> pl.DataFrame:
                 "slot1": answer["slot1"],
                 "note": answer.get("note") or "",
                 "answered_at": answer.get("answered_at"),
+                "key": item.get("key"),
             }
         )
     schema = {
@@ -108,8 +115,12 @@ def answer_labels(sample: ReviewSample, answers: Answers) -> pl.DataFrame:
         "slot1": pl.String,
         "note": pl.String,
         "answered_at": pl.String,
+        "key": pl.UInt64,
     }
-    return pl.DataFrame(rows, schema=schema, orient="row")
+    # in the items' content-key order: the bootstrap draws the answers in this order
+    return pl.DataFrame(rows, schema=schema, orient="row").sort(
+        ["key", "reviewer", "item_id"], nulls_last=True
+    )
 
 
 def codes(column: pl.Series) -> np.ndarray:
@@ -138,24 +149,22 @@ def _with_interval(
 
 
 def judge_vs_human(scope: str, group: str, judge: np.ndarray, human: np.ndarray, seed: int) -> list[dict]:
-    """Raw agreement, kappa and kappa without ties of the judge's verdicts against reviewers' answers."""
+    """Raw agreement, kappa and kappa without ties of the judge's verdicts against reviewers' answers, every item
+    read both ways round (module docstring)."""
     n = judge.size
     sided = np.flatnonzero((judge != TIE) & (human != TIE))
-    rows = [
-        _with_interval(scope, group, "raw_agreement", lambda k: raw_agreement(judge[k], human[k]), n, seed),
-        _with_interval(scope, group, "kappa", lambda k: cohen_kappa(judge[k], human[k], K), n, seed),
-        # the labels are ordered (i < tie < j): a tie against a side is half a disagreement
-        _with_interval(
-            scope, group, "weighted_kappa", lambda k: weighted_kappa(judge[k], human[k], K), n, seed
-        ),
-    ]
+
+    def two_way(stat: Callable, a: np.ndarray, b: np.ndarray) -> Callable[[np.ndarray], float]:
+        return lambda k: stat(*both_ways(a[k], b[k]), K)
+
     js, hs = judge[sided], human[sided]
-    rows.append(
-        _with_interval(
-            scope, group, "kappa_no_ties", lambda k: cohen_kappa(js[k], hs[k], K), sided.size, seed
-        )
-    )
-    return rows
+    return [
+        _with_interval(scope, group, "raw_agreement", lambda k: raw_agreement(judge[k], human[k]), n, seed),
+        _with_interval(scope, group, "kappa", two_way(cohen_kappa, judge, human), n, seed),
+        # the labels are ordered (i < tie < j): a tie against a side is half a disagreement
+        _with_interval(scope, group, "weighted_kappa", two_way(weighted_kappa, judge, human), n, seed),
+        _with_interval(scope, group, "kappa_no_ties", two_way(cohen_kappa, js, hs), sided.size, seed),
+    ]
 
 
 def reviewer_habits(reviewer: str, labels: pl.DataFrame) -> list[dict]:
@@ -179,10 +188,21 @@ def reviewer_habits(reviewer: str, labels: pl.DataFrame) -> list[dict]:
     ]
 
 
+def shared_items(labels: pl.DataFrame) -> list[str]:
+    """The items answered by at least two reviewers, in the order of their content keys."""
+    return (
+        labels.group_by("item_id")
+        .agg(pl.len(), pl.col("key").first())
+        .filter(pl.col("len") >= 2)
+        .sort(["key", "item_id"], nulls_last=True)["item_id"]
+        .to_list()
+    )
+
+
 def between_reviewers(labels: pl.DataFrame, seed: int) -> list[dict]:
     """Reviewer-reviewer agreement on the items answered by at least two, beside the judge's on the same items."""
     reviewers = sorted(labels["reviewer"].unique())
-    shared = labels.group_by("item_id").len().filter(pl.col("len") >= 2)["item_id"].sort().to_list()
+    shared = shared_items(labels)
     n = len(shared)
     nan2 = (float("nan"), float("nan"))
     if len(reviewers) < 2 or n == 0:
@@ -207,7 +227,7 @@ def between_reviewers(labels: pl.DataFrame, seed: int) -> list[dict]:
     everyone = np.flatnonzero((ratings != MISSING).all(axis=0))
 
     def fleiss(k: np.ndarray) -> float:
-        sub = ratings[:, everyone[k]]
+        sub = both_ways(ratings[:, everyone[k]])[0]
         counts = np.stack([(sub == c).sum(axis=0) for c in range(K)], axis=1)
         return fleiss_kappa(counts)
 
@@ -216,7 +236,7 @@ def between_reviewers(labels: pl.DataFrame, seed: int) -> list[dict]:
         for a, b in itertools.combinations(range(raters.shape[0]), 2):
             both = k[(raters[a, k] != MISSING) & (raters[b, k] != MISSING)]
             if both.size:
-                values.append(cohen_kappa(raters[a, both], raters[b, both], K))
+                values.append(cohen_kappa(*both_ways(raters[a, both], raters[b, both]), K))
         values = [v for v in values if np.isfinite(v)]
         return float(np.mean(values)) if values else float("nan")
 
@@ -225,19 +245,21 @@ def between_reviewers(labels: pl.DataFrame, seed: int) -> list[dict]:
         for r in range(len(reviewers)):
             seen = k[ratings[r, k] != MISSING]
             if seen.size:
-                values.append(cohen_kappa(judge[seen], ratings[r, seen], K))
+                values.append(cohen_kappa(*both_ways(judge[seen], ratings[r, seen]), K))
         values = [v for v in values if np.isfinite(v)]
         return float(np.mean(values)) if values else float("nan")
 
     with_judge = np.vstack([ratings, judge[None, :]])
     group = f"{len(reviewers)} reviewers"
     return [
-        _with_interval("reviewers", group, "alpha", lambda k: krippendorff_alpha(ratings[:, k], K), n, seed),
+        _with_interval(
+            "reviewers", group, "alpha", lambda k: krippendorff_alpha(both_ways(ratings[:, k])[0], K), n, seed
+        ),
         _with_interval(
             "reviewers",
             group,
             "ordinal_alpha",
-            lambda k: krippendorff_alpha(ratings[:, k], K, "ordinal"),
+            lambda k: krippendorff_alpha(both_ways(ratings[:, k])[0], K, "ordinal"),
             n,
             seed,
         ),
@@ -247,7 +269,12 @@ def between_reviewers(labels: pl.DataFrame, seed: int) -> list[dict]:
         ),
         _with_interval("reviewers", group, "judge_mean_kappa", judge_mean, n, seed),
         _with_interval(
-            "reviewers", group, "alpha_with_judge", lambda k: krippendorff_alpha(with_judge[:, k], K), n, seed
+            "reviewers",
+            group,
+            "alpha_with_judge",
+            lambda k: krippendorff_alpha(both_ways(with_judge[:, k])[0], K),
+            n,
+            seed,
         ),
     ]
 

@@ -38,7 +38,7 @@ from jinja2 import Environment, StrictUndefined
 from pipeline.contracts.errors import UserError
 from pipeline.review import agreement as report
 from pipeline.review.answers import CHOICES, MAX_NOTE, AnswerLog, check_reviewer
-from pipeline.review.sample import LABELS, ReviewSample, criterion_text, reviewer_order, swapped
+from pipeline.review.sample import LABELS, ReviewSample, criterion_text, reviewer_order, shown
 
 log = logging.getLogger(__name__)
 
@@ -326,9 +326,7 @@ class Pages:
         """An item's row and the candidates in slot 1 and slot 2 for this reviewer (a seeded swap)."""
         state = self.state
         row = state.sample.items.row(state.sample.ids.index(item_id), named=True)
-        first, second = row["cand_i"], row["cand_j"]
-        if swapped(item_id, reviewer, state.sample.spec.seed):
-            first, second = second, first
+        first, second = shown(row, reviewer, state.sample.spec.seed)
         return row, first, second
 
     def index(self):

@@ -17,6 +17,11 @@ Sampling strategies (seeded; the same run, strategy, size and seed give the same
 What a reviewer sees is blind: the context, the criterion and the two texts; never the judge's verdict, the
 candidate ids or the models' names. Which candidate goes in slot 1 and the order of the items are drawn per
 reviewer from the seed, the same on every visit.
+
+The items are drawn in the order of their content keys (``key``: the context's and the two candidates' texts,
+:mod:`pipeline.contracts.keys`, then the criterion and the judge's answers on the pair), and which candidate a
+reviewer sees first is seeded by that key: the sample, the slots and so the agreement do not move when the run's
+contexts, candidates, judges or templates are renamed, its rows reordered or a pair read the other way round.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ import numpy as np
 import polars as pl
 
 from pipeline.contracts.errors import UserError
+from pipeline.contracts.keys import content_key, pair_key, stable_hash
+from pipeline.data.contexts import group_by_context
 from pipeline.data.words import DEFAULT_ADJECTIVES
 
 
@@ -79,8 +86,34 @@ def item_id(judge: str, attribute: str, template_id: str, context_id: str, cand_
 ITEM_COLUMNS = ["judge", "attribute", "template_id", "context_id", "cand_i", "cand_j"]
 
 
-def review_items(comparisons: pl.DataFrame) -> pl.DataFrame:
-    """One item per judged pair, with the judge's verdict, confidence, band and whether its orderings disagree.
+def item_keys(items: pl.DataFrame, candidates: pl.DataFrame | None) -> tuple[list[int], list[bool]]:
+    """Each item's content key: its context's and its pair's (the same whichever candidate is i), its criterion,
+    and the judge's two answers on it as a set (what tells two judges of one pair apart without their names); and
+    whether candidate i's text has the smaller content key (it is shown first unless the reviewer's coin swaps).
+    Without ``candidates`` the context and the pair are read by name."""
+    texts: dict[tuple[str, str], int] = {}
+    contexts: dict[str, int] = {}
+    if candidates is not None and candidates.height:
+        table = candidates.to_arrow()
+        for context in group_by_context(table):
+            contexts[context.context_id] = context.key
+            for cand, text in zip(context.candidate_ids, context.texts, strict=True):
+                texts[(context.context_id, cand)] = content_key(text)
+    keys, lead = [], []
+    for row in items.iter_rows(named=True):
+        cid = row["context_id"]
+        ki = texts.get((cid, row["cand_i"]), stable_hash(row["cand_i"]))
+        kj = texts.get((cid, row["cand_j"]), stable_hash(row["cand_j"]))
+        answers = sorted(repr(v) for v in (row["p_ij"], row["p_ji"]))
+        parts = [contexts.get(cid, stable_hash(cid)), pair_key(ki, kj), row["attribute"], *answers]
+        keys.append(stable_hash("\x1f".join(map(str, parts))))
+        lead.append(ki <= kj)
+    return keys, lead
+
+
+def review_items(comparisons: pl.DataFrame, candidates: pl.DataFrame | None = None) -> pl.DataFrame:
+    """One item per judged pair, with the judge's verdict, confidence, band, whether its orderings disagree and its
+    content key (``candidates``: the run's CANDIDATES; without them the key reads the names), in key order.
 
     Rows of one pair in both orientations (``debias=none`` keeps each ordering as its own comparison) become
     one item with ``i < j`` and their mean probability.
@@ -98,16 +131,16 @@ def review_items(comparisons: pl.DataFrame) -> pl.DataFrame:
         pl.when(flip).then(1 - pl.col("p")).otherwise("p").alias("p"),
         "p_tie",
     )
-    items = (
-        oriented.group_by(ITEM_COLUMNS, maintain_order=True)
-        .agg(
-            pl.col("p_ij").drop_nulls().first(),
-            pl.col("p_ji").drop_nulls().first(),
-            pl.col("p").mean(),
-            pl.col("p_tie").mean(),
-        )
-        .sort(ITEM_COLUMNS)
+    items = oriented.group_by(ITEM_COLUMNS, maintain_order=True).agg(
+        pl.col("p_ij").drop_nulls().first(),
+        pl.col("p_ji").drop_nulls().first(),
+        pl.col("p").mean(),
+        pl.col("p_tie").mean(),
     )
+    keys, lead = item_keys(items, candidates)
+    items = items.with_columns(
+        key=pl.Series(keys, dtype=pl.UInt64), i_first=pl.Series(lead, dtype=pl.Boolean)
+    ).sort(["key", *ITEM_COLUMNS])
     verdict, confidence = judge_verdicts(items["p"].to_numpy(), items["p_tie"].to_numpy())
     p_ij, p_ji = items["p_ij"].to_numpy(), items["p_ji"].to_numpy()
     both = ~(np.isnan(p_ij.astype(float)) | np.isnan(p_ji.astype(float)))
@@ -174,8 +207,20 @@ def reviewer_order(item_ids: list[str], reviewer: str, seed: int) -> list[str]:
 
 
 def swapped(item: str, reviewer: str, seed: int) -> bool:
-    """Whether ``reviewer`` sees candidate j in slot 1 of ``item`` (a seeded coin per reviewer and item)."""
+    """Whether ``reviewer`` sees the item's candidates the other way round (a seeded coin per reviewer and item;
+    ``item``: the item's content key, as a string)."""
     return bool(_reviewer_rng(seed, reviewer, item).random() < 0.5)
+
+
+def shown(item: dict, reviewer: str, seed: int) -> tuple[str, str]:
+    """The candidates ``reviewer`` sees in slot 1 and slot 2 of ``item``: in content-key order (``i_first``), then
+    turned by the reviewer's coin (:func:`swapped`); names play no part."""
+    first, second = item["cand_i"], item["cand_j"]
+    if not item.get("i_first", True):
+        first, second = second, first
+    if swapped(str(item.get("key", item["item_id"])), reviewer, seed):
+        first, second = second, first
+    return first, second
 
 
 def criterion_text(config: dict, attribute: str) -> str:
@@ -213,6 +258,12 @@ class ReviewSample:
         return self.items["item_id"].to_list()
 
 
+def load_candidates(run_dir: Path) -> pl.DataFrame | None:
+    """The run's candidates (for the items' content keys); None for a run folder without them."""
+    path = run_dir / "tables" / "candidates.parquet"
+    return pl.read_parquet(path) if path.exists() else None
+
+
 def load_comparisons(run_dir: Path) -> pl.DataFrame:
     path = run_dir / "tables" / "comparisons.parquet"
     if not (run_dir / "config.json").exists():
@@ -238,7 +289,7 @@ def open_sample(
     Asking a folder that holds a sample for another strategy, size or seed is refused: its answers belong to
     the saved sample (review into another ``--folder`` to draw a different one).
     """
-    items = review_items(load_comparisons(run_dir))
+    items = review_items(load_comparisons(run_dir), load_candidates(run_dir))
     meta_path, table_path = folder / "sample.json", folder / "sample.parquet"
     if meta_path.exists() and table_path.exists():
         meta = json.loads(meta_path.read_text())
@@ -258,6 +309,8 @@ def open_sample(
                 f"{table_path} names {len(unknown)} pair(s) that the run's comparisons no longer hold "
                 f"(e.g. {sorted(unknown)[0]}): the run was changed after the sample was drawn"
             )
+        if "key" not in sample.columns:  # a sample drawn before items had content keys
+            sample = sample.join(items.select("item_id", "key", "i_first"), on="item_id", how="left")
         return ReviewSample(run_dir, folder, saved, sample, items.height)
     spec = SampleSpec(
         strategy or Strategy.STRATIFIED, DEFAULT_N if n is None else n, DEFAULT_SEED if seed is None else seed

@@ -6,9 +6,11 @@ Per (judge, attribute, template), over its comparisons (one row per pair, the de
 - **agreement and calibration** against people's preferences, on the pairs people scored apart (``y = 1`` where
   they scored ``i`` higher), each pair read both ways round (``(p, y)`` and ``(1 - p, 1 - y)``, so that nothing
   depends on which candidate a pair calls i): the accuracy of the judge's verdict, the expected calibration error,
-  Brier score and log loss of its probability; the temperature fitted to people's preferences, and the same measures after the
-  cross-fitted temperature (each context calibrated with one fitted on the other contexts, so never judged on the
-  pairs it was fitted on); the reliability diagram before and after (:data:`JUDGE_RELIABILITY`);
+  Brier score and log loss of its probability; the temperature fitted to people's preferences (what it means in
+  words, and whether it hit a bound of its search), and the same measures after the cross-fitted temperature (each
+  context calibrated with one fitted on the other contexts, in a single pool each pair with one fitted on other
+  pairs: a pair's own preference is never among those its temperature was fitted on); the reliability diagram
+  before and after (:data:`JUDGE_RELIABILITY`);
 - **position**: the share of pairs whose two orderings choose the same candidate, beside P(A) raw and debiased;
 - **length**: over the pairs whose texts differ in length, how often the judge's verdict prefers the longer text and
   how often people's does; and the length coefficient of a logistic model of the judge's verdict on the
@@ -31,6 +33,8 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.contracts.card import JUDGE_CARD, JUDGE_RELIABILITY
+from pipeline.contracts.keys import content_key, pair_key
+from pipeline.data.contexts import group_by_context
 from pipeline.methods.calibration import (
     brier_score,
     cross_fit_temperature,
@@ -38,6 +42,8 @@ from pipeline.methods.calibration import (
     fit_temperature,
     log_loss,
     reliability,
+    temperature_at_bound,
+    temperature_reading,
 )
 from pipeline.methods.style import logistic_fit
 from pipeline.methods.win_ratio import hard_outcomes
@@ -54,16 +60,30 @@ class CardTables:
 
 
 def with_preferences(comparisons: pl.DataFrame, candidates: pa.Table, human: pl.DataFrame) -> pl.DataFrame:
-    """The comparisons with both candidates' characters (``len_i``, ``len_j``), systems and human scores (``h_i``,
-    ``h_j``; null where people scored none)."""
-    texts = pl.from_arrow(candidates.select(["context_id", "candidate_id", "system", "text"])).select(
-        "context_id", "candidate_id", "system", length=pl.col("text").str.len_chars()
+    """The comparisons with both candidates' characters (``len_i``, ``len_j``), systems, human scores (``h_i``,
+    ``h_j``; null where people scored none) and content keys (``key_i``, ``key_j``), and their context's content key
+    (``key_context``: :mod:`pipeline.contracts.keys`)."""
+    frame = pl.from_arrow(candidates.select(["context_id", "candidate_id", "system", "text"]))
+    contexts = {c.context_id: c.key for c in group_by_context(candidates)}
+    texts = frame.select(
+        "context_id",
+        "candidate_id",
+        "system",
+        length=pl.col("text").str.len_chars(),
+        key=pl.Series([content_key(t) for t in frame["text"].to_list()], dtype=pl.UInt64),
     )
     scored = human.select("context_id", "candidate_id", "attribute", "human_score")
     out = comparisons
     for side in ("i", "j"):
         out = out.join(
-            texts.rename({"candidate_id": f"cand_{side}", "system": f"sys_{side}", "length": f"len_{side}"}),
+            texts.rename(
+                {
+                    "candidate_id": f"cand_{side}",
+                    "system": f"sys_{side}",
+                    "length": f"len_{side}",
+                    "key": f"key_{side}",
+                }
+            ),
             on=["context_id", f"cand_{side}"],
             how="left",
         ).join(
@@ -71,7 +91,9 @@ def with_preferences(comparisons: pl.DataFrame, candidates: pa.Table, human: pl.
             on=["context_id", f"cand_{side}", "attribute"],
             how="left",
         )
-    return out
+    return out.with_columns(
+        key_context=pl.col("context_id").replace_strict(contexts, default=None, return_dtype=pl.UInt64)
+    )
 
 
 def both_ways(*arrays: np.ndarray) -> list[np.ndarray]:
@@ -82,15 +104,18 @@ def both_ways(*arrays: np.ndarray) -> list[np.ndarray]:
 
 
 def calibrated_probabilities(frame: pl.DataFrame, seed: int = 0) -> np.ndarray:
-    """Every pair's P(i beats j) after the temperature cross-fitted over contexts on the pairs people scored apart,
-    each read both ways round (``frame``: one group's :func:`with_preferences` rows)."""
+    """Every pair's P(i beats j) after the temperature cross-fitted on the pairs people scored apart: over contexts,
+    or in a single pool over pairs, drawn in the order of their content keys (``frame``: one group's
+    :func:`with_preferences` rows). A pair's own preference is never among those its temperature is fitted on (the
+    fit reads each pair once: read the other way round it adds the same loss term)."""
     p = frame["p"].to_numpy()
     h_i, h_j, known = _people(frame)
     y = np.where(known, (h_i > h_j).astype(np.float64), 0.0)
-    p2, y2 = both_ways(p, y)
-    groups = np.tile(frame["context_id"].to_numpy(), 2)
-    calibrated = cross_fit_temperature(p2, y2, groups, seed=seed, known=np.tile(known, 2))[0]
-    return calibrated[: len(p)]
+    pairs = [pair_key(a, b) for a, b in zip(frame["key_i"].to_list(), frame["key_j"].to_list(), strict=True)]
+    groups = frame["key_context"].to_numpy()
+    return cross_fit_temperature(p, y, groups, seed=seed, known=known, keys=np.array(pairs, dtype=np.uint64))[
+        0
+    ]
 
 
 def calibrate_comparisons(
@@ -167,6 +192,7 @@ def _calibration(group: pl.DataFrame, seed: int, bins: int, rows: list, key: tup
     if not known.any():
         return out
     agree = np.where(y == 1, hard_outcomes(p), 1 - hard_outcomes(p))
+    temperature = fit_temperature(p, y)
     # every pair both ways round: the measures do not depend on which candidate a pair calls i
     p, y, calibrated = both_ways(p, y, calibrated_probabilities(group, seed)[known])
     out |= {
@@ -174,7 +200,9 @@ def _calibration(group: pl.DataFrame, seed: int, bins: int, rows: list, key: tup
         "ece": expected_calibration_error(p, y, bins),
         "brier": brier_score(p, y),
         "log_loss": log_loss(p, y),
-        "temperature": _nan_to_none(fit_temperature(p, y)),
+        "temperature": _nan_to_none(temperature),
+        "temperature_at_bound": temperature_at_bound(temperature) if np.isfinite(temperature) else None,
+        "temperature_reading": temperature_reading(temperature),
         "ece_calibrated": expected_calibration_error(calibrated, y, bins),
         "brier_calibrated": brier_score(calibrated, y),
         "log_loss_calibrated": log_loss(calibrated, y),
@@ -233,7 +261,7 @@ def _length(group: pl.DataFrame) -> dict:
         np.isfinite(h_i) & np.isfinite(h_j)
     ).all():  # people's score difference beside it: length beyond quality
         columns.append(_standardised(h_i - h_j))
-    if np.ptp(columns[0]) > 0:
+    if np.any(columns[0] != 0):  # no intercept: any length difference identifies the slope, whichever side
         out["length_coef"] = float(logistic_fit(np.stack(columns, axis=1), p)[0])
     return out
 

@@ -22,6 +22,7 @@ from pipeline.contracts.schemas import SCORES, UNSCORED
 from pipeline.data.contexts import group_by_context
 from pipeline.methods import contradiction, poe_gaussian, poe_logit
 from pipeline.methods import score as run_scorer
+from pipeline.methods.metrics import merge_near_ties
 from pipeline.methods.validate import ComparisonError
 from pipeline.scoring.reduce import RAW_TO_SCORERS
 
@@ -92,8 +93,10 @@ def method_scores(
 
 
 def ranks(scores: np.ndarray) -> np.ndarray:
-    """1 = best; tied scores share the smallest rank."""
-    return rankdata(-scores, method="min").astype(np.int32)
+    """1 = best; tied scores share the smallest rank, scores within ``TIE_RTOL`` of the largest magnitude tied
+    (:func:`pipeline.methods.metrics.merge_near_ties`: ulps of a solver's sums are not a ranking, and would move
+    with the order of the rows)."""
+    return rankdata(-merge_near_ties(np.asarray(scores, dtype=np.float64)), method="min").astype(np.int32)
 
 
 def comparison_arrays(
@@ -113,6 +116,28 @@ def comparison_arrays(
     i = np.concatenate([ci[has_ij], cj[has_ji]])
     j = np.concatenate([cj[has_ij], ci[has_ji]])
     return i, j, np.concatenate([p_ij[has_ij], p_ji[has_ji]]), np.concatenate([tie[has_ij], tie[has_ji]])
+
+
+def in_canonical_order(
+    i: np.ndarray,
+    j: np.ndarray,
+    p: np.ndarray,
+    tie: np.ndarray,
+    flagged: np.ndarray | None,
+    orient: bool,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """The scorers' comparisons in one order whatever the candidates are called and however the rows came: each
+    pair read with its lower item index as i (``orient``: a pair's debiased ``p`` read the other way round is ``1 -
+    p``; not for comparisons that are judged orderings, whose i is slot A), then sorted by (i, j, p). The items are
+    in content-key order (:func:`pipeline.data.contexts.group_by_context`), so every scorer gets the same arrays, and
+    a scorer whose optimum is not unique (PoE-Laplace's linear program) or that stops at a tolerance (Davidson's
+    L-BFGS) returns the same scores under any names and any order of rows."""
+    if orient:
+        turn = i > j
+        i, j = np.where(turn, j, i), np.where(turn, i, j)
+        p = np.where(turn, 1.0 - p, p)
+    order = np.lexsort((p, j, i))
+    return i[order], j[order], p[order], tie[order], None if flagged is None else flagged[order]
 
 
 def contradicted_pairs(
@@ -155,6 +180,7 @@ def score_comparisons(
         flagged = contradicted_pairs(group, debias, logit.clip) if aware else None
         if flagged is not None:
             n_contradicted += int(flagged.sum())
+        i, j, p, tie, flagged = in_canonical_order(i, j, p, tie, flagged, debias not in RAW_TO_SCORERS)
         for method in methods:
             try:
                 s, se = method_scores(
@@ -180,7 +206,11 @@ def score_comparisons(
             rows["context_id"] += [context_id] * n
             rows["candidate_id"] += cands
             rows["score"] += s.tolist()
-            rows["stderr"] += se.tolist() if se is not None else [None] * n
+            # null where not defined: no other method gives one, and a context with as many comparisons as free
+            # scores leaves no residual to estimate the experts' variance from
+            rows["stderr"] += (
+                [float(x) if np.isfinite(x) else None for x in se] if se is not None else [None] * n
+            )
             rows["rank"] += ranks(s).tolist()
     if n_contradicted:
         log.info(
@@ -209,7 +239,11 @@ def rank_and_join(rows: pl.DataFrame, human_scores: pl.DataFrame) -> pl.DataFram
     if "stderr" not in rows.columns:
         rows = rows.with_columns(stderr=pl.lit(None, dtype=pl.Float64))
     group = ["judge", "attribute", "template_id", "method", "context_id"]
-    ranked = rows.with_columns(rank=pl.col("score").rank("min", descending=True).over(group).cast(pl.Int32))
+    ranked = rows.with_columns(
+        rank=pl.col("score")
+        .map_batches(lambda s: pl.Series(ranks(s.to_numpy()), dtype=pl.Int32), return_dtype=pl.Int32)
+        .over(group)
+    )
     return ranked.join(human_scores, on=["context_id", "candidate_id", "attribute"], how="left").select(
         SCORES.names
     )

@@ -18,10 +18,16 @@ from pipeline.methods.metrics import (
 KEYS = ["judge", "attribute", "template_id", "method"]
 
 
+def defined(value: float) -> float | None:
+    """A correlation, or null where it is not defined (every human score equal, fewer than two candidates, no
+    systems): never NaN, printed n/a."""
+    return float(value) if np.isfinite(value) else None
+
+
 def correlation_table(scores: pl.DataFrame, systems: pl.DataFrame | None = None) -> pl.DataFrame:
     """Per (judge, attribute, template, method): correlations per context averaged over contexts (contexts with
     constant human scores skipped and counted), over the whole pool, pairwise accuracy, and with ``systems``
-    (``context_id``, ``candidate_id``, ``system``) the system-level correlations."""
+    (``context_id``, ``candidate_id``, ``system``) the system-level correlations; null where not defined."""
     with_human = scores.filter(pl.col("human_score").is_not_null())
     if systems is not None and systems.height:
         with_human = with_human.join(systems, on=["context_id", "candidate_id"], how="left")
@@ -35,12 +41,12 @@ def correlation_table(scores: pl.DataFrame, systems: pl.DataFrame | None = None)
         row = dict(zip(KEYS, key, strict=True))
         for method in CORRELATIONS:
             summary = per_context_correlation(context_index, pred, human, method)
-            row[method] = float(summary.mean)
+            row[method] = defined(summary.mean)
             row["n_contexts"] = int(summary.n_contexts)
             row["n_skipped_contexts"] = int(summary.n_skipped)
-            row[f"{method}_pooled"] = float(pooled_correlation(pred, human, method))
+            row[f"{method}_pooled"] = defined(pooled_correlation(pred, human, method))
         accuracy, n_pairs = pairwise_accuracy(context_index, pred, human)
-        row["pairwise_accuracy"] = float(accuracy)
+        row["pairwise_accuracy"] = defined(accuracy)
         row["n_pairs"] = int(n_pairs)
         named = group.filter(pl.col("system").is_not_null())
         row["n_systems"] = 0
@@ -55,7 +61,7 @@ def correlation_table(scores: pl.DataFrame, systems: pl.DataFrame | None = None)
                 if named.height
                 else (float("nan"), 0)
             )
-            row[f"{method}_system"] = value if np.isfinite(value) else None
+            row[f"{method}_system"] = defined(value)
             row["n_systems"] = n_systems
         rows.append(row)
     schema = pl.from_arrow(CORRELATIONS_SCHEMA.empty_table()).schema

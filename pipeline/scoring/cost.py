@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
+
+from pipeline.methods.metrics import merge_near_ties
 
 
 def _sum_cost(frame: pl.DataFrame, mode: str, candidates: pl.Expr) -> pl.DataFrame:
@@ -103,6 +106,7 @@ def assessment_table(
         frame.with_columns(
             rank=pl.col("spearman")
             .fill_nan(None)
+            .map_batches(_near_ties, return_dtype=pl.Float64)
             .rank("min", descending=True)
             .over(["judge", "attribute"])
             .cast(pl.Int32)
@@ -110,3 +114,11 @@ def assessment_table(
         .with_columns(pl.col("rank").fill_null(pl.len().over(["judge", "attribute"]).cast(pl.Int32)))
         .sort(["judge", "attribute", "rank", "method"])
     )
+
+
+def _near_ties(values: pl.Series) -> pl.Series:
+    """Spearman values within ``TIE_RTOL`` of each other read as ties (their ulps are not a ranking); nulls kept."""
+    known = values.is_not_null().to_numpy()
+    out = values.to_numpy(allow_copy=True).astype(np.float64)
+    out[known] = merge_near_ties(out[known])
+    return pl.Series(out).fill_nan(None)

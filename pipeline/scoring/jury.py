@@ -10,11 +10,13 @@ A juror is a ``(judge, template_id)``: the same model with two prompt templates 
 - ``jurors``: each juror's line (scale, bias, noise), its share of the jury's information, its answers, and its
   raw P(A) (position bias);
 - ``juror_agreement``: for every two jurors, over the pairs both judged, Cohen's kappa and raw agreement of their
-  verdicts (each juror's orderings averaged; "i", "tie" at exactly 1/2, "j") and the mean per-context Spearman of
-  their PoE-Gaussian scores.
+  verdicts (each juror's orderings averaged; "i", "tie" at 1/2, "j"; each pair read both ways round, so that kappa
+  does not depend on which candidate a pair calls i) and the mean per-context Spearman of their PoE-Gaussian scores.
 
 Every juror must have judged the same prompts (the jury compares judges on the same evidence): a prompt one juror
-judged and another did not is an error naming the juror, the context and the candidates.
+judged and another did not is an error naming the juror, the context and the candidates. An attribute whose jurors
+answered fewer than :data:`pipeline.methods.jury.MIN_ANSWERS` prompts each has no jury (a juror's line cannot be
+estimated): it is listed in ``skipped`` with the reason, and the stage warns and counts it.
 """
 
 from __future__ import annotations
@@ -26,13 +28,26 @@ import numpy as np
 import polars as pl
 from scipy.stats import spearmanr
 
+from pipeline.contracts.jury import JUROR_AGREEMENT, JURORS
 from pipeline.methods import poe_gaussian
-from pipeline.methods.agreement import cohen_kappa, raw_agreement
-from pipeline.methods.jury import fit_jury, majority_vote, plain_average
+from pipeline.methods.agreement import both_ways, cohen_kappa, raw_agreement
+from pipeline.methods.jury import MIN_ANSWERS, fit_jury, majority_vote, plain_average
+from pipeline.methods.win_ratio import hard_outcomes
 
 JUROR = ["judge", "template_id"]
 PROMPT = ["context_id", "cand_a", "cand_b"]
 JURY_METHODS = ("jury_poe", "jury_majority", "jury_mean")
+# The columns of the jury's score rows (the scores table's, before ranks and human scores).
+JURY_SCORE_ROWS = {
+    "judge": pl.String,
+    "attribute": pl.String,
+    "template_id": pl.String,
+    "method": pl.String,
+    "context_id": pl.String,
+    "candidate_id": pl.String,
+    "score": pl.Float64,
+    "stderr": pl.Float64,
+}
 
 
 class JuryError(ValueError):
@@ -44,6 +59,8 @@ class JuryTables:
     scores: pl.DataFrame
     jurors: pl.DataFrame
     agreement: pl.DataFrame
+    # (attribute, why) of every attribute that has no jury
+    skipped: tuple[tuple[str, str], ...] = ()
 
 
 def juror_name(judge: str, template_id: str) -> str:
@@ -75,13 +92,30 @@ def check_same_prompts(judgments: pl.DataFrame, attribute: str) -> list[tuple[st
 
 def jury_tables(judgments: pl.DataFrame) -> JuryTables:
     """The jury's scores, its jurors' lines and their agreement (module docstring), per attribute."""
-    scores, jurors, agreement = [], [], []
+    scores, jurors, agreement, skipped = [], [], [], []
     for (attribute,), frame in judgments.group_by(["attribute"], maintain_order=True):
+        juror_list = check_same_prompts(frame, str(attribute))
+        answers = frame.height // len(juror_list)
+        if answers < MIN_ANSWERS:
+            skipped.append(
+                (
+                    str(attribute),
+                    f"each juror answered {answers} prompt(s); a juror's line needs at least {MIN_ANSWERS}",
+                )
+            )
+            continue
         part = _attribute_tables(str(attribute), frame)
         scores.append(part.scores)
         jurors.append(part.jurors)
         agreement.append(part.agreement)
-    return JuryTables(pl.concat(scores), pl.concat(jurors), pl.concat(agreement))
+    if not scores:
+        return JuryTables(
+            pl.DataFrame(schema=JURY_SCORE_ROWS),
+            pl.from_arrow(JURORS.empty_table()),
+            pl.from_arrow(JUROR_AGREEMENT.empty_table()),
+            tuple(skipped),
+        )
+    return JuryTables(pl.concat(scores), pl.concat(jurors), pl.concat(agreement), tuple(skipped))
 
 
 def _attribute_tables(attribute: str, frame: pl.DataFrame) -> JuryTables:
@@ -163,9 +197,8 @@ def _verdicts(coded: pl.DataFrame, k: int) -> pl.DataFrame:
         p_lo=pl.when(pl.col("i") < pl.col("j")).then(pl.col("p_a")).otherwise(1.0 - pl.col("p_a")),
     )
     pairs = own.group_by(["lo", "hi"]).agg(pl.col("p_lo").mean())
-    return pairs.with_columns(
-        verdict=pl.when(pl.col("p_lo") > 0.5).then(0).when(pl.col("p_lo") < 0.5).then(2).otherwise(1)
-    ).select("lo", "hi", "verdict")
+    won = hard_outcomes(pairs["p_lo"].to_numpy())  # the rule of a won game: 1, 1/2 (a tie) or 0
+    return pairs.with_columns(verdict=pl.Series((2 - 2 * won).astype(np.int64))).select("lo", "hi", "verdict")
 
 
 def _context_scores(coded: pl.DataFrame, k: int, contexts: np.ndarray) -> dict[str, np.ndarray]:
@@ -181,7 +214,8 @@ def _agreement(attribute, coded, juror_list, items) -> pl.DataFrame:
     rows = []
     for a, b in combinations(range(len(juror_list)), 2):
         both = _verdicts(coded, a).join(_verdicts(coded, b), on=["lo", "hi"], suffix="_b")
-        va, vb = both["verdict"].to_numpy(), both["verdict_b"].to_numpy()
+        # each pair both ways round: kappa's chance agreement must not depend on which item a pair calls first
+        va, vb = both_ways(both["verdict"].to_numpy(), both["verdict_b"].to_numpy())
         rhos = [
             spearmanr(per_juror[a][c], per_juror[b][c]).statistic for c in per_juror[a] if c in per_juror[b]
         ]

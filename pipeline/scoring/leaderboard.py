@@ -11,6 +11,11 @@ A run of one context (a pool, ``dataset.pool=true``) has one input, where a boot
 resample: there the units are the pool's items. Each round draws the items with replacement, so a model's value is
 over a random sample of its own items; the draw is not paired across models (a pool's items share no input).
 
+The bootstrap draws its units in the order of their content keys (:mod:`pipeline.contracts.keys`: an input's
+text and its candidates' texts, an item's text), so that the same seed gives the same intervals whatever the inputs,
+candidates and models are called and however the rows are ordered. A game's sides follow the candidates' ids
+(``cand_i < cand_j``); nothing computed here depends on which side a game's model is on.
+
 Candidates name their model in ``system`` (generated outputs, or data sets such as SummEval whose summaries come
 from named systems); a run whose candidates name none has no leaderboard.
 """
@@ -23,7 +28,10 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from pipeline.contracts.keys import content_key, stable_hash
 from pipeline.contracts.schemas import LEADERBOARD
+from pipeline.data.contexts import group_by_context
+from pipeline.methods.alpaca_lc import instruction_difficulty, lc_win_rate
 from pipeline.methods.bootstrap import (
     Interval,
     bootstrap_counts,
@@ -40,6 +48,8 @@ WIN_RATE = "win_rate"
 BRADLEY_TERRY = "bradley_terry"
 # The suffix of a metric with the texts' length (and style) regressed out: win_rate:length_controlled, ...
 CONTROLLED = {"length": "length_controlled", "style": "style_controlled"}
+# AlpacaEval 2's length-controlled win rate against leaderboard.baseline (pipeline.methods.alpaca_lc).
+ALPACA_EVAL_LC = f"{WIN_RATE}:alpaca_eval_lc"
 
 # What the bootstrap resamples (the LEADERBOARD's unit): the inputs (contexts), or a one-context pool's items.
 INPUT, ITEM = "input", "item"
@@ -59,6 +69,8 @@ class Board:
     seed: int = 0
     games: str = "pair"
     control: tuple[str, ...] = ("length",)
+    # AlpacaEval's length-controlled win rate against this model (None: not computed)
+    baseline: str | None = None
 
 
 def leaderboard_table(
@@ -78,11 +90,12 @@ def leaderboard_table(
     keys = systems["context_id"] + "\x1f" + systems["candidate_id"]
     system_of = dict(zip(keys, systems["system"], strict=True))
     features = dict(zip(keys, text_features(systems["text"].to_list()), strict=True))
+    order = unit_keys(candidates)
     rows = []
     for (judge, attribute, template_id), comps in comparisons.group_by(
         ["judge", "attribute", "template_id"], maintain_order=True
     ):
-        games = Games.of(comps, system_of, board.games)
+        games = Games.of(comps, system_of, order, board.games)
         if games is None:
             continue
         counts = bootstrap_counts(len(games.units), board.rounds, np.random.default_rng(board.seed))
@@ -96,6 +109,10 @@ def leaderboard_table(
                 metrics[method] = bootstrap_means(values, counts, board.level)
         for control in board.control:
             metrics |= games.controlled(features, counts, board.level, style=control == "style")
+        if board.baseline is not None:
+            lc = games.alpaca_eval(features, board.baseline, board.level)
+            if lc is not None:
+                metrics[ALPACA_EVAL_LC] = lc
         group = {"judge": judge, "attribute": attribute, "template_id": template_id}
         for metric, interval in metrics.items():
             rows += games.rows(group, metric, interval)
@@ -105,6 +122,21 @@ def leaderboard_table(
     return out.sort(
         ["judge", "attribute", "template_id", "metric", "rank", "estimate"], descending=[False] * 5 + [True]
     )
+
+
+def _defined(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
+def unit_keys(candidates: pa.Table) -> dict[str, int]:
+    """The content key of every unit a bootstrap may draw: each input (its context id) and each item (context \x1f
+    candidate); equal keys (equal texts) fall back on the names."""
+    out: dict[str, int] = {}
+    for context in group_by_context(candidates):
+        out[context.context_id] = context.key
+        for cand, text in zip(context.candidate_ids, context.texts, strict=True):
+            out[f"{context.context_id}\x1f{cand}"] = content_key(text)
+    return out
 
 
 @dataclass(frozen=True)
@@ -123,15 +155,21 @@ class Games:
     a: np.ndarray
     b: np.ndarray
     y: np.ndarray
+    # the soft outcome for a (its P(a beats b)), and each model's content key (its outputs' texts)
+    p: np.ndarray
+    model_keys: tuple[int, ...]
     unit_a: np.ndarray
     unit_b: np.ndarray
     cand_a: list[str]
     cand_b: list[str]
 
     @classmethod
-    def of(cls, comps: pl.DataFrame, system_of: dict[str, str], games: str = "pair") -> Games | None:
+    def of(
+        cls, comps: pl.DataFrame, system_of: dict[str, str], order: dict[str, int], games: str = "pair"
+    ) -> Games | None:
         """The games of the comparisons whose two candidates name their model (None: none do): one per pair (the
-        debiased P(i beats j)) or one per judged ordering (that ordering's own verdict)."""
+        debiased P(i beats j)) or one per judged ordering (that ordering's own verdict). ``order``: the content key
+        of every unit (:func:`unit_keys`), the order the bootstrap draws them in."""
         with_sys = (
             comps.with_columns(
                 key_i=pl.col("context_id") + "\x1f" + pl.col("cand_i"),
@@ -160,7 +198,9 @@ class Games:
         unit_j = pl.col("key_j") if unit == ITEM else pl.col("context_id")
         # in a fixed order, so that no fit or sum depends on the order the comparisons came in
         played = played.with_columns(unit_i=unit_i, unit_j=unit_j).sort(["key_i", "key_j", "p_game"])
-        units = sorted(set(played["unit_i"].to_list()) | set(played["unit_j"].to_list()))
+        units = sorted(
+            set(played["unit_i"].to_list()) | set(played["unit_j"].to_list()), key=lambda u: (order[u], u)
+        )
         models = sorted(set(played["sys_i"].to_list()) | set(played["sys_j"].to_list()))
         row_of = {c: k for k, c in enumerate(units)}
         col_of = {m: k for k, m in enumerate(models)}
@@ -176,8 +216,13 @@ class Games:
         np.add.at(wins, (ub, b), 1.0 - y)
         np.add.at(games_played, (ua, a), 1.0)
         np.add.at(games_played, (ub, b), 1.0)
+        model_keys = tuple(
+            stable_hash("\x1f".join(sorted(str(order[k]) for k, m in system_of.items() if m == model)))
+            for model in models
+        )
+        p_game = played["p_game"].to_numpy().astype(np.float64)
         return cls(
-            unit, units, models, wins, games_played, a, b, y, ua, ub,
+            unit, units, models, wins, games_played, a, b, y, p_game, model_keys, ua, ub,
             played["key_i"].to_list(), played["key_j"].to_list(),
         )  # fmt: skip
 
@@ -198,6 +243,44 @@ class Games:
             f"{WIN_RATE}:{suffix}": quantile_interval(rate, rates, level),
             f"{BRADLEY_TERRY}:{suffix}": quantile_interval(fit.theta, thetas, level),
         }
+
+    def alpaca_eval(self, features: dict[str, np.ndarray], baseline: str, level: float) -> Interval | None:
+        """AlpacaEval 2's length-controlled win rate of every model against ``baseline``
+        (:mod:`pipeline.methods.alpaca_lc`): the instructions' difficulty from the joint fit of every model's games
+        against it, then a GLM per model; the interval is the estimate +- the normal quantile of ``level`` times
+        AlpacaEval's standard error (not a bootstrap); the baseline's own is 1/2. None: the baseline is not a model
+        here, or the run has one input (a pool: its items are no instructions)."""
+        from scipy.stats import norm
+
+        if self.unit != INPUT or baseline not in self.models:
+            return None
+        base = self.models.index(baseline)
+        vs = (self.a == base) ^ (self.b == base)
+        if vs.sum() < 2:
+            return None
+        turned = self.a == base  # the baseline on side a: the model's preference is 1 - p
+        length_a = np.array([features[k][0] for k in self.cand_a])
+        length_b = np.array([features[k][0] for k in self.cand_b])
+        model = np.where(turned, self.b, self.a)[vs]
+        y = np.where(turned, 1.0 - self.p, self.p)[vs]
+        l_model = np.where(turned, length_b, length_a)[vs]
+        l_base = np.where(turned, length_a, length_b)[vs]
+        unit = self.unit_a[vs]
+        # every row in content-key order (the fit's folds and coordinates follow the rows and columns)
+        rank = np.argsort(np.argsort(self.model_keys))
+        rows = np.lexsort((l_base, l_model, np.round(y, 12), rank[model], unit))
+        model, y, l_model, l_base, unit = (v[rows] for v in (model, y, l_model, l_base, unit))
+        difficulty = instruction_difficulty(rank[model], unit, y, l_model, l_base)
+        estimate = np.full(len(self.models), np.nan)
+        error = np.full(len(self.models), np.nan)
+        estimate[base], error[base] = 0.5, 0.0
+        for m in np.unique(model):
+            mine = model == m
+            if mine.sum() >= 2:
+                fit = lc_win_rate(y[mine], l_model[mine], l_base[mine], difficulty[unit[mine]])
+                estimate[m], error[m] = fit.win_rate, fit.standard_error
+        z = float(norm.ppf((1 + level) / 2))
+        return Interval(estimate, np.clip(estimate - z * error, 0, 1), np.clip(estimate + z * error, 0, 1))
 
     def mean_scores(
         self, part: pl.DataFrame, template_id: str, system_of: dict[str, str]
@@ -233,9 +316,10 @@ class Games:
                 **group,
                 "metric": metric,
                 "model": model,
-                "estimate": float(interval.estimate[m]),
-                "lower": float(interval.lower[m]),
-                "upper": float(interval.upper[m]),
+                # null: not defined (a model without games, a rating the data cannot tell from length)
+                "estimate": _defined(interval.estimate[m]),
+                "lower": _defined(interval.lower[m]),
+                "upper": _defined(interval.upper[m]),
                 "rank": int(ranks[m]),
                 "tied_with": ", ".join(tied[m]),
                 "unit": self.unit,

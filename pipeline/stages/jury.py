@@ -40,6 +40,9 @@ class Jury(Stage):
                 "juror_agreement": ports.JUROR_AGREEMENT.schema.empty_table(),
             }
         tables = jury_tables(pl.from_arrow(judgments))
+        for attribute, why in tables.skipped:
+            ctx.metrics[f"jury/{attribute}/skipped"] = 1.0
+            log.warning("jury (%s): no jury scores: %s", attribute, why)
         ranked = rank_and_join(tables.scores, pl.from_arrow(human_scores))
         merged = pl.concat([pl.from_arrow(scores).select(ports.SCORES.schema.names), ranked])
         for row in tables.jurors.iter_rows(named=True):

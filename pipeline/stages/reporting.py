@@ -86,13 +86,14 @@ class Report(Stage):
         counts = {k: float(v) for k, v in input_report.counts().items()}
         ctx.metrics.update(mlflow_metrics(t.correlations, t.bias, counts))
         summary = self._summary(t, judge_stats)
-        (run_dir / "summary.txt").write_text(summary + "\n")
-        ctx.files.append(run_dir / "summary.txt")
         if self.plots:
             plot_dir = run_dir / "plots"
             plot_dir.mkdir(exist_ok=True)
-            self._plots(t, pl.from_arrow(judge_reliability), plot_dir)
+            problems = self._plots(t, pl.from_arrow(judge_reliability), plot_dir)
             ctx.files.append(plot_dir)
+            summary = with_figure_problems(summary, problems, ctx)
+        (run_dir / "summary.txt").write_text(summary + "\n")
+        ctx.files.append(run_dir / "summary.txt")
         return {"summary": summary}
 
     def _summary(self, t: Frames, judge_stats: JudgeStats) -> str:
@@ -121,19 +122,33 @@ class Report(Stage):
             )
         return summary
 
-    def _plots(self, t: Frames, reliability: pl.DataFrame, plot_dir: Path) -> None:
+    def _plots(self, t: Frames, reliability: pl.DataFrame, plot_dir: Path) -> list[str]:
+        """Every figure the tables allow, each drawn apart (:func:`plots.draw`): what could not be drawn."""
+        figures: list[tuple[str, Any, tuple[Any, ...]]] = []
         if t.scores.filter(pl.col("method") == self.plot_method).height:
-            plots.predicted_vs_human(t.scores, self.plot_method, plot_dir / "predicted_vs_human.png")
+            figures.append(("predicted_vs_human.png", plots.predicted_vs_human, (t.scores, self.plot_method)))
         if t.bias.height:
-            plots.position_bias(t.bias, plot_dir / "position_bias.png")
+            figures.append(("position_bias.png", plots.position_bias, (t.bias,)))
         if t.correlations.height:
-            plots.correlation_by_method(t.correlations, "spearman", plot_dir / "spearman_by_method.png")
+            figures.append(
+                ("spearman_by_method.png", plots.correlation_by_method, (t.correlations, "spearman"))
+            )
         if t.absolute and t.assessment.height:
-            plots.spearman_by_mode(t.assessment, plot_dir / "spearman_by_mode.png")
+            figures.append(("spearman_by_mode.png", plots.spearman_by_mode, (t.assessment,)))
         if t.board.height:
-            plots.leaderboard(t.board, plot_dir / "leaderboard.png")
+            figures.append(("leaderboard.png", plots.leaderboard, (t.board,)))
         if t.card.height:
-            card_figure(t.card, reliability, plot_dir / "judge_card.png")
+            figures.append(("judge_card.png", card_figure, (t.card, reliability)))
+        problems = [plots.draw(plot_dir / name, figure, *args) for name, figure, args in figures]
+        return [p for p in problems if p]
+
+
+def with_figure_problems(summary: str, problems: list[str], ctx: StageContext) -> str:
+    """The summary with a line per figure that could not be drawn, counted in the run's metrics."""
+    if not problems:
+        return summary
+    ctx.metrics["report/figures_not_drawn"] = ctx.metrics.get("report/figures_not_drawn", 0.0) + len(problems)
+    return summary + "\n\n" + "\n".join(problems)
 
 
 @dataclass(frozen=True)
@@ -200,12 +215,16 @@ class ReportRounds(Stage):
             if table.height:
                 table.write_csv(run_dir / name)
                 ctx.files.append(run_dir / name)
-        (run_dir / "summary.txt").write_text(summary + "\n")
         if self.plots:
             plot_dir = run_dir / "plots"
             plot_dir.mkdir(exist_ok=True)
+            problems = []
             if frame.height:
-                plots.rounds_curve(frame, plot_dir / "rounds.png")
+                problems.append(plots.draw(plot_dir / "rounds.png", plots.rounds_curve, frame))
             if ranking.height:
-                plots.ranking(ranking, self.method, self.level, plot_dir / "ranking.png")
+                problems.append(
+                    plots.draw(plot_dir / "ranking.png", plots.ranking, ranking, self.method, self.level)
+                )
+            summary = with_figure_problems(summary, [p for p in problems if p], ctx)
+        (run_dir / "summary.txt").write_text(summary + "\n")
         return {"summary": summary}

@@ -17,7 +17,8 @@ Around it, this stage:
 Resume: a run started again in the same folder reads the chosen pairs of every round, judges those prompts not
 yet in the folder (a round cut short) and goes on from the next round with what was judged. A prompt in the
 folder is never judged again, and the fit and selection are deterministic given what was judged (seeded by
-``adaptive.seed``, the round and the context), so a resumed run chooses what the uninterrupted one would have.
+``adaptive.seed``, the round and the context's content key, with its items in content-key order: the same whatever
+the ids are called or the input's order), so a resumed run chooses what the uninterrupted one would have.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ from numpy.typing import NDArray
 
 from pipeline.config.rounds import AdaptiveConfig
 from pipeline.contracts.errors import ConfigError
-from pipeline.contracts.keys import stable_hash
 from pipeline.contracts.schemas import ROUNDS, check_schema
 from pipeline.contracts.stats import JudgeStats
 from pipeline.data.contexts import Context, group_by_context
@@ -186,7 +186,7 @@ class RoundsIO:
             extra = context.size if cid in prior else 0
             pool = Pool(
                 context.size,
-                key=stable_hash(cid),
+                key=context.key,
                 budget_pairs=self._budget_pairs(context.size, extra),
                 prior=prior.get(cid),
                 extra_calls=extra,

@@ -16,6 +16,7 @@ from pipeline.config.enums import Calibrate, Correlation, Debias, Orderings
 from pipeline.contracts.schemas import CORRELATIONS, RATING_FAILURES
 from pipeline.methods import poe_logit
 from pipeline.prompts.plan import PromptPlan
+from pipeline.reporting.summary import metric_prefix
 from pipeline.runtime.logs import FILE_ONLY
 from pipeline.scoring.card import calibrate_comparisons
 from pipeline.scoring.combine import combine_scores
@@ -171,7 +172,9 @@ class Combine(Stage):
             )
             parts.append(combined.scores)
             more = combined.unscored
-            for (_judge, attribute, template_id, method), est in combined.estimates.items():
+            multi_judge = len({k[0] for k in combined.estimates}) > 1
+            multi_template = len({k[2] for k in combined.estimates}) > 1
+            for (judge, attribute, template_id, method), est in combined.estimates.items():
                 log.info(
                     "combined %s (%s, %s): slope %.4g, weight %.3g (%s) from %d context(s)",
                     method,
@@ -183,8 +186,9 @@ class Combine(Stage):
                     est.n_contexts,
                     extra=FILE_ONLY,
                 )
-                ctx.metrics[f"{attribute}/{method}/weight"] = float(est.weight)
-                ctx.metrics[f"{attribute}/{method}/slope"] = float(est.slope)
+                prefix = metric_prefix(judge, attribute, template_id, multi_judge, multi_template)
+                ctx.metrics[f"{prefix}/{method}/weight"] = float(est.weight)
+                ctx.metrics[f"{prefix}/{method}/slope"] = float(est.slope)
             flat = sorted(
                 {f"{m} ({a})" for (_, a, _, m), est in combined.estimates.items() if est.slope == 0}
             )
@@ -221,9 +225,13 @@ class Leaderboard(Stage):
         board = leaderboard_table(
             pl.from_arrow(comparisons), pl.from_arrow(scores), candidates, list(self.methods), self.board
         )
+        multi_judge, multi_template = board["judge"].n_unique() > 1, board["template_id"].n_unique() > 1
         for r in board.iter_rows(named=True):
             if r["metric"] == WIN_RATE:
-                prefix = f"leaderboard/{r['attribute']}/{r['model']}"
+                group = metric_prefix(
+                    r["judge"], r["attribute"], r["template_id"], multi_judge, multi_template
+                )
+                prefix = f"leaderboard/{group}/{r['model']}"
                 for name in ("estimate", "lower", "upper"):
                     if r[name] is not None and np.isfinite(r[name]):
                         ctx.metrics[f"{prefix}/win_rate_{name}"] = float(r[name])

@@ -149,7 +149,12 @@ def leaderboard_board(cfg: RunConfig) -> Board:
     """How the run's leaderboard is made (``leaderboard``: bootstrap, games, controls)."""
     board = cfg.leaderboard
     return Board(
-        board.rounds, board.level, board.seed, str(board.games), tuple(str(c) for c in board.control)
+        board.rounds,
+        board.level,
+        board.seed,
+        str(board.games),
+        tuple(str(c) for c in board.control),
+        board.baseline,
     )
 
 

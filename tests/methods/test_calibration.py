@@ -8,6 +8,8 @@ import pytest
 from scipy.special import expit
 
 from pipeline.methods.calibration import (
+    T_MAX,
+    T_MIN,
     apply_temperature,
     brier_score,
     cross_fit_temperature,
@@ -15,6 +17,8 @@ from pipeline.methods.calibration import (
     fit_temperature,
     log_loss,
     reliability,
+    temperature_at_bound,
+    temperature_reading,
 )
 
 
@@ -79,8 +83,50 @@ def test_cross_fitting_never_calibrates_a_pair_with_a_temperature_fitted_on_its_
     assert len(np.unique(pooled)) == 4
 
 
-def test_no_temperature_is_identified_where_people_preferred_one_side_everywhere():
-    assert np.isnan(fit_temperature([0.2, 0.7], [1, 1]))
-    calibrated, used = cross_fit_temperature([0.2, 0.7, 0.4], [1, 1, 1], [0, 1, 2], folds=3)
-    np.testing.assert_allclose(calibrated, [0.2, 0.7, 0.4])
-    assert np.isnan(used).all()
+def test_a_temperature_at_a_bound_of_its_search_is_marked_and_said_in_words():
+    # the judge's surest answers are wrong: its probabilities carry no information, flattened at T_MAX
+    flat = fit_temperature([0.2, 0.7], [1, 1])
+    assert temperature_at_bound(flat) and flat == pytest.approx(T_MAX, rel=1e-3)
+    assert "carry no information" in temperature_reading(flat)
+    # every verdict right: nothing bounds the sharpening
+    sharp = fit_temperature([0.6, 0.3, 0.8], [1, 0, 1])
+    assert temperature_at_bound(sharp) and sharp == pytest.approx(T_MIN, rel=1e-3)
+    assert "every pair" in temperature_reading(sharp)
+    assert "over-confident" in temperature_reading(2.5) and not temperature_at_bound(2.5)
+    assert "under-confident" in temperature_reading(0.4)
+    assert "about as sure" in temperature_reading(1.02)
+    assert np.isnan(fit_temperature([0.5, 0.5], [1, 0])) and "no temperature" in temperature_reading(
+        float("nan")
+    )
+    # read the other way round, a pair adds the same loss term: the fit does not move
+    p, y = np.array([0.2, 0.7, 0.9, 0.4]), np.array([1, 1, 0, 0])
+    assert fit_temperature(1 - p, 1 - y) == pytest.approx(fit_temperature(p, y), rel=1e-9)
+
+
+@pytest.mark.parametrize("edge", [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+def test_a_probability_on_a_bin_edge_lands_in_the_bin_that_starts_there(edge):
+    r = reliability([edge], [1], bins=10)
+    assert r.count[round(edge * 10)] == 1
+    assert r.lower[round(edge * 10)] == edge
+    assert reliability([1.0], [1], bins=10).count[9] == 1  # the last bin is closed
+
+
+def test_cross_fitting_a_pool_by_pairs_never_uses_the_pairs_own_label():
+    """In a single pool the units are the pairs: flipping one pair's preference moves no temperature that pair is
+    calibrated with (the issue's finding: the reversed copy of each pair sat in its fitting folds)."""
+    rng = np.random.default_rng(3)
+    n = 60
+    margin = rng.normal(0, 1.5, n)
+    y = (rng.random(n) < expit(margin)).astype(float)
+    p = expit(2 * margin)
+    keys = rng.permutation(10_000)[:n]
+    calibrated, used = cross_fit_temperature(p, y, np.zeros(n), folds=5, seed=0, keys=keys)
+    for k in range(n):
+        flipped = y.copy()
+        flipped[k] = 1 - flipped[k]
+        again, used_again = cross_fit_temperature(p, flipped, np.zeros(n), folds=5, seed=0, keys=keys)
+        assert used_again[k] == used[k] and again[k] == calibrated[k]
+    # the folds follow the keys, not the rows' order
+    order = rng.permutation(n)
+    shuffled, _ = cross_fit_temperature(p[order], y[order], np.zeros(n), folds=5, seed=0, keys=keys[order])
+    np.testing.assert_allclose(shuffled, calibrated[order], rtol=1e-12, atol=1e-12)

@@ -17,29 +17,42 @@ def test_text_features_count_characters_headers_lists_and_bold_outside_code():
     assert row.tolist() == [len(text), 1, 3, 2]
 
 
-def test_feature_differences_are_arena_hard_autos_normalised_differences_standardised():
+def test_feature_differences_are_arena_hard_autos_normalised_differences_scaled_about_zero():
     fa = np.array([[100, 0, 0, 0], [50, 2, 0, 0], [30, 0, 1, 0]], dtype=float)
     fb = np.array([[50, 0, 0, 0], [50, 0, 0, 0], [90, 0, 0, 0]], dtype=float)
     x = feature_differences(fa, fb, style=True)
     length = np.array([50 / 150, 0.0, -60 / 120])
-    np.testing.assert_allclose(x[:, 0], (length - length.mean()) / length.std())
+    # not centred: equal length stays 0, and the scale is the root mean square about 0
+    np.testing.assert_allclose(x[:, 0], length / np.sqrt(np.mean(length**2)))
     headers = np.array([0.0, (2 / 51) / (2 / 51 + 1), 0.0])
-    np.testing.assert_allclose(x[:, 1], (headers - headers.mean()) / headers.std())
-    assert (x[:, 3] == 0).all()  # no bold anywhere: a constant feature stays 0
+    np.testing.assert_allclose(x[:, 1], headers / np.sqrt(np.mean(headers**2)))
+    assert (x[:, 3] == 0).all()  # no bold anywhere: a constant-zero feature stays 0
     assert feature_differences(fa, fb).shape == (3, 1)
+    # a game read the other way round has the opposite feature, whichever games are turned
+    np.testing.assert_allclose(feature_differences(fb, fa, style=True), -x)
+    turned = np.array([True, False, True])
+    mixed = feature_differences(
+        np.where(turned[:, None], fb, fa), np.where(turned[:, None], fa, fb), style=True
+    )
+    np.testing.assert_allclose(mixed, np.where(turned[:, None], -x, x))
 
 
 def test_without_features_the_fit_is_bradley_terry_and_raw_win_rates_are_the_outcomes():
     a = np.array([0, 0, 1, 2, 2])
     b = np.array([1, 2, 2, 0, 1])
     y = np.array([1.0, 0.7, 0.4, 0.2, 1.0])
-    fit = fit_controlled(a, b, y, np.zeros((5, 0)), 3, ridge=1e-9)
+    fit = fit_controlled(a, b, y, np.zeros((5, 0)), 3, prior=0.0)
     # the Bradley-Terry score equations: each model's observed wins equal its expected wins
     s = expit(fit.theta[a] - fit.theta[b])
     for m in range(3):
         observed = y[a == m].sum() + (1 - y[b == m]).sum()
         expected = s[a == m].sum() + (1 - s[b == m]).sum()
         assert observed == pytest.approx(expected, abs=1e-6)
+    # with the raw Bradley-Terry's prior: one virtual win and loss against a reference at 0 joins the equations
+    fit = fit_controlled(a, b, y, np.zeros((5, 0)), 3)
+    level = fit.theta + np.log(fit.theta.size) * 0  # centred ratings; the level is the reference's
+    raw = np.linalg.lstsq(np.vstack([np.eye(3) - 1 / 3]), level, rcond=None)[0]
+    assert np.isfinite(raw).all() and fit.identified
     assert fit.theta.mean() == pytest.approx(0.0, abs=1e-12)
     np.testing.assert_allclose(
         win_rates(a, b, 3, y=y), [(1 + 0.7 + 0.8) / 3, (0 + 0.4 + 0) / 3, (0.3 + 0.6 + 0.2 + 1) / 4]
@@ -67,3 +80,72 @@ def test_a_model_that_only_writes_longer_wins_raw_and_loses_controlled():
     assert list(np.argsort(-controlled)) == [0, 2, 1]
     plain = fit_controlled(a, b, y, np.zeros((n, 0)), 3)
     assert np.argmax(plain.theta) == 1  # Bradley-Terry without the length term is fooled too
+
+
+def test_the_controlled_fit_does_not_depend_on_which_model_of_a_game_is_called_a():
+    rng = np.random.default_rng(11)
+    n = 300
+    a = rng.integers(0, 4, n)
+    b = (a + rng.integers(1, 4, n)) % 4
+    la, lb = rng.uniform(50, 400, n), rng.uniform(50, 400, n)
+    y = rng.random(n)
+    feats = np.column_stack([la, np.zeros((n, 3))]), np.column_stack([lb, np.zeros((n, 3))])
+    fit = fit_controlled(a, b, y, feature_differences(*feats), 4)
+    turn = rng.random(n) < 0.5
+    fa = np.where(turn[:, None], feats[1], feats[0])
+    fb = np.where(turn[:, None], feats[0], feats[1])
+    turned = fit_controlled(
+        np.where(turn, b, a), np.where(turn, a, b), np.where(turn, 1 - y, y), feature_differences(fa, fb), 4
+    )
+    np.testing.assert_allclose(turned.theta, fit.theta, atol=1e-9)
+    np.testing.assert_allclose(turned.gamma, fit.gamma, atol=1e-9)
+
+
+def test_the_round_robin_of_the_issue_ranks_the_better_model_first_whatever_the_names():
+    """Three generators in a round robin with sides by candidate id: a-verbose (as good as c-plain, texts twice as
+    long), b-good (better), c-plain. The judge likes length. Under length control b-good is first and a-verbose no
+    better than c-plain, whichever model's name sorts first (its games always on side a, or always on side b)."""
+    rng = np.random.default_rng(5)
+    quality = {"verbose": 0.0, "good": 0.8, "plain": 0.0}
+    base = {"verbose": 2.0, "good": 1.0, "plain": 1.0}
+    inputs = 1000
+    for names in (("a", "b", "c"), ("c", "b", "a"), ("b", "a", "c")):
+        label = dict(zip(("verbose", "good", "plain"), names, strict=True))
+        models = sorted(label, key=lambda m: label[m])  # sides follow the names, as the product orders them
+        a, b, y, fa, fb = [], [], [], [], []
+        for _ in range(inputs):
+            length = {m: 300 * base[m] * rng.uniform(0.5, 1.5) for m in models}
+            for i, m in enumerate(models):
+                for o in models[i + 1 :]:
+                    logit = quality[m] - quality[o] + 3.0 * (length[m] - length[o]) / (length[m] + length[o])
+                    a.append(i)
+                    b.append(models.index(o))
+                    y.append(float(rng.random() < expit(logit)))
+                    fa.append([length[m], 0, 0, 0])
+                    fb.append([length[o], 0, 0, 0])
+        fit = fit_controlled(a, b, y, feature_differences(fa, fb), 3)
+        theta = dict(zip(models, fit.theta, strict=True))
+        assert max(theta, key=theta.get) == "good", (names, theta)
+        assert abs(theta["verbose"] - theta["plain"]) < 0.25, (names, theta)
+        raw = dict(zip(models, win_rates(a, b, 3, y=y), strict=True))
+        assert raw["verbose"] > raw["plain"] + 0.1  # the raw win rate is fooled by length
+
+
+def test_a_feature_that_is_a_function_of_the_models_is_not_identified():
+    a = np.array([0, 0, 1, 0, 1, 1])
+    b = np.array([1, 1, 0, 1, 0, 0])
+    lengths = np.where(a == 0, 200.0, 100.0), np.where(b == 0, 200.0, 100.0)  # model 0 always twice as long
+    x = feature_differences(
+        np.column_stack([lengths[0], np.zeros((6, 3))]), np.column_stack([lengths[1], np.zeros((6, 3))])
+    )
+    fit = fit_controlled(a, b, np.array([1, 1, 0, 0, 1, 0.0]), x, 2)
+    assert not fit.identified and np.isnan(fit.theta).all()
+
+
+def test_a_bootstrap_round_that_separates_the_models_keeps_finite_ratings():
+    a = np.array([0, 0, 0, 1, 1, 2])
+    b = np.array([1, 2, 1, 2, 2, 0])
+    y = np.array([1.0, 1.0, 1.0, 1.0, 1.0, 0.0])  # model 0 beats everyone, 1 beats 2: separated
+    fit = fit_controlled(a, b, y, np.zeros((6, 0)), 3)
+    assert np.isfinite(fit.theta).all() and np.abs(fit.theta).max() < 3
+    assert list(np.argsort(-fit.theta)) == [0, 1, 2]

@@ -132,14 +132,14 @@ def test_pairs_per_attribute_when_asked():
 )
 def test_prompt_counts_match_generation(strategy, orderings, k):
     cfg = PairsConfig(strategy=Strategy(strategy), orderings=Orderings(orderings), k=k)
-    rows = oriented_pairs(cfg, 9, context_rng(0, "c", None))
+    rows = oriented_pairs(cfg, 9, context_rng(0, 7, None))
     assert len(rows) == prompts_per_context(cfg, 9, 1, 1)
     assert len({tuple(r) for r in rows}) == len(rows)
     assert all(a != b for a, b in rows)
 
 
 def test_one_ordering_of_unordered_pairs_balances_slots():
-    rows = oriented_pairs(PairsConfig(strategy="all_pairs", orderings="one"), 30, context_rng(0, "c", None))
+    rows = oriented_pairs(PairsConfig(strategy="all_pairs", orderings="one"), 30, context_rng(0, 7, None))
     first = sum(int(a < b) for a, b in rows) / len(rows)
     assert 0.4 < first < 0.6
 

@@ -26,6 +26,7 @@ from pipeline.review.sample import (
     open_sample,
     review_items,
     reviewer_order,
+    shown,
     swapped,
 )
 
@@ -225,9 +226,7 @@ def test_reviewer_names_are_checked():
 def answer(sample, reviewer, item_id, human):
     """An answer that means ``human`` (i, j or tie) about the item, shown in the reviewer's slot order."""
     row = sample.items.filter(pl.col("item_id") == item_id).row(0, named=True)
-    first, second = row["cand_i"], row["cand_j"]
-    if swapped(item_id, reviewer, sample.spec.seed):
-        first, second = second, first
+    first, second = shown(row, reviewer, sample.spec.seed)  # as the page shows it
     choice = (
         "tie"
         if human == "tie"
@@ -257,28 +256,40 @@ def test_agreement_matches_a_hand_computation(tmp_path):
             human[reviewer, item] = said
             log.add(answer(sample, reviewer, item, said))
     result = report.agreement(sample, log.read())
-    # the judge vs ann, by hand
+    # the judge vs ann, by hand: every item read both ways round (i and j swapped), so that no statistic depends
+    # on which candidate a pair calls i
+    mirror = {"i": "j", "j": "i", "tie": "tie"}
+
+    def both(labels: list[str]) -> list[str]:
+        return labels + [mirror[x] for x in labels]
+
     ann = [human["ann", i] for i in sample.ids]
     judge = [verdicts[i] for i in sample.ids]
     assert result.value("reviewer", "ann", "raw_agreement") == pytest.approx(
         sum(x == y for x, y in zip(judge, ann, strict=True)) / 12
     )
-    assert result.value("reviewer", "ann", "kappa") == pytest.approx(hand_kappa(judge, ann))
+    assert result.value("reviewer", "ann", "kappa") == pytest.approx(hand_kappa(both(judge), both(ann)))
     sided = [(x, y) for x, y in zip(judge, ann, strict=True) if "tie" not in (x, y)]
     assert result.value("reviewer", "ann", "kappa_no_ties") == pytest.approx(
-        hand_kappa([x for x, _ in sided], [y for _, y in sided])
+        hand_kappa(both([x for x, _ in sided]), both([y for _, y in sided]))
     )
     # pooled over both reviewers' 20 answers
     pooled_j = judge + [verdicts[i] for i in sample.ids[:8]]
     pooled_h = ann + [human["bob", i] for i in sample.ids[:8]]
-    assert result.value("overall", "all", "kappa") == pytest.approx(hand_kappa(pooled_j, pooled_h))
-    # between the reviewers on the 8 shared items
+    assert result.value("overall", "all", "kappa") == pytest.approx(
+        hand_kappa(both(pooled_j), both(pooled_h))
+    )
+    # between the reviewers on the 8 shared items (the krippendorff package on the items read both ways round)
     codes = {"i": 0, "tie": 1, "j": 2}
-    data = np.array([[codes[human[r, i]] for i in sample.ids[:8]] for r in ("ann", "bob")], dtype=float)
+    data = np.array(
+        [[codes[x] for x in both([human[r, i] for i in sample.ids[:8]])] for r in ("ann", "bob")], dtype=float
+    )
     expected_alpha = krippendorff.alpha(reliability_data=data, level_of_measurement="nominal")
     assert result.value("reviewers", "2 reviewers", "alpha") == pytest.approx(expected_alpha)
     assert result.value("reviewers", "2 reviewers", "mean_pairwise_kappa") == pytest.approx(
-        hand_kappa([human["ann", i] for i in sample.ids[:8]], [human["bob", i] for i in sample.ids[:8]])
+        hand_kappa(
+            both([human["ann", i] for i in sample.ids[:8]]), both([human["bob", i] for i in sample.ids[:8]])
+        )
     )
     # the confusion table: the judge's verdicts in rows, ann's answers in columns
     row = result.confusion.filter((pl.col("reviewer") == "ann") & (pl.col("judge_verdict") == "i"))
@@ -304,14 +315,17 @@ def test_one_reviewer_and_one_category_are_reported_as_undefined(tmp_path):
     sample = open_sample(run_dir, run_dir / "review", Strategy.RANDOM, 2, 0)
     log = AnswerLog(run_dir / "review" / "answers.jsonl")
     for item in sample.ids:
-        log.add(answer(sample, "ann", item, "i"))  # judge and ann both say i throughout
+        log.add(answer(sample, "ann", item, "tie"))  # the judge says i throughout, ann a tie
     result = report.agreement(sample, log.read())
-    assert result.value("reviewer", "ann", "raw_agreement") == 1.0
-    assert math.isnan(result.value("reviewer", "ann", "kappa"))  # one category: kappa is 0/0
+    assert result.value("reviewer", "ann", "raw_agreement") == 0.0
+    # read both ways round, the judge's "i" throughout is i and j; ann's ties stay ties: no agreement beyond chance
+    assert result.value("reviewer", "ann", "kappa") == 0.0
+    # no answer chose a side: kappa without ties has no items
+    assert math.isnan(result.value("reviewer", "ann", "kappa_no_ties"))
     assert math.isnan(result.value("reviewers", "needs two reviewers", "alpha"))
     assert "kappa" in result.text() and "n/a" in result.text() and "needs two reviewers" in result.text()
     assert "review.raw_agreement.reviewer.ann" in result.metrics()
-    assert not any("kappa.reviewer" in k for k in result.metrics())  # undefined values are not logged
+    assert not any("kappa_no_ties.reviewer" in k for k in result.metrics())  # undefined values are not logged
 
 
 def test_answers_that_do_not_fit_the_sample_are_named(tmp_path):

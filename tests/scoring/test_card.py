@@ -10,7 +10,9 @@ import pyarrow as pa
 import pytest
 from scipy.special import expit
 
+from pipeline.config.enums import Debias
 from pipeline.scoring.card import calibrate_comparisons, card_tables
+from pipeline.scoring.comparative import score_comparisons
 
 N_CTX, N_CAND = 12, 8
 
@@ -91,3 +93,10 @@ def test_scoring_with_calibrated_probabilities_keeps_every_pair_and_moves_p_towa
     # an over-confident judge's probabilities move towards 1/2, on the same side
     assert ((joined["p_cal"] - 0.5).abs() <= (joined["p"] - 0.5).abs() + 1e-12).all()
     assert ((joined["p_cal"] > 0.5) == (joined["p"] > 0.5)).all()
+    # so the hard win ratio does not move, and the soft methods do
+    for method, moves in (("win_ratio", False), ("avg_prob", True), ("poe_gaussian", True)):
+        before = score_comparisons(comps, cands, human, [method], Debias.average).scores["score"].to_numpy()
+        after = (
+            score_comparisons(calibrated, cands, human, [method], Debias.average).scores["score"].to_numpy()
+        )
+        assert (not np.allclose(before, after)) == moves, method

@@ -22,7 +22,7 @@ from pipeline.config.assessment import PairsConfig, PromptConfig
 from pipeline.config.enums import RoundStrategy
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.rounds import AdaptiveConfig, BudgetConfig, StopConfig
-from pipeline.contracts.keys import PROMPT_KEY, stable_hash
+from pipeline.contracts.keys import PROMPT_KEY, content_key, context_key
 from pipeline.contracts.schemas import (
     CANDIDATES,
     HUMAN_SCORES,
@@ -107,6 +107,12 @@ class Ctx:
         pass
 
 
+def pool_texts(n: int) -> list[str]:
+    """The items' texts in the order of their content keys: item ``k{m}`` is the ``m``-th of the stage's content
+    order (:mod:`pipeline.contracts.keys`), as it is the ``m``-th of the benchmark's."""
+    return sorted((f"item {k}" for k in range(n)), key=content_key)
+
+
 def pool_tables(truth: np.ndarray) -> tuple[pa.Table, pa.Table]:
     ids = [f"k{k}" for k in range(len(truth))]
     candidates = pa.table(
@@ -116,7 +122,7 @@ def pool_tables(truth: np.ndarray) -> tuple[pa.Table, pa.Table]:
             "candidate_id": ids,
             "candidate_index": list(range(len(ids))),
             "system": [None] * len(ids),
-            "text": [f"item {k}" for k in range(len(ids))],
+            "text": pool_texts(len(ids)),
         },
         schema=CANDIDATES,
     )
@@ -188,7 +194,8 @@ def test_the_stage_and_the_benchmark_choose_the_same_pairs_round_by_round(strate
 
     settings = adaptive.round_settings()
     arm = bench.settings(str(strategy), settings.model, settings.ridge, settings.seed, settings.variance)
-    records = bench.rounds_arm(N, judge()[0], arm, CALLS_PER_ITEM * N // 2, key=stable_hash("pool"))
+    key = context_key("", pool_texts(N))  # the pool's content key seeds its randomness
+    records = bench.rounds_arm(N, judge()[0], arm, CALLS_PER_ITEM * N // 2, key=key)
     by_bench = [r.chosen for r in records if r.chosen.shape[0]]
 
     assert arm == settings  # the benchmark's arm runs the rounds' own settings
