@@ -81,6 +81,11 @@ def test_summeval_small_in_process(datasets, tmp_path):
     prefix = "card/coherence/smollm2-135m-instruct/c1"
     assert result.metrics[f"{prefix}/ece"] == pytest.approx(row["ece"])
     assert "judge card coherence (c1" in result.summary
+    # what the temperature means, in words, in the card and the summary (at a bound: said so)
+    assert row["temperature_reading"] in result.summary
+    assert ("bound" in row["temperature_reading"]) == row["temperature_at_bound"]
+    # a judge at chance on SummEval: its probabilities must be pulled to 1/2, or carry no information at all
+    assert row["temperature"] > 1.1 and ("over-confident" in row["temperature_reading"] or row["temperature_at_bound"])
 
     # the leaderboard of SummEval's systems, raw and with the summaries' length regressed out
     board = pl.read_parquet(result.run_dir / "tables" / "leaderboard.parquet")
