@@ -204,11 +204,14 @@ def test_blind_review_survives_a_killed_server_and_agrees_with_a_hand_count(fini
     assert {tuple(sorted((r["slot1"], r["slot2"]))) for r in rows} == set(answered)
     assert [r["note"] for r in rows if r["note"]] == ["1 2 t", "second is <i>better</i>"]
 
-    # the agreement, by hand
+    # the agreement, by hand: kappa reads every pair both ways round (i and j swapped), so that chance agreement
+    # does not depend on which candidate the run calls i
     pairs = sorted(answered)
     j, h = [judge[p] for p in pairs], [answered[p] for p in pairs]
     p_o = sum(a == b for a, b in zip(j, h, strict=True)) / N_ITEMS
-    p_e = sum(j.count(c) / N_ITEMS * h.count(c) / N_ITEMS for c in ("i", "tie", "j"))
+    mirror = {"i": "j", "j": "i", "tie": "tie"}
+    j2, h2 = j + [mirror[x] for x in j], h + [mirror[x] for x in h]
+    p_e = sum(j2.count(c) / len(j2) * h2.count(c) / len(h2) for c in ("i", "tie", "j"))
     kappa = (p_o - p_e) / (1 - p_e)
 
     out = subprocess.run(

@@ -68,8 +68,11 @@ def test_the_leaderboard_has_intervals_and_is_printed_and_logged(generate_run):
         "options",
         "win_rate:length_controlled",  # beside the raw ones: the outputs' length regressed out
         "bradley_terry:length_controlled",
+        "win_rate:alpaca_eval_lc",  # AlpacaEval 2's, against leaderboard.baseline (the first generator)
     }
     assert (board["lower"] <= board["estimate"]).all() and (board["estimate"] <= board["upper"]).all()
+    lc = board.filter(pl.col("metric") == "win_rate:alpaca_eval_lc")
+    assert lc.height == len(MODELS) and lc.filter(pl.col("model") == MODELS[0])["estimate"][0] == 0.5
     assert (board.filter(pl.col("metric") == "win_rate")["n_games"] == N_INPUTS * 2).all()
     assert "leaderboard useful (evalullm" in result.summary
     assert (result.run_dir / "leaderboard.csv").exists() and (
