@@ -91,7 +91,8 @@ def canonical(table: pl.DataFrame, inverse: dict[str, str]) -> pl.DataFrame:
 
 
 STRATEGIES = st.sampled_from([Strategy.STRATIFIED, Strategy.RANDOM])
-# Each draw runs the review's 1000-round bootstrap of every statistic three times: half the battery's draws.
+# Each draw runs the product's path and the review's 1000-round bootstrap of every statistic two or three times:
+# half the battery's draws.
 FEWER = settings(max_examples=max(1, settings().max_examples // 2))
 
 
@@ -108,6 +109,7 @@ def test_invariance_review_agreement_under_names(data):
     )
 
 
+@FEWER
 @given(
     world=reviewed_worlds(),
     strategy=STRATEGIES,

@@ -15,6 +15,7 @@ import polars as pl
 import pytest
 
 from pipeline.judge.serve import LocalVLLMServer
+from pipeline.methods.poe_gaussian import poe_gaussian
 from pipeline.run.context import run
 from tests.conftest import compose
 
@@ -293,7 +294,8 @@ def test_a_jury_of_an_in_process_judge_and_the_same_model_behind_the_server(
 ):
     """Two judges of one run (jury.judges): SmolLM2 in-process answering template c1 and the same model behind the
     server answering c2, each stored under its own identity (the juror in jurors/<name>/) and resumed on its own; the
-    per-judge tables, the jury's scores and its jurors' lines in the run folder and in MLflow."""
+    per-judge tables, the jury's scores (jury_mean checked against PoE-Gaussian on the pooled answers) and its jurors'
+    lines in the run folder and in MLflow."""
     import mlflow
 
     monkeypatch.setenv(KEY_ENV, KEY)
@@ -347,6 +349,20 @@ def test_a_jury_of_an_in_process_judge_and_the_same_model_behind_the_server(
         "jury_majority",
         "jury_mean",
     }
+    # jury_mean: PoE-Gaussian on every juror's answers pooled, each of equal weight (the two judges' rows together)
+    jury = scores.filter(pl.col("judge") == "jury")
+    assert jury.height == 3 * 4 and jury["template_id"].unique().to_list() == ["c1:c2"]
+    assert jury["human_score"].null_count() == 0 and jury["rank"].min() == 1
+    cands = sorted(set(table["cand_a"]))
+    index = {c: k for k, c in enumerate(cands)}
+    want = poe_gaussian(
+        len(cands),
+        np.array([index[c] for c in table["cand_a"]]),
+        np.array([index[c] for c in table["cand_b"]]),
+        table["p_a"].to_numpy(),
+    )
+    got = dict(jury.filter(pl.col("method") == "jury_mean").select("candidate_id", "score").iter_rows())
+    np.testing.assert_allclose([got[c] for c in cands], want, atol=1e-9)
     # the same model answers both templates: in float32 the two judges' verdicts on a template would be equal, and
     # here the templates differ, so the jury compares two jurors of one model
 

@@ -226,7 +226,8 @@ def test_an_engine_that_cannot_start_stops_the_run_at_once(tmp_path, ray_cluster
 def test_a_killed_driver_leaves_no_engine_behind_and_the_same_command_continues_its_run(tmp_path, root):
     """The run as a user starts it (the CLI, its own local Ray), killed with SIGKILL after its first batches;
     its engine does not outlive it; the same command with paths.run_dir=latest finds the folder, and nothing
-    judged before the kill is judged again (it comes from the judgement store)."""
+    judged before the kill is judged again (it comes from the judgement store); its console shows only the pipeline's
+    lines."""
     import subprocess
     import sys
 
@@ -244,7 +245,6 @@ def test_a_killed_driver_leaves_no_engine_behind_and_the_same_command_continues_
         f"judge.store_path={store}",
         f"paths.output_root={tmp_path}",
         "paths.run_dir=latest",
-        "tracking.enabled=false",
     ]
     driver = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -283,3 +283,27 @@ def test_a_killed_driver_leaves_no_engine_behind_and_the_same_command_continues_
     skipped = re.search(r"(\d+) prompts already judged in", log)
     reused = re.search(r"(\d+) of the \d+ prompt\(s\) were answered from the judgement store", log)
     assert (int(skipped[1]) if skipped else 0) + (int(reused[1]) if reused else 0) == stored
+
+    # a quiet console: the pipeline's own lines and the summary (with the judge's card), no engine or Ray output;
+    # that output is in the run folder
+    assert "prompts to judge" in again.stderr
+    assert "outputs:" in again.stdout and "MLflow run" in again.stdout
+    console = (again.stdout + again.stderr).splitlines()
+    assert len(console) <= 48, "\n".join(console)
+    noises = (
+        "MapWorker",
+        "EngineCore",
+        "Triton",
+        "core_worker",
+        "FutureWarning",
+        "Warning:",
+        "streaming_executor",
+        "worker.py",
+        "oneDNN",
+        "safetensors",
+        "mlflow.store",
+    )
+    for noise in noises:
+        assert not any(noise in line for line in console), noise
+    assert "Started a local Ray instance" in log
+    assert any("vllm" in p.read_text().lower() for p in (folder / "logs").glob("*.log"))

@@ -119,14 +119,12 @@ def test_a_rerun_generates_and_judges_nothing_twice(generate_run):
     cfg.paths.run_dir = str(result.run_dir)
     cfg.tracking.enabled = False
     cfg.reasons.n = 0
-    again = run(cfg)
-    assert again.metrics["generate/generated_now"] == 0
-    assert again.judge_stats.judged_now == 0
+    # one generator's outputs lost: only they are generated again (the other models' are not), nothing is judged
     shutil.rmtree(result.run_dir / "generations" / "smollm2-terse")
-    third = run(cfg)
-    assert third.metrics["generate/generated_now"] == N_INPUTS
+    again = run(cfg)
+    assert again.metrics["generate/generated_now"] == N_INPUTS
     before = pl.from_arrow(result.values["generations"]).sort("input_id", "model")
-    after = pl.from_arrow(third.values["generations"]).sort("input_id", "model")
+    after = pl.from_arrow(again.values["generations"]).sort("input_id", "model")
     # greedy generation again: the same outputs, so the comparisons on disk still hold
     assert before["output"].to_list() == after["output"].to_list()
-    assert third.judge_stats.judged_now == 0
+    assert again.judge_stats.judged_now == 0

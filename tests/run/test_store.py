@@ -27,7 +27,17 @@ def test_a_run_that_adds_a_context_judges_only_that_context(tmp_path):
     ]
     first = run(compose([*common, "dataset.demo.n_contexts=2", f"paths.run_dir={tmp_path / 'first'}"]))
     assert first.judge_stats.reused == 0 and first.judge_stats.judged_now == 2 * PER_CONTEXT
-    second = run(compose([*common, "dataset.demo.n_contexts=3", f"paths.run_dir={tmp_path / 'second'}"]))
+    # a third context and another scorer: only the new context is judged (the store's key holds no scoring setting)
+    second = run(
+        compose(
+            [
+                *common,
+                "dataset.demo.n_contexts=3",
+                "scoring.methods=[win_ratio]",
+                f"paths.run_dir={tmp_path / 'second'}",
+            ]
+        )
+    )
     stats = second.judge_stats
     assert stats.judged_now == 3 * PER_CONTEXT and stats.reused == 2 * PER_CONTEXT  # one context judged
     assert second.metrics["judge/reused_judgements"] == 2 * PER_CONTEXT
@@ -44,18 +54,7 @@ def test_a_run_that_adds_a_context_judges_only_that_context(tmp_path):
         joined["label_logprobs"].to_list() == joined["label_logprobs_again"].to_list()
     )  # the stored answers
     assert set(b.join(a, on=KEYS, how="anti")["context_id"]) == {"demo-2"}
-    # the scorer changed, the judgements not: nothing judged again
-    third = run(
-        compose(
-            [
-                *common,
-                "dataset.demo.n_contexts=3",
-                "scoring.methods=[win_ratio]",
-                f"paths.run_dir={tmp_path / 'third'}",
-            ]
-        )
-    )
-    assert third.judge_stats.reused == third.judge_stats.judged_now == 3 * PER_CONTEXT
+    assert set(pl.read_parquet(tmp_path / "second" / "tables" / "scores.parquet")["method"]) == {"win_ratio"}
     # judge.store=false: the engine judges everything
     off = run(
         compose(

@@ -89,8 +89,9 @@ def test_summeval_small_in_process(datasets, tmp_path):
     # the words say which way the number moves the judge's probabilities (this 135M judge's are near 1/2, and on
     # three articles may lean the people's way: then it reads under-confident, whatever the quality)
     t, reading = row["temperature"], row["temperature_reading"]
-    side = "bound" if row["temperature_at_bound"] else "over-" if t > 1.1 else "under-" if t < 0.9 else "about as sure"
-    assert side in reading and f"{t:.2f}" in reading or row["temperature_at_bound"]
+    if not row["temperature_at_bound"]:
+        side = "over-" if t > 1.1 else "under-" if t < 0.9 else "about as sure"
+        assert side in reading and f"{t:.2f}" in reading
 
     # the leaderboard of SummEval's systems, raw and with the summaries' length regressed out
     board = pl.read_parquet(result.run_dir / "tables" / "leaderboard.parquet")
