@@ -33,21 +33,11 @@ from pipeline.methods import poe_gaussian
 from pipeline.methods.agreement import both_ways, cohen_kappa, raw_agreement
 from pipeline.methods.jury import MIN_ANSWERS, fit_jury, majority_vote, plain_average
 from pipeline.methods.win_ratio import hard_outcomes
+from pipeline.scoring.comparative import SCORE_ROWS
 
 JUROR = ["judge", "template_id"]
 PROMPT = ["context_id", "cand_a", "cand_b"]
 JURY_METHODS = ("jury_poe", "jury_majority", "jury_mean")
-# The columns of the jury's score rows (the scores table's, before ranks and human scores).
-JURY_SCORE_ROWS = {
-    "judge": pl.String,
-    "attribute": pl.String,
-    "template_id": pl.String,
-    "method": pl.String,
-    "context_id": pl.String,
-    "candidate_id": pl.String,
-    "score": pl.Float64,
-    "stderr": pl.Float64,
-}
 
 
 class JuryError(ValueError):
@@ -110,7 +100,7 @@ def jury_tables(judgments: pl.DataFrame) -> JuryTables:
         agreement.append(part.agreement)
     if not scores:
         return JuryTables(
-            pl.DataFrame(schema=JURY_SCORE_ROWS),
+            pl.DataFrame(schema=SCORE_ROWS),
             pl.from_arrow(JURORS.empty_table()),
             pl.from_arrow(JUROR_AGREEMENT.empty_table()),
             tuple(skipped),

@@ -49,3 +49,25 @@ def laplacian(n: int, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     w[np.arange(len(i)), i] = 1.0
     w[np.arange(len(i)), j] = -1.0
     return w.T @ w
+
+
+def round_robin(names: tuple[str, str, str], seed: int = 5, inputs: int = 600):
+    """The issue's round robin with sides by candidate id: a verbose model (as good as the plain one, texts twice as
+    long), a better one, a plain one; a judge that likes length. Games (a, b, y) with a < b by name, and lengths."""
+    rng = np.random.default_rng(seed)
+    quality = {"verbose": 0.0, "good": 0.8, "plain": 0.0}
+    base = {"verbose": 2.0, "good": 1.0, "plain": 1.0}
+    label = dict(zip(("verbose", "good", "plain"), names, strict=True))
+    models = sorted(label, key=label.get)
+    a, b, y, la, lb = [], [], [], [], []
+    for _ in range(inputs):
+        length = {m: 300 * base[m] * rng.uniform(0.5, 1.5) for m in models}
+        for i, m in enumerate(models):
+            for o in models[i + 1 :]:
+                logit = quality[m] - quality[o] + 3.0 * (length[m] - length[o]) / (length[m] + length[o])
+                a.append(i)
+                b.append(models.index(o))
+                y.append(float(rng.random() < 1 / (1 + np.exp(-logit))))
+                la.append(length[m])
+                lb.append(length[o])
+    return models, np.array(a), np.array(b), np.array(y), np.array(la), np.array(lb)

@@ -20,6 +20,7 @@ from pipeline.methods.efficiency import covered_uniform_batch
 from pipeline.methods.metrics import system_correlation
 from pipeline.methods.selection import all_pairs, balanced_random_batch
 from pipeline.methods.style import feature_differences, fit_controlled
+from tests.methods.conftest import round_robin
 
 
 def release_threshold(p: np.ndarray) -> float:
@@ -118,28 +119,6 @@ def test_the_statistical_rank_is_fastchats_rule():
         width = rng.uniform(0, 1, 6)
         lower, upper = np.round(centre - width, 2), np.round(centre + width, 2)  # touching bounds happen
         assert statistical_ranks(lower, upper).tolist() == fastchat_rank(lower, upper)
-
-
-def round_robin(names: tuple[str, str, str], seed: int = 5, inputs: int = 600):
-    """The issue's round robin with sides by candidate id: a verbose model (as good as the plain one, texts twice as
-    long), a better one, a plain one; a judge that likes length. Games (a, b, y) with a < b by name, and lengths."""
-    rng = np.random.default_rng(seed)
-    quality = {"verbose": 0.0, "good": 0.8, "plain": 0.0}
-    base = {"verbose": 2.0, "good": 1.0, "plain": 1.0}
-    label = dict(zip(("verbose", "good", "plain"), names, strict=True))
-    models = sorted(label, key=label.get)
-    a, b, y, la, lb = [], [], [], [], []
-    for _ in range(inputs):
-        length = {m: 300 * base[m] * rng.uniform(0.5, 1.5) for m in models}
-        for i, m in enumerate(models):
-            for o in models[i + 1 :]:
-                logit = quality[m] - quality[o] + 3.0 * (length[m] - length[o]) / (length[m] + length[o])
-                a.append(i)
-                b.append(models.index(o))
-                y.append(float(rng.random() < 1 / (1 + np.exp(-logit))))
-                la.append(length[m])
-                lb.append(length[o])
-    return models, np.array(a), np.array(b), np.array(y), np.array(la), np.array(lb)
 
 
 @pytest.mark.parametrize("names", [("a", "b", "c"), ("c", "b", "a")])

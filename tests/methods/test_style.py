@@ -9,6 +9,7 @@ import pytest
 from scipy.special import expit
 
 from pipeline.methods.style import feature_differences, fit_controlled, text_features, win_rates
+from tests.methods.conftest import round_robin
 
 
 def test_text_features_count_characters_headers_lists_and_bold_outside_code():
@@ -105,24 +106,10 @@ def test_the_round_robin_of_the_issue_ranks_the_better_model_first_whatever_the_
     """Three generators in a round robin with sides by candidate id: a-verbose (as good as c-plain, texts twice as
     long), b-good (better), c-plain. The judge likes length. Under length control b-good is first and a-verbose no
     better than c-plain, whichever model's name sorts first (its games always on side a, or always on side b)."""
-    rng = np.random.default_rng(5)
-    quality = {"verbose": 0.0, "good": 0.8, "plain": 0.0}
-    base = {"verbose": 2.0, "good": 1.0, "plain": 1.0}
-    inputs = 1000
     for names in (("a", "b", "c"), ("c", "b", "a"), ("b", "a", "c")):
-        label = dict(zip(("verbose", "good", "plain"), names, strict=True))
-        models = sorted(label, key=lambda m: label[m])  # sides follow the names, as the product orders them
-        a, b, y, fa, fb = [], [], [], [], []
-        for _ in range(inputs):
-            length = {m: 300 * base[m] * rng.uniform(0.5, 1.5) for m in models}
-            for i, m in enumerate(models):
-                for o in models[i + 1 :]:
-                    logit = quality[m] - quality[o] + 3.0 * (length[m] - length[o]) / (length[m] + length[o])
-                    a.append(i)
-                    b.append(models.index(o))
-                    y.append(float(rng.random() < expit(logit)))
-                    fa.append([length[m], 0, 0, 0])
-                    fb.append([length[o], 0, 0, 0])
+        models, a, b, y, la, lb = round_robin(names, inputs=1000)
+        zeros = np.zeros((len(a), 3))
+        fa, fb = np.column_stack([la, zeros]), np.column_stack([lb, zeros])
         fit = fit_controlled(a, b, y, feature_differences(fa, fb), 3)
         theta = dict(zip(models, fit.theta, strict=True))
         assert max(theta, key=theta.get) == "good", (names, theta)
