@@ -37,11 +37,15 @@ def endpoint_problems(api: ApiConfig, key: str) -> list[str]:
     if not 1 <= api.top_logprobs <= 20:
         problems.append(f"config {key}.top_logprobs={api.top_logprobs} must be between 1 and 20")
     if api.batch and not (
-        0 < api.batch_discount <= 1 and api.batch_wait > 0 and 0 < api.batch_poll <= api.batch_poll_max
+        0 < api.batch_discount <= 1
+        and api.batch_wait > 0
+        and 0 < api.batch_poll <= api.batch_poll_max
+        and api.batch_rounds >= 1
     ):
         problems.append(
             f"config {key}.batch needs {key}.batch_discount in (0, 1] (got {api.batch_discount}), batch_wait > 0 "
-            f"(got {api.batch_wait}) and 0 < batch_poll <= batch_poll_max (got {api.batch_poll}, {api.batch_poll_max})"
+            f"(got {api.batch_wait}), 0 < batch_poll <= batch_poll_max (got {api.batch_poll}, {api.batch_poll_max}) "
+            f"and batch_rounds >= 1 (got {api.batch_rounds})"
         )
     if api.path == ApiPath.sampled and not (
         api.samples >= 2 and api.sample_temperature > 0 and api.sample_tokens >= 1

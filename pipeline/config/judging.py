@@ -46,11 +46,15 @@ class ApiConfig:
     # Price per million prompt (input) and completion (output) tokens, for the cost in the summary and MLflow.
     price_input: float | None = None
     price_output: float | None = None
-    # Batch judging (OpenAI's Batch API: /files, /batches): each engine call's requests go as one batch input file,
-    # polled (from batch_poll seconds, doubling to batch_poll_max) until done, at most batch_wait seconds (then the
-    # run stops; the same command picks the recorded batch up); lines that failed are sent once more. Its tokens
-    # are priced at batch_discount times the prices above (half on OpenAI's and Anthropic's batch APIs).
+    # Batch judging (OpenAI's Batch API: /files, /batches; pipeline.judge.api.batch): each engine call's requests go
+    # as one batch input file, polled (from batch_poll seconds, doubling to batch_poll_max) until done, at most
+    # batch_wait seconds (then the run stops; the same command picks the recorded batch up). The lines a batch did
+    # not answer (missing, failed, or its batch expired, failed or was cancelled) go into a new batch, at most
+    # batch_rounds batches in all (the rounds stop early when two in a row answer nothing); what is left is
+    # reported and asked again by a rerun. Its tokens are priced at batch_discount times the prices above (half on
+    # OpenAI's and Anthropic's batch APIs).
     batch: bool = False
+    batch_rounds: int = 20
     batch_discount: float = 0.5
     batch_wait: float = 86_400.0
     batch_poll: float = 10.0

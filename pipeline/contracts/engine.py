@@ -85,6 +85,9 @@ class Result:
     # Behind an API: the kind of every attempt that failed before the answer (or without one): a reply that was not
     # an answer, an HTTP error, a timeout, a lost connection (pipeline.judge.api.replies.KINDS).
     failures: tuple[str, ...] = ()
+    # Behind an API: the reply gave no token counts (or not all of them); the missing ones are 0 (the prompt's length
+    # on the token-id path), and the run counts the answers whose usage is unknown.
+    usage_unknown: bool = False
 
     @classmethod
     def failed(cls, error: str, source: str, requests: int, failures: Sequence[str] = ()) -> Result:

@@ -131,6 +131,8 @@ RESPONSES = pa.schema(
         pa.field("missing_logprobs", pa.int32(), nullable=False),
         # Behind an API: the kind of every attempt that failed before the answer (pipeline.judge.api.replies).
         pa.field("failed_attempts", pa.list_(pa.string()), nullable=False),
+        # Behind an API: the reply gave no token counts (they are 0, or the prompt's length on the token-id path).
+        pa.field("usage_unknown", pa.bool_(), nullable=False),
         *REASONING_FIELDS,
     ]
 )

@@ -34,6 +34,11 @@ class JudgeStats:
     # behind an API: failed attempts by kind (replies that were not answers, HTTP errors, timeouts, lost
     # connections; pipeline.judge.api.replies.KINDS), retried or not
     failed_attempts: tuple[tuple[str, int], ...] = ()
+    # behind an API: answers whose reply gave no token counts (their billed tokens are unknown)
+    usage_unknown: int = 0
+    # judge.api.batch: the batch jobs recorded in the run folder (api_batches.jsonl) by state (completed, expired,
+    # failed, cancelled once read; open: submitted, not yet read)
+    batches: tuple[tuple[str, int], ...] = ()
 
     @property
     def missing_share(self) -> float:
@@ -58,6 +63,8 @@ class JudgeStats:
             "judge/api_billed_prompt_tokens": float(self.billed_prompt_tokens),
             "judge/api_billed_completion_tokens": float(self.billed_completion_tokens),
             "judge/api_missing_logprob_share": self.missing_share,
+            "judge/api_usage_unknown": float(self.usage_unknown),
+            **{f"judge/api_batches/{state}": float(n) for state, n in self.batches},
             "judge/api_failed_attempts": float(sum(n for _, n in self.failed_attempts)),
             **{f"judge/api_failed_attempts/{kind}": float(n) for kind, n in self.failed_attempts},
             **({"judge/api_cost": self.money} if self.money is not None else {}),

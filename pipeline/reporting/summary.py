@@ -111,7 +111,19 @@ def summary_text(correlations: pl.DataFrame, bias: pl.DataFrame, judge_stats: Ju
                 f"{judge_stats.missing_logprobs} of {judge_stats.logprobs_read} requested token log-probabilities "
                 f"not among the returned alternatives ({judge_stats.missing_share:.1%}, floored at the smallest "
                 "returned)"
+                + (
+                    f"; {judge_stats.usage_unknown} answer(s) whose reply gave no token counts (their billed "
+                    "tokens are unknown, counted as 0)"
+                    if judge_stats.usage_unknown
+                    else ""
+                )
             )
+            if judge_stats.batches:
+                states = ", ".join(f"{n} {state}" for state, n in judge_stats.batches)
+                lines.append(
+                    f"Batch jobs: {sum(n for _, n in judge_stats.batches)} ({states}), each recorded in the run "
+                    "folder's api_batches.jsonl with its status and counts"
+                )
             if judge_stats.failed_attempts:
                 kinds = ", ".join(f"{n} {kind}" for kind, n in judge_stats.failed_attempts)
                 lines.append(

@@ -36,6 +36,8 @@ class ApiUsage:
     # requested tokens (label words...) read, and those not among the returned alternatives (floored)
     logprobs_read: int = 0
     missing: int = 0
+    # answers whose reply gave no token counts (billed tokens unknown)
+    usage_unknown: int = 0
 
     # the paths the requests took (api/token_ids, api/chat)
     paths: set[str] = dataclasses.field(default_factory=set)
@@ -54,6 +56,7 @@ class ApiUsage:
             pc.sum(pc.list_value_length(from_api.column("token_logprobs"))).as_py() or 0
         )
         self.missing += column_total(batch, "missing_logprobs")
+        self.usage_unknown += column_total(billed, "usage_unknown")
         self.requests += column_total(batch, "requests")
         self.cached += pc.sum(pc.equal(source, "cache")).as_py() or 0
         self.prompt_tokens += column_total(billed, "prompt_tokens")
@@ -133,6 +136,7 @@ def report_generator_usage(
         total.cached += u.cached
         total.prompt_tokens += u.prompt_tokens
         total.completion_tokens += u.completion_tokens
+        total.usage_unknown += u.usage_unknown
         for kind, n in u.failures.items():
             total.failures[kind] = total.failures.get(kind, 0) + n
         api = prices.get(name)
@@ -143,6 +147,7 @@ def report_generator_usage(
     metrics["generate/api_cached_replies"] = float(total.cached)
     metrics["generate/api_prompt_tokens"] = float(total.prompt_tokens)
     metrics["generate/api_completion_tokens"] = float(total.completion_tokens)
+    metrics["generate/api_usage_unknown"] = float(total.usage_unknown)
     metrics["generate/api_failed_attempts"] = float(sum(total.failures.values()))
     for kind, n in total.failures.items():
         metrics[f"generate/api_failed_attempts/{kind}"] = float(n)

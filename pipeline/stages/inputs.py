@@ -18,6 +18,7 @@ from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.schemas import JUDGED_KEYS
 from pipeline.data.source import DatasetInfo, load_input
 from pipeline.data.validate import InputReport
+from pipeline.judge.api.batch import RECORD_FILE
 from pipeline.judge.models import resolve_judge
 from pipeline.judge.spec import JudgeSpec
 from pipeline.prompts.labels import resolve_labels
@@ -29,9 +30,6 @@ from pipeline.stages.base import Stage, StageContext
 from pipeline.storage.parts import JudgmentStore, RatingStore
 
 log = logging.getLogger("pipeline")
-
-# The run folder's record of the batch jobs submitted (judge.api.batch; pipeline.judge.api.batch).
-BATCH_RECORD = "api_batches.jsonl"
 
 
 @dataclass(frozen=True)
@@ -71,7 +69,7 @@ class ResolveJudge(Stage):
         if (
             spec.api is not None and spec.api.settings.batch
         ):  # batch judging records its jobs in the run folder
-            record = str(ctx.planned_run_dir / BATCH_RECORD)
+            record = str(ctx.planned_run_dir / RECORD_FILE)
             spec = dataclasses.replace(spec, api=dataclasses.replace(spec.api, record_path=record))
         log.info("judge %s on %s, %s: %s", spec.name, spec.backend, spec.dtype, spec.dtype_reason)
         log.info(

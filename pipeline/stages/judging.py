@@ -20,6 +20,7 @@ from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.errors import UserError
 from pipeline.contracts.stats import JudgeStats
 from pipeline.data.contexts import group_by_context
+from pipeline.judge.api.batch import RECORD_FILE, batch_states
 from pipeline.judge.cores import worker_process_env
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.watchdog import read_events
@@ -209,7 +210,7 @@ class Judge(Stage):
         if tally.failed:
             raise_failed(pa.concat_tables(tally.failed), store.folder.parent)
         judgments, ratings = store.read(), rating_store.read()
-        stats = self._stats(judgments, ratings, progress, tally)
+        stats = self._stats(judgments, ratings, progress, tally, ctx.run_dir)
         ctx.metrics.update(stats.metrics())
         return {"judgments": judgments, "ratings": ratings, "judge_stats": stats}
 
@@ -227,7 +228,9 @@ class Judge(Stage):
                 progress.done - reused,
             )
 
-    def _stats(self, judgments: pa.Table, ratings: pa.Table, progress: Progress, tally: Tally) -> JudgeStats:
+    def _stats(
+        self, judgments: pa.Table, ratings: pa.Table, progress: Progress, tally: Tally, run_dir: Path
+    ) -> JudgeStats:
         """What the stage judged and what it cost, over the run folder's judgments and ratings."""
         api = tally.api
         return JudgeStats(
@@ -250,6 +253,8 @@ class Judge(Stage):
             api_paths=tuple(sorted(p.removeprefix("api/") for p in api.paths)),
             reused=tally.reused,
             failed_attempts=tuple(sorted(api.failures.items())),
+            usage_unknown=api.usage_unknown,
+            batches=tuple(batch_states(run_dir / RECORD_FILE).items()),
         )
 
 

@@ -207,6 +207,7 @@ def combine_stats(stats: list[JudgeStats], prompts: int, seconds: float) -> Judg
         money=sum(money) if money else None,
         logprobs_read=sum(s.logprobs_read for s in stats),
         missing_logprobs=sum(s.missing_logprobs for s in stats),
+        usage_unknown=sum(s.usage_unknown for s in stats),
         reused=sum(s.reused for s in stats),
         failed_attempts=tuple(
             sorted(sum((Counter(dict(s.failed_attempts)) for s in stats), Counter()).items())

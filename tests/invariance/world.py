@@ -315,6 +315,7 @@ class Engine:
             "requests": pa.array([0] * n, pa.int32()),
             "missing_logprobs": pa.array([0] * n, pa.int32()),
             "failed_attempts": pa.array([[]] * n, pa.list_(pa.string())),
+            "usage_unknown": pa.array([False] * n, pa.bool_()),
             **{f.name: pa.nulls(n, f.type) for f in REASONING_FIELDS},
         }
         return pa.table(out, schema=RESPONSES)

@@ -1,6 +1,7 @@
 """A faulty OpenAI-compatible stand-in server (real HTTP on 127.0.0.1): its answers are a deterministic function of
 the prompt, and, seeded, it fails a share of the attempts in every way a real endpoint does: replies that are not
-answers (a body that is not JSON, no choices, empty choices, no logprobs, a NaN, too many samples), 5xx, 429 with
+answers (a body that is not JSON, no choices, empty choices, no logprobs, a NaN, too many samples, alternatives keyed by
+text or without their token, a log-probability above 0, usage that is a list, an index that is a string), 5xx, 429 with
 Retry-After, replies slower than the client's timeout and dropped connections. It records, per prompt, the answers
 it served and every failure it injected, so that a test can check that every prompt was answered once and every
 stored value is what it served."""
@@ -15,6 +16,8 @@ import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from pipeline.judge.api.batch import TERMINAL
+
 # What the server injects, and the kind the client must count it as (pipeline.judge.api.replies.KINDS).
 INJECTED = {
     "not_json": "not_json",
@@ -23,6 +26,11 @@ INJECTED = {
     "no_logprobs": "no_logprobs",
     "nan": "not_finite",
     "two_samples": "wrong_samples",
+    # replies that parse but do not answer what was asked
+    "text_keys": "bad_token",  # alternatives keyed by text (completions), or without their token (chat)
+    "positive": "bad_logprob",  # a log-probability above 0
+    "usage_list": "bad_usage",  # usage that is a list
+    "string_index": "bad_index",  # a choice's index as a string
     "http_500": "http_5xx",
     "http_429": "http_5xx",
     "slow": "timeout",
@@ -58,6 +66,7 @@ class FaultyServer:
         self.successes: Counter[str] = Counter()
         self.injected: Counter[str] = Counter()
         self.in_flight = self.max_in_flight = 0
+        self.no_usage: set[str] = set()  # prompts answered without usage
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -117,7 +126,7 @@ class FaultyServer:
         answer, logprobs = self.answer(path, body, key)
         asked = body.get("logprobs") or body.get("logprob_token_ids")
         if (
-            kind in ("no_logprobs", "nan") and not asked
+            kind in ("no_logprobs", "nan", "text_keys", "positive") and not asked
         ):  # nothing to leave out: a reply without choices instead
             with self.lock:
                 self.injected[kind] -= 1
@@ -137,12 +146,34 @@ class FaultyServer:
             else:
                 first = answer["choices"][0]["logprobs"]["top_logprobs"][0]
                 first[next(iter(first))] = float("nan")
+        elif kind in ("text_keys", "positive"):
+            if path.endswith("/chat/completions"):
+                alternative = answer["choices"][0]["logprobs"]["content"][0]["top_logprobs"][0]
+                if kind == "text_keys":
+                    del alternative["token"]
+                else:
+                    alternative["logprob"] = 5.0
+            else:
+                first = answer["choices"][0]["logprobs"]["top_logprobs"][0]
+                if kind == "text_keys":
+                    first = answer["choices"][0]["logprobs"]["top_logprobs"][0] = {
+                        k.removeprefix("token_id:"): v for k, v in first.items()
+                    }
+                else:
+                    first[next(iter(first))] = 5.0
+        elif kind == "usage_list":
+            answer["usage"] = [answer["usage"]]
+        elif kind == "string_index":
+            answer["choices"][0]["index"] = "0"
         elif kind == "two_samples":
             answer["choices"].append(dict(answer["choices"][0], index=1))
-        else:  # an answer
+        else:  # an answer; one prompt in five answered without its usage (an answer, its token counts unknown)
             with self.lock:
                 self.successes[key] += 1
                 self.served[key] = logprobs
+            if int(key, 16) % 5 == 0:
+                answer.pop("usage")
+                self.no_usage.add(key)
         self.send(handler, answer)
 
     def answer(self, path: str, body: dict, key: str) -> tuple[dict, list]:
@@ -181,16 +212,25 @@ class FaultyServer:
 
 
 class BatchServer(FaultyServer):
-    """A stand-in of OpenAI's Batch API (``/files``, ``/batches``, ``/files/<id>/content``) over the same answers: a
-    batch completes after ``polls`` polls; in the first batch, seeded, a share of the lines fail (a 500 in the error
-    file, a body that is not an answer, a line left out); later batches answer every line."""
+    """A stand-in of OpenAI's Batch API (``/files``, ``/batches``, ``/files/<id>/content``, the lists ``GET /batches``
+    and ``GET /files``) over the same answers: a batch completes after ``polls`` polls, or ends as ``ends`` says
+    (batch index -> expired | failed | cancelled, answering ``partial`` of its lines first). Seeded, a share of the
+    lines fail (a 500 in the error file, a body that is not an answer, a line left out): in the first batch, or with
+    ``every`` in every batch (drawn again per batch). ``create_delay``: the create is answered that many seconds after
+    the batch exists (a client with a shorter timeout never sees its id). ``malformed``: the first batch's output also
+    holds lines of every wrong type and, for one request, two different answers."""
 
-    def __init__(self, polls: int = 2, share: float = 0.3, seed: int = 0):
+    def __init__(self, polls: int = 2, share: float = 0.3, seed: int = 0, every: bool = False,
+                 ends: dict[int, str] | None = None, partial: float = 0.5, create_delay: float = 0.0,
+                 malformed: bool = False):  # fmt: skip
         super().__init__(share=0.0, seed=seed)
-        self.polls, self.line_share = polls, share
+        self.polls, self.line_share, self.every = polls, share, every
+        self.ends, self.partial, self.create_delay, self.malformed = ends or {}, partial, create_delay, malformed
         self.files: dict[str, bytes] = {}
+        self.filenames: dict[str, str] = {}
         self.batches: dict[str, dict] = {}
         self.created: list[str] = []
+        self.inputs: list[bytes] = []  # the input file of every batch created
         self.line_failures: Counter[str] = Counter()
         server = self
         handler = self.http.RequestHandlerClass
@@ -213,71 +253,101 @@ class BatchServer(FaultyServer):
             message = BytesParser().parsebytes(
                 f"Content-Type: {h.headers['Content-Type']}\r\n\r\n".encode() + raw
             )
-            content = next(p.get_payload(decode=True) for p in message.get_payload() if p.get_filename())
+            part = next(p for p in message.get_payload() if p.get_filename())
             with self.lock:
                 file_id = f"file-{len(self.files)}"
-                self.files[file_id] = content
-            return self.send(h, {"id": file_id, "object": "file", "purpose": "batch"})
+                self.files[file_id] = part.get_payload(decode=True)
+                self.filenames[file_id] = part.get_filename()
+            return self.send(h, {"id": file_id, "object": "file", "purpose": "batch", "filename": part.get_filename()})
         body = json.loads(raw)
         with self.lock:
             batch_id = f"batch-{len(self.batches)}"
             self.batches[batch_id] = {"id": batch_id, "status": "in_progress", "input_file_id": body["input_file_id"],
-                                      "endpoint": body["endpoint"], "polled": 0}  # fmt: skip
+                                      "endpoint": body["endpoint"], "metadata": body.get("metadata"),
+                                      "polled": 0}  # fmt: skip
             self.created.append(batch_id)
-        self.send(h, dict(self.batches[batch_id]))
+            self.inputs.append(self.files[body["input_file_id"]])
+        if self.create_delay:
+            time.sleep(self.create_delay)
+        self.send(h, self.shown(self.batches[batch_id]))
+
+    @staticmethod
+    def shown(batch: dict) -> dict:
+        return {k: v for k, v in batch.items() if k != "polled"}
 
     def get(self, h) -> None:
-        parts = h.path.strip("/").split("/")  # v1 batches <id> | v1 files <id> content
+        route, _, query = h.path.partition("?")
+        parts = route.strip("/").split("/")  # v1 batches [<id>] | v1 files [<id> content]
+        if len(parts) == 2:  # a list, newest first, paged by ?after=<id>
+            with self.lock:
+                items = (
+                    [self.shown(b) for b in reversed(self.batches.values())]
+                    if parts[1] == "batches"
+                    else [{"id": f, "object": "file", "purpose": "batch", "filename": n}
+                          for f, n in reversed(self.filenames.items())]  # fmt: skip
+                )
+            after = dict(p.split("=", 1) for p in query.split("&") if "=" in p).get("after")
+            if after:
+                items = items[[i["id"] for i in items].index(after) + 1 :]
+            return self.send(h, {"object": "list", "data": items[:2], "has_more": len(items) > 2})
         if parts[1] == "batches":
             with self.lock:
                 batch = self.batches[parts[2]]
                 batch["polled"] += 1
-                if batch["polled"] >= self.polls and batch["status"] != "completed":
+                if batch["polled"] >= self.polls and batch["status"] not in TERMINAL:
                     self.complete(batch)
-                shown = {k: v for k, v in batch.items() if k != "polled"}
+                shown = self.shown(batch)
             return self.send(h, shown)
         return self.send(h, None, raw=self.files[parts[2]])
 
     def complete(self, batch: dict) -> None:
-        """Answer every line of the batch's input file (the first batch with its seeded failures)."""
-        first = batch["id"] == "batch-0"
+        """Answer the lines of the batch's input file (with its seeded failures), or end it as ``ends`` says."""
+        index = int(batch["id"].split("-")[1])
+        ends = self.ends.get(index)
         out, err = [], []
-        for raw in self.files[batch["input_file_id"]].decode().splitlines():
+        raws = self.files[batch["input_file_id"]].decode().splitlines()
+        last = json.loads(raws[-1])["custom_id"]
+        for raw in raws:
             line = json.loads(raw)
+            if self.malformed and index == 0 and line["custom_id"] == last:
+                continue  # its only line is malformed (below)
             path = line["url"]
             key = prompt_key(path, line["body"])
-            rng = random.Random(f"{self.seed}:{key}")
-            fail = first and rng.random() < self.line_share
-            kind = rng.choice(["http_500", "no_logprobs", "missing"]) if fail else None
+            rng = random.Random(f"{self.seed}:{key}:{index if self.every else 0}")
+            if ends is not None and rng.random() >= self.partial:
+                continue  # the batch ended before this line
+            fail = (index == 0 or self.every) and rng.random() < self.line_share
+            kind = rng.choice(["http_500", "no_logprobs", "missing", "missing"]) if fail else None
             if kind == "missing":
                 self.line_failures[kind] += 1
                 continue
             if kind == "http_500":
                 self.line_failures[kind] += 1
-                err.append(
-                    {
-                        "custom_id": line["custom_id"],
-                        "response": {"status_code": 500, "body": {}},
-                        "error": None,
-                    }
-                )
+                err.append({"custom_id": line["custom_id"], "response": {"status_code": 500, "body": {}},
+                            "error": None})  # fmt: skip
                 continue
             answer, logprobs = self.answer(path, line["body"], key)
             if kind == "no_logprobs":
                 self.line_failures[kind] += 1
                 answer["choices"][0].pop("logprobs")
+            elif self.malformed and index == 0 and len(out) == 0:
+                self.line_failures["conflict"] += 1  # two different answers: neither is taken
+                other = json.loads(json.dumps(answer))
+                other["choices"][0]["text"] = " B"
+                out.append({"custom_id": line["custom_id"], "response": {"status_code": 200, "body": other}})
             else:
                 self.successes[key] += 1
                 self.served[key] = logprobs
-            out.append(
-                {
-                    "custom_id": line["custom_id"],
-                    "response": {"status_code": 200, "body": answer},
-                    "error": None,
-                }
-            )
+            out.append({"custom_id": line["custom_id"], "response": {"status_code": 200, "body": answer},
+                        "error": None})  # fmt: skip
+        if self.malformed and index == 0:
+            out += [{"custom_id": [last], "response": {"status_code": 200}}, {"custom_id": None}, ["a list"],
+                    {"custom_id": "unknown", "response": {"status_code": 200, "body": {}}}]  # fmt: skip
+            self.line_failures["bad_line"] += 1
+            out.append({"custom_id": last, "response": "a string"})
         for name, rows in (("output_file_id", out), ("error_file_id", err)):
             file_id = f"file-{len(self.files)}"
-            self.files[file_id] = "".join(json.dumps(r) + "\n" for r in rows).encode()
+            text = "".join(json.dumps(r) + "\n" for r in rows)
+            self.files[file_id] = (text + ("{cut sh" if self.malformed and index == 0 else "")).encode()
             batch[name] = file_id
-        batch["status"] = "completed"
+        batch["status"] = ends or "completed"

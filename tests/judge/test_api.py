@@ -18,7 +18,8 @@ import pytest
 
 from pipeline.config.judging import ApiConfig
 from pipeline.contracts.engine import Request
-from pipeline.judge.api.bodies import chat_body, completion_body, parse_chat, parse_completion
+from pipeline.judge.api.bodies import chat_body, completion_body
+from pipeline.judge.api.replies import Refused, chat_reader, completion_reader
 from pipeline.judge.api.client import ApiClient, backoff_delay, retry_after
 from pipeline.judge.spec import ApiEndpoint
 
@@ -221,9 +222,13 @@ def test_completion_bodies_and_token_id_logprobs():
             }
         ]
     }
-    logprobs, texts, reasons, missing = parse_completion(reply, read.token_ids)
-    assert logprobs == [-0.2, -3.0, -1.5, -3.0] and missing == 1  # token 50 missing: the floor, counted
-    assert texts == [" A"] and reasons == ["length"]
+    # the token-id path asked for every id: a reply without one of them (50) is not an answer
+    with pytest.raises(Refused, match="bad_token"):
+        completion_reader(1, read.token_ids)(reply)
+    reply["choices"][0]["logprobs"]["top_logprobs"][0]["token_id:50"] = -4.0
+    answer = completion_reader(1, read.token_ids)(reply)
+    assert answer.logprobs == [-0.2, -3.0, -1.5, -4.0] and answer.missing == 0
+    assert answer.texts == [" A"] and answer.reasons == ["length"] and not answer.usage.known
     generated = Request(token_ids=(), max_tokens=8, n=1, temperature=0.0, seed=0)
     assert "logprob_token_ids" not in completion_body("smol", [1], generated)
 
@@ -404,8 +409,9 @@ def test_chat_replies_give_the_words_among_the_alternatives_and_floor_the_rest()
             }
         ]
     }
-    logprobs, texts, reasons, missing = parse_chat(reply, [" A", "A", " B", "B"])
-    assert logprobs == [-0.3, -4.0, -1.6, -4.0] and missing == 2 and texts == [" A"] and reasons == ["length"]
+    answer = chat_reader(1, [" A", "A", " B", "B"])(reply)
+    assert answer.logprobs == [-0.3, -4.0, -1.6, -4.0] and answer.missing == 2
+    assert answer.texts == [" A"] and answer.reasons == ["length"]
 
 
 def test_the_path_is_probed_once_token_ids_where_the_server_takes_them(tmp_path, judge_model):

@@ -1,7 +1,9 @@
-"""Batch judging (judge.api.batch) against a stand-in of OpenAI's Batch API (/files, /batches, file contents; no
-hosted API is reachable here): the input file, the upload, the batch, its polling and its output read with the reply
-checks; the lines that failed sent once more as a batch of their own; the batch recorded in the run folder and
-picked up by a rerun instead of submitted again; answers in the reply cache."""
+"""Batch judging (judge.api.batch) against a stand-in of OpenAI's Batch API (/files, /batches, their lists, file
+contents; no hosted API is reachable here): the input file, the intent recorded before the upload, the batch named by
+its marker, its polling and its output read with the reply checks; the lines a batch did not answer sent in further
+batches; a batch that expires, fails or is cancelled never picked up again; a crash after the create and a create
+answered after the timeout finding the batch that exists; malformed output lines counted, never a crash. Every case
+ends with every request answered once, with what the server answered, and no input file submitted twice."""
 
 from __future__ import annotations
 
@@ -11,9 +13,9 @@ from collections import Counter
 import pytest
 
 from pipeline.config.judging import ApiConfig
-from pipeline.judge.api.batch import BatchJobs, BatchPending, BatchRecord, Line, input_file, read_output
+from pipeline.judge.api.batch import BatchJobs, BatchPending, BatchRecord, Line, batch_states, input_file, read_output
 from pipeline.judge.api.client import ApiClient
-from pipeline.judge.api.replies import completion_check
+from pipeline.judge.api.replies import check_of, completion_reader
 from pipeline.judge.spec import ApiEndpoint
 from tests.judge.faulty import BatchServer, logprob, prompt_key
 
@@ -21,6 +23,7 @@ BODIES = [
     {"model": "m", "prompt": [3, 4, k], "max_tokens": 1, "n": 1, "logprobs": 1, "logprob_token_ids": [7, 9]}
     for k in range(40)
 ]
+CHECK = check_of(completion_reader(1, (7, 9)))
 
 
 def client_of(server: BatchServer, tmp_path, **settings) -> ApiClient:
@@ -29,17 +32,36 @@ def client_of(server: BatchServer, tmp_path, **settings) -> ApiClient:
     return ApiClient(ApiEndpoint(config, "m", str(tmp_path / "replies.sqlite")))
 
 
-def test_a_batch_is_uploaded_polled_read_and_its_failed_lines_sent_once_more(tmp_path):
+def judge(server: BatchServer, tmp_path, bodies=BODIES, **settings) -> list:
+    client = client_of(server, tmp_path, **settings)
+    try:
+        return BatchJobs(client, tmp_path / "run" / "api_batches.jsonl").post(
+            "/completions", bodies, [CHECK] * len(bodies)
+        )
+    finally:
+        client.close()
+
+
+def assert_answered_once(server: BatchServer, replies: list, bodies=BODIES) -> None:
+    """Every request answered, with what the server answered for it, once; no input file submitted twice."""
+    assert all(r.body is not None for r in replies), [r.error for r in replies if r.error]
+    for body, reply in zip(bodies, replies, strict=True):
+        key = prompt_key("/v1/completions", body)
+        top = reply.body["choices"][0]["logprobs"]["top_logprobs"][0]
+        assert top == {f"token_id:{t}": logprob(key, t) for t in (7, 9)}
+        assert server.successes[key] == 1
+    assert len(set(server.inputs)) == len(server.inputs)
+
+
+def states(tmp_path) -> dict:
+    return BatchRecord(tmp_path / "run" / "api_batches.jsonl").batches()
+
+
+def test_a_batch_is_uploaded_polled_read_and_its_failed_lines_sent_in_a_second_batch(tmp_path):
     with BatchServer(polls=3, share=0.4, seed=2) as server:
-        client = client_of(server, tmp_path)
-        jobs = BatchJobs(client, tmp_path / "run" / "api_batches.jsonl")
-        replies = jobs.post("/completions", BODIES, [completion_check(1, True)] * len(BODIES))
-        assert all(r.body is not None and r.batch for r in replies), [r.error for r in replies if r.error]
-        for body, reply in zip(BODIES, replies, strict=True):
-            key = prompt_key("/v1/completions", body)
-            top = reply.body["choices"][0]["logprobs"]["top_logprobs"][0]
-            assert top == {f"token_id:{t}": logprob(key, t) for t in (7, 9)}
-            assert server.successes[key] == 1
+        replies = judge(server, tmp_path)
+        assert_answered_once(server, replies)
+        assert all(r.batch for r in replies)
         # the first batch's failed lines (a 500, a body without logprobs, a line left out) went in a second batch
         assert server.created == ["batch-0", "batch-1"] and sum(server.line_failures.values()) > 3
         counted = Counter(kind for r in replies for kind in r.failures)
@@ -50,37 +72,117 @@ def test_a_batch_is_uploaded_polled_read_and_its_failed_lines_sent_once_more(tmp
                 "no_line": server.line_failures["missing"],
             }  # fmt: skip
         )
-        # the record: both batches in the run folder; the answers in the reply cache (a second post asks nothing)
-        record = [json.loads(x) for x in (tmp_path / "run" / "api_batches.jsonl").read_text().splitlines()]
-        assert [r["batch_id"] for r in record] == ["batch-0", "batch-1"] and record[0]["requests"] == len(
-            BODIES
-        )
-        again = jobs.post("/completions", BODIES, [completion_check(1, True)] * len(BODIES))
+        # the record: each batch's intent, file, id and reading; the marker at the provider (metadata, file name)
+        batches = list(states(tmp_path).values())
+        assert [b["batch_id"] for b in batches] == ["batch-0", "batch-1"]
+        assert [b["state"] for b in batches] == ["read", "read"] and batches[0]["requests"] == len(BODIES)
+        assert batches[0]["answered"] + sum(batches[0]["failed"].values()) == len(BODIES)
+        assert server.batches["batch-0"]["metadata"] == {"pipeline_marker": batches[0]["marker"]}
+        assert server.filenames[batches[0]["file_id"]] == batches[0]["marker"] + ".jsonl"
+        assert batch_states(tmp_path / "run" / "api_batches.jsonl") == {"completed": 2}
+        # the answers in the reply cache: a second post asks nothing
+        again = judge(server, tmp_path)
         assert all(r.cached for r in again) and len(server.created) == 2
-        client.close()
 
 
 def test_a_batch_not_done_in_time_stops_the_run_and_the_rerun_picks_it_up(tmp_path):
-    record = tmp_path / "api_batches.jsonl"
     with BatchServer(polls=1000, share=0.0) as server:
-        client = client_of(server, tmp_path, batch_wait=0.1)
         with pytest.raises(BatchPending, match="the same command picks it up"):
-            BatchJobs(client, record).post("/completions", BODIES, [completion_check(1, True)] * len(BODIES))
+            judge(server, tmp_path, batch_wait=0.1)
         assert server.created == ["batch-0"]
+        assert batch_states(tmp_path / "run" / "api_batches.jsonl") == {"open": 1}
         server.polls = 2  # the batch is done by the time the run is started again
-        rerun = client_of(server, tmp_path)
-        replies = BatchJobs(rerun, record).post(
-            "/completions", BODIES, [completion_check(1, True)] * len(BODIES)
-        )
-        assert all(r.body is not None for r in replies) and server.created == [
-            "batch-0"
-        ]  # not submitted again
-        client.close()
-        rerun.close()
+        replies = judge(server, tmp_path)
+        assert_answered_once(server, replies)
+        assert server.created == ["batch-0"]  # not submitted again
+
+
+@pytest.mark.parametrize("end", ["expired", "failed", "cancelled"])
+def test_a_batch_that_ends_unfinished_is_read_and_never_picked_up_again_its_rest_goes_in_a_new_batch(tmp_path, end):
+    with BatchServer(share=0.0, ends={0: end}, partial=0.4, seed=1) as server:
+        replies = judge(server, tmp_path)
+        assert_answered_once(server, replies)
+        assert server.created == ["batch-0", "batch-1"]
+        # what the dead batch did not answer is counted as its failure, and went in a new batch
+        unanswered = [r for r in replies if r.failures]
+        assert 0 < len(unanswered) < len(BODIES) and {k for r in unanswered for k in r.failures} == {"batch_failed"}
+        assert batch_states(tmp_path / "run" / "api_batches.jsonl") == {"completed": 1, end: 1}
+        # a rerun asks nothing (every answer cached) and picks up no batch
+        assert all(r.cached for r in judge(server, tmp_path)) and len(server.created) == 2
+
+
+def test_a_batch_that_answers_nothing_is_not_picked_up_by_the_rerun_its_input_goes_in_a_new_batch(tmp_path):
+    """An expired batch that answered nothing: the same input file again, under the next marker (a new batch)."""
+    with BatchServer(share=0.0, ends={0: "expired"}, partial=0.0) as server:
+        replies = judge(server, tmp_path, batch_rounds=1)
+        assert all(r.body is None and r.failures == ["batch_failed"] for r in replies)
+        assert "expired" in replies[0].error and "after 1 batch(es)" in replies[0].error
+        replies = judge(server, tmp_path)
+        assert_answered_once(server, replies)
+        assert server.created == ["batch-0", "batch-1"] and b'#1"' in server.inputs[1]
+        markers = [b["marker"] for b in states(tmp_path).values()]
+        assert markers[0].endswith(".0") and markers[1].endswith(".1") and markers[0][:-2] == markers[1][:-2]
+
+
+def test_a_crash_after_the_create_is_found_at_the_provider_by_the_rerun_not_created_again(tmp_path, monkeypatch):
+    add = BatchRecord.add
+
+    def crash_at_created(self, entry):
+        if entry.get("state") == "created":
+            raise KeyboardInterrupt("the driver dies after POST /batches, before the record is written")
+        add(self, entry)
+
+    with BatchServer(share=0.0) as server:
+        monkeypatch.setattr(BatchRecord, "add", crash_at_created)
+        with pytest.raises(KeyboardInterrupt):
+            judge(server, tmp_path)
+        monkeypatch.setattr(BatchRecord, "add", add)
+        assert server.created == ["batch-0"] and states(tmp_path)[next(iter(states(tmp_path)))]["state"] == "uploaded"
+        replies = judge(server, tmp_path)
+        assert_answered_once(server, replies)
+        assert server.created == ["batch-0"] and len(server.files) == 3  # one input, one output, one error file
+
+
+def test_a_create_answered_after_the_timeout_is_found_not_created_twice(tmp_path):
+    with BatchServer(share=0.0, create_delay=1.0) as server:
+        replies = judge(server, tmp_path, timeout=0.3)
+        assert_answered_once(server, replies)
+        assert server.created == ["batch-0"]
+        assert [r.failures for r in replies] == [[]] * len(BODIES)
+
+
+def test_a_provider_that_drops_a_third_and_fails_a_sixth_of_every_batch_loses_nothing_in_one_run(tmp_path):
+    bodies = [dict(BODIES[0], prompt=[5, 6, k]) for k in range(240)]
+    with BatchServer(share=0.5, every=True, seed=4) as server:
+        replies = judge(server, tmp_path, bodies)
+        assert_answered_once(server, replies, bodies)
+        assert 5 <= len(server.created) <= 20
+        assert server.line_failures["missing"] > 2 * server.line_failures["http_500"] > 0
+
+
+def test_lines_left_by_too_few_rounds_are_reported_and_asked_again_by_the_rerun(tmp_path):
+    with BatchServer(share=0.5, every=True, seed=5) as server:
+        replies = judge(server, tmp_path, batch_rounds=1)
+        failed = [r for r in replies if r.body is None]
+        assert failed and all(r.error and r.failures for r in failed)
+        replies = judge(server, tmp_path)  # the rerun: a new batch of what is left, not the old batch read again
+        assert_answered_once(server, replies)
+        assert len(server.created) >= 2
+
+
+def test_malformed_output_lines_are_counted_by_kind_and_never_stop_the_read(tmp_path):
+    with BatchServer(share=0.0, malformed=True) as server:
+        replies = judge(server, tmp_path)
+        assert_answered_once(server, replies)
+        counted = Counter(kind for r in replies for kind in r.failures)
+        assert counted == Counter({"conflict": 1, "bad_line": 1})
+        first = next(iter(states(tmp_path).values()))
+        assert first["failed"] == {"conflict": 1, "bad_line": 1}
+        assert first["stray_lines"] == {"no_request": 4, "not_json": 2}  # a line cut short in each file
 
 
 def test_the_input_file_names_each_request_by_its_cache_key_and_the_output_is_read_by_custom_id(tmp_path):
-    lines = [Line(f"id-{k}", body, completion_check(1, True)) for k, body in enumerate(BODIES[:3])]
+    lines = [Line(f"id-{k}", body, check_of(completion_reader(1, (7,)))) for k, body in enumerate(BODIES[:3])]
     text = input_file("/completions", lines)
     rows = [json.loads(x) for x in text.splitlines()]
     assert [r["custom_id"] for r in rows] == ["id-0", "id-1", "id-2"]
@@ -89,13 +191,16 @@ def test_the_input_file_names_each_request_by_its_cache_key_and_the_output_is_re
     output = "\n".join(
         [
             json.dumps({"custom_id": "id-1", "response": {"status_code": 200, "body": good}, "error": None}),
+            json.dumps({"custom_id": "id-1", "response": {"status_code": 200, "body": good}, "error": None}),
             json.dumps({"custom_id": "id-0", "response": {"status_code": 200, "body": {"choices": []}}}),
             "not json",
         ]
     )
     failures: dict = {}
     errors: dict = {}
-    out = read_output([output], lines, failures, errors)
-    assert out == {"id-1": good}
+    stray: Counter = Counter()
+    out = read_output([output], lines, failures, errors, stray=stray)
+    assert out == {"id-1": good}  # the same answer twice is one answer
     assert failures == {"id-0": ["no_choices"], "id-2": ["no_line"]} and "no line" in errors["id-2"]
-    assert BatchRecord(None).find("x") is None
+    assert stray == {"not_json": 1}
+    assert BatchRecord(None).batches() == {}

@@ -5,6 +5,7 @@ attempt counted by its kind; nothing that is not an answer in the reply cache.""
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 
@@ -12,7 +13,7 @@ import pytest
 
 from pipeline.config.judging import ApiConfig
 from pipeline.judge.api.client import ApiClient, cache_key
-from pipeline.judge.api.replies import chat_check, completion_check
+from pipeline.judge.api.replies import chat_reader, check_of, completion_reader
 from pipeline.judge.spec import ApiEndpoint
 from tests.judge.faulty import FaultyServer, logprob, prompt_key
 
@@ -20,6 +21,20 @@ GOOD_COMPLETION = {
     "choices": [{"index": 0, "text": " A", "logprobs": {"top_logprobs": [{"token_id:7": -0.2}]}}],
     "usage": {"prompt_tokens": 3, "completion_tokens": 1},
 }
+
+
+def with_top(top: dict) -> dict:
+    return {"choices": [dict(GOOD_COMPLETION["choices"][0], logprobs={"top_logprobs": [top]})]}
+
+
+def completion_check(n, logprobs):
+    return check_of(completion_reader(n, (7,) if logprobs else ()))
+
+
+def chat_check(n, logprobs):
+    return check_of(chat_reader(n, (" A",) if logprobs else (), logprobs=logprobs))
+
+
 GOOD_CHAT = {
     "choices": [
         {
@@ -61,7 +76,28 @@ GOOD_CHAT = {
             },
             "not_finite",
         ),
-        ({**GOOD_COMPLETION, "usage": {"prompt_tokens": math.nan}}, "not_finite"),
+        ({**GOOD_COMPLETION, "usage": {"prompt_tokens": math.nan}}, "bad_usage"),
+        # the replies that parse but do not answer: alternatives keyed by text, or by an id that is no number
+        (with_top({" A": -0.1}), "bad_token"),
+        (with_top({"token_id:abc": -0.1}), "bad_token"),
+        (with_top({"token_id:8": -0.1}), "bad_token"),  # the requested id 7 is not there
+        (with_top({"token_id:7": 5.0}), "bad_logprob"),
+        (with_top({"token_id:7": 800}), "bad_logprob"),
+        (with_top({"token_id:7": "-0.1"}), "not_finite"),
+        ({**GOOD_COMPLETION, "usage": []}, "bad_usage"),
+        ({**GOOD_COMPLETION, "usage": {"prompt_tokens": -5}}, "bad_usage"),
+        ({**GOOD_COMPLETION, "usage": {"prompt_tokens": 2.7}}, "bad_usage"),
+        ({**GOOD_COMPLETION, "usage": {"prompt_tokens": 3e9}}, "bad_usage"),
+        ({**GOOD_COMPLETION, "usage": {"prompt_tokens": 3_000_000_000}}, "bad_usage"),
+        ({**GOOD_COMPLETION, "usage": {"prompt_tokens": True}}, "bad_usage"),
+        ({**GOOD_COMPLETION, "usage": {"prompt_tokens_details": {"cached_tokens": "x"}}}, "bad_usage"),
+        ({**GOOD_COMPLETION, "usage": {"prompt_tokens": 3, "prompt_tokens_details": {"cached_tokens": 4}}},
+         "bad_usage"),  # fmt: skip
+        ({**GOOD_COMPLETION, "usage": {"prompt_tokens_details": [1]}}, "bad_usage"),
+        ({"choices": [dict(GOOD_COMPLETION["choices"][0], index=None)]}, "bad_index"),
+        ({"choices": [dict(GOOD_COMPLETION["choices"][0], index="0")]}, "bad_index"),
+        ({"choices": [dict(GOOD_COMPLETION["choices"][0], index=1)]}, "bad_index"),
+        ({"choices": [dict(GOOD_COMPLETION["choices"][0], finish_reason=3)]}, "bad_finish"),
     ],
 )
 def test_a_completion_that_is_not_an_answer_says_what_it_lacks(body, kind):
@@ -94,6 +130,51 @@ def test_a_chat_reply_needs_its_content_and_where_asked_its_first_tokens_logprob
     }
     assert check(nan)[0] == "not_finite"
     assert chat_check(3, False)(GOOD_CHAT)[0] == "wrong_samples"
+
+
+def test_what_an_answer_says_is_read_as_it_says_it_whatever_the_order_of_its_choices_and_its_usage():
+    # n=2 with the indices the other way round: each sample is the one its index says, the first token's read from
+    # the choice of index 0
+    first, second = dict(GOOD_COMPLETION["choices"][0], text=" B"), dict(GOOD_COMPLETION["choices"][0], index=1)
+    first["index"], first["logprobs"] = 0, {"top_logprobs": [{"token_id:7": -0.7}]}
+    answer = completion_reader(2, (7,))({"choices": [second, first]})
+    assert answer.texts == [" B", " A"] and answer.logprobs == [-0.7]
+    # usage: absent or null counts are unknown (the answer is kept, counted), present ones read as they are
+    assert not completion_reader(1, (7,))({**GOOD_COMPLETION, "usage": None}).usage.known
+    unknown = completion_reader(1, (7,))({**GOOD_COMPLETION, "usage": {"prompt_tokens": None, "completion_tokens": 1}})
+    assert unknown.usage.prompt_tokens is None and not unknown.usage.known
+    known = completion_reader(1, (7,))(GOOD_COMPLETION).usage
+    assert known.known and (known.prompt_tokens, known.completion_tokens, known.cached_tokens) == (3, 1, None)
+    # the chat path: an alternative without its token, or one token given two log-probabilities, is not an answer
+    chat = chat_reader(1, (" A", " B"))
+    assert chat(GOOD_CHAT).logprobs == [-0.1, -0.1] and chat(GOOD_CHAT).missing == 1  # " B" floored
+    tokenless = json.loads(json.dumps(GOOD_CHAT))
+    del tokenless["choices"][0]["logprobs"]["content"][0]["top_logprobs"][0]["token"]
+    assert check_of(chat)(tokenless)[0] == "bad_token"
+    twice = json.loads(json.dumps(GOOD_CHAT))
+    twice["choices"][0]["logprobs"]["content"][0]["top_logprobs"].append({"token": " A", "logprob": -2.0})
+    assert check_of(chat)(twice)[0] == "bad_token"
+    # the sampled path: indices that are null or strings
+    sampled = chat_reader(2, ())
+    samples = [{"index": 0, "message": {"content": "A"}}, {"index": 1, "message": {"content": "B"}}]
+    assert sampled({"choices": samples}).texts == ["A", "B"]
+    for index in (None, "1"):
+        assert check_of(sampled)({"choices": [samples[0], dict(samples[1], index=index)]})[0] == "bad_index"
+
+
+def test_a_cached_reply_that_is_not_an_answer_is_asked_again(tmp_path):
+    body = {"model": "m", "prompt": [5, 6], "max_tokens": 1, "n": 1, "logprobs": 1, "logprob_token_ids": [7, 9]}
+    reader = completion_reader(1, (7, 9))
+    with FaultyServer(share=0.0) as server:
+        settings = ApiConfig(base_url=server.url, max_retries=1, backoff=0.01, backoff_max=0.02)
+        client = ApiClient(ApiEndpoint(settings, "m", str(tmp_path / "cache.sqlite")))
+        key = cache_key(client.base_url, "/completions", body)
+        # what an older version kept: alternatives keyed by text
+        client.cache.put(key, {"choices": [{"index": 0, "text": " A", "logprobs": {"top_logprobs": [{" A": -0.1}]}}]})
+        [reply] = client.post("/completions", [body], check=check_of(reader))
+        assert not reply.cached and sum(server.successes.values()) == 1
+        assert reader(reply.body).logprobs == reader(client.cache.get(key)).logprobs
+        client.close()
 
 
 def test_the_client_against_a_server_that_fails_half_its_attempts_in_every_way(tmp_path):
@@ -129,7 +210,8 @@ def test_the_client_against_a_server_that_fails_half_its_attempts_in_every_way(t
         }
         assert sum(counted.values()) > 20
         assert set(counted) == {"not_json", "no_choices", "no_logprobs", "not_finite", "wrong_samples", "http_5xx",
-                                "timeout", "connection"}  # fmt: skip
+                                "timeout", "connection", "bad_token", "bad_logprob", "bad_usage",
+                                "bad_index"}  # fmt: skip
         assert server.max_in_flight > 1
         # the cache holds the answers only: a second post asks nothing
         again = client.post("/completions", bodies, check=completion_check(1, True))

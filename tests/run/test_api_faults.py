@@ -1,5 +1,5 @@
 """A run whose judge is behind an endpoint that misbehaves as real ones do (a faulty stand-in server, seeded: half
-of the attempts fail as replies that are not answers, 5xx, 429, replies slower than the timeout and dropped
+of the attempts fail as replies that are not answers (or parse but do not answer what was asked), 5xx, 429, replies slower than the timeout and dropped
 connections, under concurrency): the run ends with every prompt judged exactly once, every stored value what the
 server answered for that prompt, and every failed attempt counted by its kind in the stats, the summary and MLflow.
 No engine: the stand-in answers (the API tests against a real `vllm serve` are tests/run/test_api.py)."""
@@ -79,14 +79,21 @@ def test_a_run_against_a_faulty_endpoint_judges_every_prompt_once_with_what_it_a
     for kind, n in counted.items():
         assert result.metrics[f"judge/api_failed_attempts/{kind}"] == n
     assert "API attempts that failed and were retried or reported" in result.summary
+    # the answers without usage are kept and counted, their tokens unknown
+    assert result.metrics["judge/api_usage_unknown"] == len(server.no_usage) > 0
+    assert f"{len(server.no_usage)} answer(s) whose reply gave no token counts" in result.summary
 
 
 def test_batch_judging_records_its_batches_in_the_run_folder_and_costs_the_batch_price(tmp_path, judge_model):
-    """judge.api.batch=true against a stand-in of the Batch API: every prompt judged once through batch jobs, the
-    failed lines of the first sent once more, the batches recorded in the run folder, the cost at half price."""
+    """judge.api.batch=true against a stand-in of the Batch API that misbehaves as the issue's probe did: the first
+    batch expires with part of its lines answered, every batch drops a third of its lines and fails a sixth, every
+    create is answered after the client's timeout, and the first output holds malformed lines. Every prompt judged
+    once, with what the server answered, in one run; no input submitted twice; every batch's state in the run folder
+    and the summary; the cost at half price."""
     from tests.judge.faulty import BatchServer
 
-    with BatchServer(polls=2, share=0.3, seed=5) as server:
+    with BatchServer(polls=2, share=0.5, every=True, seed=5, ends={0: "expired"}, partial=0.7, create_delay=0.6,
+                     malformed=True) as server:  # fmt: skip
         cfg = compose(
             standin_overrides(
                 server.url,
@@ -96,9 +103,11 @@ def test_batch_judging_records_its_batches_in_the_run_folder_and_costs_the_batch
                 "judge.api.batch=true",
                 "judge.api.batch_poll=0.01",
                 "judge.api.batch_poll_max=0.02",
+                "judge.api.timeout=0.3",
+                "judge.api.backoff=0.01",
                 "judge.api.price_input=1.0",
                 "judge.api.price_output=2.0",
-                "judge.batch_size=1000",  # one engine call: one batch job (and one for its failed lines)
+                "judge.batch_size=1000",  # one engine call: its batch jobs one after the other
             )
         )
         result = run(cfg)
@@ -107,9 +116,13 @@ def test_batch_judging_records_its_batches_in_the_run_folder_and_costs_the_batch
     assert sorted(tuple(v) for v in table["label_logprobs"].to_list()) == sorted(
         tuple(v) for v in server.served.values()
     )
-    assert server.created == ["batch-0", "batch-1"]
-    recorded = (result.run_dir / "api_batches.jsonl").read_text().splitlines()
-    assert len(recorded) == 2 and "batch-0" in recorded[0]
+    assert len(server.created) >= 3 and len(set(server.inputs)) == len(server.inputs)
+    states = dict(result.judge_stats.batches)
+    assert states["expired"] == 1 and states["completed"] == len(server.created) - 1 and "open" not in states
+    assert result.metrics["judge/api_batches/expired"] == 1
+    assert f"Batch jobs: {len(server.created)} (" in result.summary and "1 expired" in result.summary
+    counted = dict(result.judge_stats.failed_attempts)
+    assert counted["batch_failed"] > 0 and counted["no_line"] > 0 and counted["conflict"] == 1
     stats = result.judge_stats
     full = (stats.billed_prompt_tokens * 1.0 + stats.billed_completion_tokens * 2.0) / 1e6
     assert stats.billed_prompt_tokens > 0 and stats.money == pytest.approx(full * 0.5)

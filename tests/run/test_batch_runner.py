@@ -14,8 +14,8 @@ import pytest
 
 from pipeline.contracts.engine import Request
 from pipeline.judge.api.batch import Line, input_file, read_output
-from pipeline.judge.api.bodies import chat_body, parse_chat
-from pipeline.judge.api.replies import chat_check
+from pipeline.judge.api.bodies import chat_body
+from pipeline.judge.api.replies import chat_reader, check_of
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -29,7 +29,7 @@ def test_vllms_batch_runner_answers_the_batch_input_file_and_its_output_is_read(
     for k, (a, b) in enumerate([(x, y) for x in summaries for y in summaries if x != y]):
         message = f"Passage: a cat on a mat.\n\nSummary A: {a}\n\nSummary B: {b}\n\nWhich summary is better?"
         body = chat_body("smol", message, "Summary", request, None, 20, True)
-        lines.append(Line(f"req-{k}", body, chat_check(1, True)))
+        lines.append(Line(f"req-{k}", body, check_of(chat_reader(1, WORDS))))
     (tmp_path / "in.jsonl").write_text(input_file("/chat/completions", lines))
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
     done = subprocess.run(
@@ -44,5 +44,5 @@ def test_vllms_batch_runner_answers_the_batch_input_file_and_its_output_is_read(
     answers = read_output([(tmp_path / "out.jsonl").read_text()], lines, failures, errors)
     assert not failures and set(answers) == {ln.custom_id for ln in lines}, errors
     for body in answers.values():
-        logprobs, texts, _, missing = parse_chat(body, WORDS)
-        assert np.isfinite(logprobs).all() and missing < len(WORDS) and texts[0] is not None
+        answer = chat_reader(1, WORDS)(body)
+        assert np.isfinite(answer.logprobs).all() and answer.missing < len(WORDS) and answer.texts[0] is not None

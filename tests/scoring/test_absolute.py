@@ -129,6 +129,7 @@ def responses(rows: list[dict]) -> pa.Table:
         "requests": 0,
         "missing_logprobs": 0,
         "failed_attempts": [],
+        "usage_unknown": False,
     }
     return pa.Table.from_pylist([{**base, **r} for r in rows], schema=RESPONSES)
 

@@ -74,6 +74,7 @@ class SimulatedWorker:
             "requests": pa.array([0] * n, pa.int32()),
             "missing_logprobs": pa.array([0] * n, pa.int32()),
             "failed_attempts": pa.array([[]] * n, pa.list_(pa.string())),
+            "usage_unknown": pa.array([False] * n, pa.bool_()),
             **{f.name: pa.nulls(n, f.type) for f in REASONING_FIELDS},  # no reasoning asked
         }
         return check_schema(pa.table(out), RESPONSES, "simulated judge output")

@@ -1,18 +1,30 @@
-"""Batch judging (``judge.api.batch``): an engine call's requests as one job of OpenAI's Batch API, at the providers'
-batch price (half on OpenAI's and Anthropic's).
+"""Batch judging (``judge.api.batch``): an engine call's requests as jobs of OpenAI's Batch API, at the providers'
+batch price (half on OpenAI's and Anthropic's), never paid twice and never stuck.
 
-1. The requests the reply cache does not hold are written as a batch input file: one JSON line per request,
-   ``{"custom_id", "method": "POST", "url": "/v1/<path>", "body"}``, its ``custom_id`` the request's cache key (the
-   same request is the same line in any run).
-2. The file is uploaded (``POST /files``, purpose ``batch``) and the batch created (``POST /batches``); its id is
-   recorded in the run folder (``api_batches.jsonl``, keyed by the SHA-256 of the input file). A rerun of the same
-   requests finds the record and picks the batch up instead of submitting again.
+1. The requests the reply cache does not hold are written as a batch input file (:mod:`pipeline.judge.api.batch_lines`:
+   one JSON line per request, its ``custom_id`` the request's cache key). The batch is named by a **marker**: the
+   SHA-256 of the input file and the number of batches of that file already read (``<digest>.<n>``); a batch of the
+   same requests again (the first ended without answering them) names its lines ``<cache key>#<n>``, so that no
+   input file is ever submitted twice.
+2. **An intent before anything is paid for.** The run folder's record (``api_batches.jsonl``, JSON lines appended
+   and flushed) gets the marker before the upload; then the file id; then the batch id. The marker goes to the
+   provider twice: as the input file's name (``<marker>.jsonl``) and in the batch's ``metadata``
+   (``pipeline_marker``). A rerun (or this run, after a create that timed out) whose record has the intent but no
+   batch id looks the marker up among the provider's batches (``GET /batches``) and files (``GET /files``) and takes
+   the batch that exists instead of creating another. A create is never retried blindly: after a failed create
+   the batch is looked up first, and created again only if it is not there.
 3. The batch is polled (``GET /batches/<id>``) from ``batch_poll`` seconds, doubling to ``batch_poll_max``, for at
-   most ``batch_wait`` seconds; then the run stops with what to do (:class:`BatchPending`).
-4. The output and error files are downloaded (``GET /files/<id>/content``) and every line is checked as a reply of
-   its own (:mod:`pipeline.judge.api.replies`: a line that is not an answer is a failed attempt of its kind).
-5. The lines that failed are sent once more, as a batch of their own; what fails again is reported with its reason
-   (the prompt is not stored; a rerun asks it again). Answers go to the reply cache.
+   most ``batch_wait`` seconds; then the run stops with what to do (:class:`BatchPending`), and the same command
+   picks the recorded batch up.
+4. A batch that ends, ``completed`` or not (``expired``, ``failed``, ``cancelled``), is read: the output and error
+   files it has are downloaded, every line checked as a reply (:mod:`pipeline.judge.api.replies`); the answers go to
+   the reply cache, and the batch is recorded as read, with its status and counts. A batch recorded as read is
+   never picked up again.
+5. **Rounds.** The requests a batch did not answer (no line, a failed line, a line that is not an answer, a batch
+   that ended without answering them) go into a new batch, up to ``batch_rounds`` batches per engine call; the
+   rounds stop early when two in a row answer nothing. Requests the provider refused (a 4xx line) are not asked
+   again in this run. What is left is reported with its reason (the prompt is not stored): the same command asks
+   it again, in a new batch.
 """
 
 from __future__ import annotations
@@ -20,58 +32,83 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pipeline.judge.api.batch_lines import Line, input_file, read_output
 from pipeline.judge.api.client import ApiClient, Reply, cache_key
 from pipeline.judge.api.replies import Check
 
 log = logging.getLogger(__name__)
 
+# The record of a run's batches, in its run folder.
+RECORD_FILE = "api_batches.jsonl"
 TERMINAL = ("completed", "failed", "expired", "cancelled")
+METADATA_KEY = "pipeline_marker"
+# Pages of the provider's batch and file lists looked through for a marker.
+LOOKUP_PAGES = 20
+
+__all__ = ["BatchJobs", "BatchPending", "BatchRecord", "Line", "batch_states", "input_file", "read_output"]
 
 
 class BatchPending(RuntimeError):
     """A batch that was not done within ``judge.api.batch_wait``: it is recorded, and the same command picks it up."""
 
 
-@dataclass(frozen=True)
-class Line:
-    """One request of a batch: its id (the cache key), its body and the check its reply must pass."""
-
-    custom_id: str
-    body: dict[str, Any]
-    check: Check | None
-
-
 class BatchRecord:
-    """The run folder's record of the batches submitted (JSON lines, appended): input digest -> batch id."""
+    """The run folder's record of the batches (JSON lines, appended): every step of a batch as an entry of its
+    marker; a batch's state is its entries merged in order."""
 
     def __init__(self, path: str | Path | None):
         self.path = Path(path) if path else None
 
-    def find(self, digest: str) -> dict[str, Any] | None:
+    def entries(self) -> list[dict[str, Any]]:
         if self.path is None or not self.path.exists():
-            return None
-        found = None
+            return []
+        out = []
         for raw in self.path.read_text(encoding="utf-8").splitlines():
             try:
                 entry = json.loads(raw)
-            except json.JSONDecodeError:
+            except ValueError:
                 continue  # a line cut short by a crash
-            if entry.get("input") == digest:
-                found = entry
-        return found
+            if isinstance(entry, dict) and isinstance(entry.get("marker"), str):
+                out.append(entry)
+        return out
+
+    def batches(self) -> dict[str, dict[str, Any]]:
+        """Every batch's state by marker, in the order they were first recorded."""
+        merged: dict[str, dict[str, Any]] = {}
+        for entry in self.entries():
+            merged.setdefault(entry["marker"], {}).update(entry)
+        return merged
+
+    def marker(self, digest: str) -> str:
+        """The marker of the next batch of the input file ``digest``: one more than the batches of it already read."""
+        read = sum(1 for b in self.batches().values() if b.get("input") == digest and b.get("state") == "read")
+        return f"{digest}.{read}"
 
     def add(self, entry: dict[str, Any]) -> None:
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(entry, sort_keys=True) + "\n")
+            f.write(json.dumps({**entry, "time": time.time()}, sort_keys=True) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def batch_states(path: str | Path | None) -> dict[str, int]:
+    """How many of the batches recorded in ``path`` are in each state: their status once read (completed, expired,
+    failed, cancelled), else ``open`` (submitted, not yet read: the same command picks them up)."""
+    states: Counter[str] = Counter()
+    for batch in BatchRecord(path).batches().values():
+        states[str(batch.get("status")) if batch.get("state") == "read" else "open"] += 1
+    return dict(sorted(states.items()))
 
 
 class BatchJobs:
@@ -100,25 +137,29 @@ class BatchJobs:
                 todo.append(k)
         failures: dict[str, list[str]] = {}
         errors: dict[str, str] = {}
-        for round_ in range(2):  # the batch, then its failed lines once more
-            pending = [lines[k] for k in todo if replies[k] is None]
+        rounds = idle = 0
+        while rounds < self.settings.batch_rounds and idle < 2:
+            pending = [
+                lines[k]
+                for k in todo
+                if replies[k] is None and "http_4xx" not in failures.get(lines[k].custom_id, ())
+            ]
             if not pending:
                 break
+            rounds += 1
             answered = self._round(path, pending, failures, errors)
+            idle = 0 if answered else idle + 1
             for k in todo:
                 body = answered.get(lines[k].custom_id)
                 if body is not None and replies[k] is None:
-                    replies[k] = Reply(
-                        body, attempts=round_ + 1, failures=failures.get(lines[k].custom_id, [])
-                    )
+                    replies[k] = Reply(body, attempts=rounds, failures=failures.get(lines[k].custom_id, []))
                     if cache:
                         cache.put(lines[k].custom_id, body)
         for k in todo:
             if replies[k] is None:
                 kinds = failures.get(lines[k].custom_id, [])
-                replies[k] = Reply(
-                    None, error=errors.get(lines[k].custom_id, "no reply"), attempts=2, failures=kinds
-                )
+                error = errors.get(lines[k].custom_id, "no reply")
+                replies[k] = Reply(None, error=f"{error} (after {rounds} batch(es))", attempts=rounds, failures=kinds)
         out = [r for r in replies if r is not None]
         for r in out:
             r.batch = not r.cached
@@ -127,43 +168,104 @@ class BatchJobs:
     def _round(
         self, path: str, lines: list[Line], failures: dict[str, list[str]], errors: dict[str, str]
     ) -> dict[str, dict[str, Any]]:
-        """One batch of ``lines``: submitted (or picked up from the record), waited for, and its output read; the
-        answers by custom id, every failure counted in ``failures`` and ``errors``."""
-        content = input_file(path, lines)
-        digest = hashlib.sha256(content.encode()).hexdigest()
-        job = self.record.find(digest)
-        if job is None:
-            job = self._submit(content, digest, path, len(lines))
+        """One batch of ``lines``: submitted (or picked up: the record, or the provider's own list), waited for, and
+        its output read; the answers by custom id, every failure counted in ``failures`` and ``errors``."""
+        digest = hashlib.sha256(input_file(path, lines).encode()).hexdigest()
+        marker = self.record.marker(digest)
+        generation = int(marker.rsplit(".", 1)[1])
+        # a batch of the same requests again (its first ended without answering them): its ids carry the generation,
+        # so that no input file is ever submitted twice
+        sent = [replace(ln, custom_id=f"{ln.custom_id}#{generation}") if generation else ln for ln in lines]
+        original = {s.custom_id: ln.custom_id for s, ln in zip(sent, lines, strict=True)}
+        content = input_file(path, sent)
+        job = self.record.batches().get(marker, {})
+        if job.get("batch_id"):
+            log.info("batch %s (%d requests) picked up from %s", job["batch_id"], len(lines), self.record.path)
         else:
-            log.info(
-                "batch %s (%d requests) picked up from %s", job["batch_id"], len(lines), self.record.path
-            )
+            job = self._submit(content, digest, marker, path, len(lines), job)
         batch = self._wait(job["batch_id"])
-        out = self._read(batch, lines, failures, errors)
-        log.info("batch %s %s: %d of %d answered", batch.get("id"), batch.get("status"), len(out), len(lines))
+        status = str(batch.get("status"))
+        stray: Counter[str] = Counter()
+        failed: dict[str, list[str]] = {}
+        why: dict[str, str] = {}
+        out = {original[c]: body for c, body in self._read(batch, sent, failed, why, stray).items()}
+        for custom_id, kinds_of in failed.items():
+            failures.setdefault(original[custom_id], []).extend(kinds_of)
+            errors[original[custom_id]] = why[custom_id]
+        kinds = Counter(k for kinds_of in failed.values() for k in kinds_of)
+        self.record.add(
+            {"marker": marker, "state": "read", "status": status, "answered": len(out), "failed": dict(kinds),
+             "stray_lines": dict(stray)}  # fmt: skip
+        )
+        log.info(
+            "batch %s %s: %d of %d answered%s",
+            job["batch_id"],
+            status,
+            len(out),
+            len(lines),
+            f" ({sum(stray.values())} stray output line(s))" if stray else "",
+        )
         return out
 
-    def _submit(self, content: str, digest: str, path: str, n: int) -> dict[str, Any]:
-        upload = self.client.call(
-            "POST", "/files", data={"purpose": "batch"}, files={"file": ("batch.jsonl", content.encode())}
+    def _submit(
+        self, content: str, digest: str, marker: str, path: str, n: int, job: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The batch of ``marker``: found at the provider (a rerun after a crash, a create that timed out) or
+        created, every step recorded before the next."""
+        if not job:
+            self.record.add({"marker": marker, "input": digest, "state": "intent", "requests": n})
+        else:
+            found = self._find("/batches", lambda b: (b.get("metadata") or {}).get(METADATA_KEY) == marker)
+            if found:
+                return self._created(marker, found, "found at the provider")
+        name = f"{marker}.jsonl"
+        file_id = job.get("file_id") or (self._find("/files", lambda f: f.get("filename") == name) if job else None)
+        if not file_id:
+            upload = self.client.call(
+                "POST", "/files", data={"purpose": "batch"}, files={"file": (name, content.encode())}
+            )
+            file_id = _field(upload, "id", "upload the batch input file")
+        self.record.add({"marker": marker, "state": "uploaded", "file_id": file_id})
+        request = {"input_file_id": file_id, "endpoint": "/v1" + path, "completion_window": "24h",
+                   "metadata": {METADATA_KEY: marker}}  # fmt: skip
+        error = ""
+        for attempt in range(self.settings.max_retries + 1):
+            created = self.client.call("POST", "/batches", retry=False, json=request)
+            if created.body is not None and created.body.get("id"):
+                return self._created(marker, str(created.body["id"]), f"submitted: {n} requests")
+            error = created.error or "no 'id' in the reply"
+            if created.failures and created.failures[-1] == "http_4xx":
+                break
+            # the create may have reached the provider: look before creating again
+            time.sleep(min(self.settings.backoff_max, self.settings.backoff * 2**attempt))
+            found = self._find("/batches", lambda b: (b.get("metadata") or {}).get(METADATA_KEY) == marker)
+            if found:
+                return self._created(marker, found, "found at the provider after a create that failed")
+        raise RuntimeError(
+            f"could not create the batch {marker} at {self.client.base_url}: {error}; the intent is recorded in "
+            f"{self.record.path}: the same command looks for it at the provider before creating it"
         )
-        file_id = _field(upload, "id", "upload the batch input file")
-        created = self.client.call(
-            "POST",
-            "/batches",
-            json={"input_file_id": file_id, "endpoint": "/v1" + path, "completion_window": "24h"},
-        )
-        batch_id = _field(created, "id", "create the batch")
-        entry = {
-            "input": digest,
-            "batch_id": batch_id,
-            "file_id": file_id,
-            "requests": n,
-            "time": time.time(),
-        }
-        self.record.add(entry)
-        log.info("batch %s submitted: %d requests to %s", batch_id, n, self.client.base_url)
-        return entry
+
+    def _created(self, marker: str, batch_id: str, how: str) -> dict[str, Any]:
+        self.record.add({"marker": marker, "state": "created", "batch_id": batch_id})
+        log.info("batch %s %s (%s)", batch_id, how, self.client.base_url)
+        return {"marker": marker, "batch_id": batch_id}
+
+    def _find(self, path: str, match: Callable[[dict[str, Any]], bool]) -> str | None:
+        """The id of the first object of the provider's list at ``path`` that ``match`` accepts (paged by ``after``)."""
+        params: dict[str, Any] = {"limit": 100}
+        for _ in range(LOOKUP_PAGES):
+            listed = self.client.call("GET", path, params=params)
+            page = (listed.body or {}).get("data") if isinstance(listed.body, dict) else None
+            if not isinstance(page, list):
+                return None
+            for item in page:
+                if isinstance(item, dict) and match(item) and item.get("id"):
+                    return str(item["id"])
+            if not (listed.body or {}).get("has_more") or not page or not isinstance(page[-1], dict):
+                return None
+            params["after"] = page[-1].get("id")
+        return None
 
     def _wait(self, batch_id: str) -> dict[str, Any]:
         started = time.monotonic()
@@ -184,7 +286,12 @@ class BatchJobs:
             delay = min(delay * 2, self.settings.batch_poll_max)
 
     def _read(
-        self, batch: dict[str, Any], lines: list[Line], failures: dict[str, list[str]], errors: dict[str, str]
+        self,
+        batch: dict[str, Any],
+        lines: list[Line],
+        failures: dict[str, list[str]],
+        errors: dict[str, str],
+        stray: Counter[str],
     ) -> dict[str, dict[str, Any]]:
         texts = []
         for key in ("output_file_id", "error_file_id"):
@@ -192,80 +299,16 @@ class BatchJobs:
             if file_id:
                 got = self.client.call("GET", f"/files/{file_id}/content", text=True)
                 texts.append((got.body or {}).get("text") or "")
-        return read_output(texts, lines, failures, errors, f"batch {batch.get('id')} ({batch.get('status')})")
-
-
-def input_file(path: str, lines: Sequence[Line]) -> str:
-    """The batch input file of ``lines`` for the endpoint ``path`` (``/completions``, ``/chat/completions``)."""
-    return "".join(
-        json.dumps(
-            {"custom_id": ln.custom_id, "method": "POST", "url": "/v1" + path, "body": ln.body},
-            sort_keys=True,
+        status = batch.get("status")
+        return read_output(
+            texts,
+            lines,
+            failures,
+            errors,
+            f"batch {batch.get('id')} ({status})",
+            without_line="no_line" if status == "completed" else "batch_failed",
+            stray=stray,
         )
-        + "\n"
-        for ln in lines
-    )
-
-
-def read_output(
-    texts: Sequence[str],
-    lines: Sequence[Line],
-    failures: dict[str, list[str]],
-    errors: dict[str, str],
-    what: str = "the batch",
-) -> dict[str, dict[str, Any]]:
-    """The answers of a batch's output and error files (``texts``) by custom id; every line that is not an answer,
-    and every request without a line, counted in ``failures`` (by kind) and ``errors``."""
-    wanted = {ln.custom_id: ln for ln in lines}
-    out: dict[str, dict[str, Any]] = {}
-    seen: set[str] = set()
-    for text in texts:
-        for raw in text.splitlines():
-            _read_line(raw, wanted, out, seen, failures, errors)
-    for custom_id in wanted:
-        if custom_id not in seen:
-            failures.setdefault(custom_id, []).append("no_line")
-            errors[custom_id] = f"{what} returned no line for it"
-    return out
-
-
-def _read_line(
-    raw: str,
-    wanted: dict[str, Line],
-    out: dict[str, dict[str, Any]],
-    seen: set[str],
-    failures: dict[str, list[str]],
-    errors: dict[str, str],
-) -> None:
-    """One output or error line: an answer (its body passes the request's check), or a failure of its kind."""
-    try:
-        entry = json.loads(raw)
-    except json.JSONDecodeError:
-        return  # a line that names no request: each request without a line is counted below
-    custom_id = entry.get("custom_id") if isinstance(entry, dict) else None
-    if custom_id not in wanted or custom_id in out:
-        return
-    seen.add(custom_id)
-    response = entry.get("response") or {}
-    status = response.get("status_code")
-    body = response.get("body")
-    if status != 200 or entry.get("error"):
-        kind = (
-            "http_4xx"
-            if isinstance(status, int) and 400 <= status < 500 and status not in (408, 429)
-            else "http_5xx"
-        )
-        failures.setdefault(custom_id, []).append(kind)
-        errors[custom_id] = f"the batch line failed: {entry.get('error') or status}"
-        return
-    check = wanted[custom_id].check
-    problem = check(body) if check is not None else None
-    if problem is not None:
-        failures.setdefault(custom_id, []).append(problem[0])
-        errors[custom_id] = f"a batch reply that is not an answer ({problem[0]}: {problem[1]})"
-        return
-    if isinstance(body, dict):
-        out[custom_id] = body
 
 
 def _field(reply: Reply, name: str, what: str) -> str:

@@ -1,15 +1,11 @@
-"""Request bodies and replies of an OpenAI-compatible endpoint: the token-id path (``/completions``, exact
-log-probabilities of requested token ids) and the chat path (``/chat/completions``, the first token's top
-alternatives).
+"""Request bodies of an OpenAI-compatible endpoint: the token-id path (``/completions``, exact log-probabilities of
+requested token ids) and the chat path (``/chat/completions``, the first token's top alternatives). Their replies are
+read by :mod:`pipeline.judge.api.replies`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
-
-TOKEN_PREFIX = "token_id:"
-
 
 def completion_body(model: str, ids: list[int], request: Any) -> dict[str, Any]:
     """A ``/completions`` body for one prompt as token ids, read as ``read`` (a :class:`pipeline.absolute.Read`)
@@ -33,33 +29,6 @@ def completion_body(model: str, ids: list[int], request: Any) -> dict[str, Any]:
             "return_tokens_as_token_ids": True,
         }
     return body
-
-
-def parse_completion(
-    body: dict[str, Any], token_ids: Sequence[int]
-) -> tuple[list[float], list[str], list[str], int]:
-    """(log-probabilities of ``token_ids`` at the first generated token, texts, finish reasons, tokens of the
-    requested ids missing from the reply)."""
-    choices = sorted(body["choices"], key=lambda c: c.get("index", 0))
-    logprobs: list[float] = []
-    missing = 0
-    if token_ids:
-        first = (choices[0].get("logprobs") or {}).get("top_logprobs") or [{}]
-        top = {
-            int(k.removeprefix(TOKEN_PREFIX)): float(v)
-            for k, v in first[0].items()
-            if k.startswith(TOKEN_PREFIX)
-        }
-        floor = min(top.values()) if top else float("-inf")
-        for t in token_ids:
-            if t in top:
-                logprobs.append(top[t])
-            else:  # not among the returned alternatives: at most the smallest returned (a counted floor)
-                logprobs.append(floor)
-                missing += 1
-    texts = [str(c.get("text", "")) for c in choices]
-    reasons = [str(c.get("finish_reason") or "stop") for c in choices]
-    return logprobs, texts, reasons, missing
 
 
 def chat_body(
@@ -100,35 +69,3 @@ def messages_body(
     if request.token_ids:
         body |= {"logprobs": True, "top_logprobs": top_logprobs}
     return body
-
-
-def first_token_alternatives(body: dict[str, Any]) -> dict[str, float]:
-    """The first generated token's alternatives of a chat reply (its ``top_logprobs`` and the token itself),
-    text -> log-probability."""
-    choices = sorted(body["choices"], key=lambda c: c.get("index", 0))
-    first = ((choices[0].get("logprobs") or {}).get("content") or [{}])[0]
-    top: dict[str, float] = {}
-    for alt in [*(first.get("top_logprobs") or []), first]:
-        if "token" in alt and "logprob" in alt:
-            top.setdefault(str(alt["token"]), float(alt["logprob"]))
-    return top
-
-
-def parse_chat(body: dict[str, Any], words: Sequence[str]) -> tuple[list[float], list[str], list[str], int]:
-    """(log-probabilities of ``words`` among the first token's alternatives, texts, finish reasons, words
-    missing from the alternatives: given the smallest returned log-probability, a floor)."""
-    choices = sorted(body["choices"], key=lambda c: c.get("index", 0))
-    logprobs: list[float] = []
-    missing = 0
-    if words:
-        top = first_token_alternatives(body)
-        floor = min(top.values()) if top else float("-inf")
-        for word in words:
-            if word in top:
-                logprobs.append(top[word])
-            else:
-                logprobs.append(floor)
-                missing += 1
-    texts = [str((c.get("message") or {}).get("content") or "") for c in choices]
-    reasons = [str(c.get("finish_reason") or "stop") for c in choices]
-    return logprobs, texts, reasons, missing

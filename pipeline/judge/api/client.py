@@ -204,11 +204,18 @@ class ApiClient:
         return [r for r in replies if r is not None]
 
     def call(
-        self, method: str, path: str, check: Check | None = None, text: bool = False, **request: Any
+        self,
+        method: str,
+        path: str,
+        check: Check | None = None,
+        text: bool = False,
+        retry: bool = True,
+        **request: Any,
     ) -> Reply:
-        """One request (``method`` to ``base_url + path``, httpx's ``request`` arguments: ``json``, ``files``,
-        ``data``) with the same retries and checks as :meth:`post`, never cached; ``text``: the body is not JSON, and
-        comes back as ``{"text": ...}`` (a file's content)."""
+        """One request (``method`` to ``base_url + path``, httpx's ``request`` arguments: ``json``, ``params``,
+        ``files``, ``data``) with the same retries and checks as :meth:`post`, never cached; ``text``: the body is not
+        JSON, and comes back as ``{"text": ...}`` (a file's content); ``retry=False``: one attempt (a request that must
+        not be repeated blindly, such as creating a batch)."""
         import httpx
 
         async def one() -> Reply:
@@ -216,12 +223,19 @@ class ApiClient:
                 timeout=self.settings.timeout, headers=self._headers(json=False)
             ) as http:
                 url = self.base_url.rstrip("/") + path
-                return await self._send(http, method, url, check, text=text, **request)
+                return await self._send(http, method, url, check, text=text, retry=retry, **request)
 
         return asyncio.run(one())
 
     async def _send(
-        self, http: Any, method: str, url: str, check: Check | None = None, text: bool = False, **request: Any
+        self,
+        http: Any,
+        method: str,
+        url: str,
+        check: Check | None = None,
+        text: bool = False,
+        retry: bool = True,
+        **request: Any,
     ) -> Reply:
         """``method`` to ``url`` until an answer (a 2xx whose body parses and ``check`` accepts) or the retries are
         spent (module docstring)."""
@@ -230,7 +244,8 @@ class ApiClient:
         started = time.monotonic()
         error = ""
         failures: list[str] = []
-        for attempt in range(self.settings.max_retries + 1):
+        retries = self.settings.max_retries if retry else 0
+        for attempt in range(retries + 1):
             self.stats.requests += 1
             asked = None
             try:
@@ -255,7 +270,7 @@ class ApiClient:
                     if not retried:
                         break
                     asked = retry_after(response.headers.get("Retry-After"))
-            if attempt == self.settings.max_retries:
+            if attempt == retries:
                 break
             delay = backoff_delay(attempt, self.settings, self._rng, asked)
             if time.monotonic() + delay - started > self.settings.retry_for:

@@ -5,15 +5,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from pipeline.config.enums import ApiPath
 from pipeline.contracts.engine import Request, Result
 from pipeline.contracts.frame import PromptFrame, parse_conversation
 from pipeline.judge.api.batch import BatchJobs
-from pipeline.judge.api.bodies import chat_body, completion_body, messages_body, parse_chat, parse_completion
+from pipeline.judge.api.bodies import chat_body, completion_body, messages_body
 from pipeline.judge.api.client import ApiClient, Reply
-from pipeline.judge.api.replies import Check, chat_check, completion_check
+from pipeline.judge.api.replies import Answer, Reader, Refused, chat_reader, check_of, completion_reader
 from pipeline.judge.api.sampled import sampled_logprobs, sampled_request
 from pipeline.judge.spec import ApiEndpoint, JudgeSpec
 from pipeline.judge.tokenizers import is_local, load_tokenizer
@@ -68,17 +69,14 @@ class ApiEngine:
         token = ids[-1]
         body = completion_body(self.model, ids, Request(token_ids=(token,), seed=0))
         [reply] = self.client.post("/completions", [body], use_cache=False)
+        why = reply.error
         if reply.body is not None:
             try:
-                _, _, _, missing = parse_completion(reply.body, [token])
-                if not missing:
-                    return ApiPath.token_ids
-            except (KeyError, TypeError, ValueError, IndexError):
-                pass
-        log.info(
-            "the server does not take token-id prompts (%s): the chat path",
-            reply.error or "no token logprobs",
-        )
+                completion_reader(1, [token])(reply.body)
+                return ApiPath.token_ids
+            except Refused as refused:
+                why = str(refused)
+        log.info("the server does not take token-id prompts (%s): the chat path", why)
         return ApiPath.chat
 
     def answer(self, prompts: Sequence[str], frame: PromptFrame, request: Request) -> list[Result]:
@@ -91,40 +89,40 @@ class ApiEngine:
         # a verdict read by sampling (judge.api.path=sampled): the request sent is n samples, no logprobs
         sampled = self.path == ApiPath.sampled and bool(request.token_ids)
         sent = sampled_request(request, self.endpoint.settings) if sampled else request
-        bodies, prefixes, checks = [], [], []
+        words = [self.tokenizer.decode([t]) for t in request.token_ids]
+        bodies, prefixes, readers = [], [], []
         for prompt, conversation in zip(prompts, conversations, strict=True):
             if conversation is not None:
                 bodies.append(messages_body(self.model, conversation, request, self.top_logprobs))
                 prefixes.append("")
-                checks.append(chat_check(request.n, bool(request.token_ids)))
+                readers.append(chat_reader(request.n, words))
                 continue
             message, prefix = frame.split(prompt)
             prefixes.append(prefix)
             bodies.append(
                 chat_body(self.model, message, prefix, sent, frame.system, self.top_logprobs, self.prefill)
             )
-            checks.append(chat_check(sent.n, bool(sent.token_ids)))
-        replies = self.send("/chat/completions", bodies, checks)
-        words = [self.tokenizer.decode([t]) for t in request.token_ids]
+            readers.append(chat_reader(sent.n, [] if sampled else words))
+        replies = self.send("/chat/completions", bodies, readers)
         self._warn_failed(replies)
         results = []
-        for reply, prefix in zip(replies, prefixes, strict=True):
+        for reply, prefix, reader in zip(replies, prefixes, readers, strict=True):
             if reply.body is None:
                 results.append(Result.failed(str(reply.error), "api/failed", reply.attempts, reply.failures))
                 continue
-            logprobs, texts, reasons, missing = parse_chat(reply.body, [] if sampled else words)
+            answer = reader(reply.body)
             if sampled:  # nothing floored: samples that say no word lower the label mass instead
-                logprobs, missing = sampled_logprobs(texts, words, prefix)[0], 0
-            results.append(self._result(reply, logprobs, texts, reasons, missing, 0, str(self.path)))
+                answer = replace(answer, logprobs=sampled_logprobs(answer.texts, words, prefix)[0], missing=0)
+            results.append(self._result(reply, answer, 0, str(self.path)))
         return results
 
     def run(self, token_ids: list[list[int]], request: Request) -> list[Result]:
         """Answer prompts given as token ids (the token-id path)."""
-        check = completion_check(request.n, bool(request.token_ids))
+        reader = completion_reader(request.n, request.token_ids)
         replies = self.send(
             "/completions",
             [completion_body(self.model, ids, request) for ids in token_ids],
-            [check] * len(token_ids),
+            [reader] * len(token_ids),
         )
         self._warn_failed(replies)
         results = []
@@ -132,12 +130,13 @@ class ApiEngine:
             if reply.body is None:
                 results.append(Result.failed(str(reply.error), "api/failed", reply.attempts, reply.failures))
                 continue
-            logprobs, texts, reasons, missing = parse_completion(reply.body, request.token_ids)
-            results.append(self._result(reply, logprobs, texts, reasons, missing, len(ids), "token_ids"))
+            results.append(self._result(reply, reader(reply.body), len(ids), "token_ids"))
         return results
 
-    def send(self, path: str, bodies: list[dict[str, Any]], checks: list[Check]) -> list[Reply]:
-        """The bodies answered by the endpoint: request by request, or as one batch job (``judge.api.batch``)."""
+    def send(self, path: str, bodies: list[dict[str, Any]], readers: list[Reader]) -> list[Reply]:
+        """The bodies answered by the endpoint: request by request, or as one batch job (``judge.api.batch``);
+        a reply is an answer only if its reader reads it (:mod:`pipeline.judge.api.replies`)."""
+        checks = [check_of(r) for r in readers]
         if self.batches is not None:
             return self.batches.post(path, bodies, checks)
         return self.client.post(path, bodies, check=checks)
@@ -154,29 +153,23 @@ class ApiEngine:
             )
 
     @staticmethod
-    def _result(
-        reply: Reply,
-        logprobs: list[float],
-        texts: list[str],
-        reasons: list[str],
-        missing: int,
-        n_prompt: int,
-        path: str,
-    ) -> Result:
-        body: dict[str, Any] = reply.body or {}
-        usage = body.get("usage") or {}
-        details = usage.get("prompt_tokens_details") or {}
+    def _result(reply: Reply, answer: Answer, n_prompt: int, path: str) -> Result:
+        """The result of an answer; a token count the reply does not give is 0 (the prompt's own length on the
+        token-id path) and the result says its usage is unknown."""
+        usage = answer.usage
+        prompt = usage.prompt_tokens if usage.prompt_tokens is not None else n_prompt
         return Result(
-            token_logprobs=logprobs,
-            texts=texts,
-            prompt_tokens=int(usage.get("prompt_tokens", n_prompt)),
-            cached_tokens=int(details.get("cached_tokens") or 0),
-            generated_tokens=int(usage.get("completion_tokens", 0)),
-            finish_reasons=reasons,
+            token_logprobs=answer.logprobs,
+            texts=answer.texts,
+            prompt_tokens=prompt,
+            cached_tokens=usage.cached_tokens or 0,
+            generated_tokens=usage.completion_tokens or 0,
+            finish_reasons=answer.reasons,
             source="cache" if reply.cached else f"api/{'batch/' if reply.batch else ''}{path}",
             requests=reply.attempts,
-            missing=missing,
+            missing=answer.missing,
             failures=tuple(reply.failures),
+            usage_unknown=not usage.known,
         )
 
     @property

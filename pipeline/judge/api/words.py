@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from pipeline.contracts.engine import Request
 from pipeline.contracts.frame import PromptFrame
-from pipeline.judge.api.bodies import chat_body, first_token_alternatives
+from pipeline.judge.api.bodies import chat_body
 from pipeline.judge.api.client import ApiClient
-from pipeline.judge.api.replies import chat_check
+from pipeline.judge.api.replies import chat_alternatives, chat_reader, check_of, read_choices
 from pipeline.judge.spec import JudgeSpec
 
 
@@ -59,7 +59,7 @@ def check_words(
             )
         )
     try:
-        replies = client.post("/chat/completions", bodies, check=chat_check(request.n, True))
+        replies = client.post("/chat/completions", bodies, check=check_of(chat_reader(request.n, (), logprobs=True)))
     finally:
         client.close()
     failed = [r.error for r in replies if r.error]
@@ -72,7 +72,7 @@ def check_words(
     for reply in replies:
         if reply.body is None:
             continue
-        top = first_token_alternatives(reply.body)
+        top = chat_alternatives(read_choices(reply.body, request.n)[0])
         if not alternatives:
             alternatives = tuple(sorted(top, key=lambda t: top[t], reverse=True))
         for k, word in enumerate(words):

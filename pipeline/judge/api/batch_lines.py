@@ -1,0 +1,129 @@
+"""A batch job's lines: the input file written for it, and its output and error files read back.
+
+Every output line is checked as a reply of its own (:mod:`pipeline.judge.api.replies`). A line that cannot be read
+never stops the read; it is counted by kind:
+
+- a line that is not JSON, is not an object, or names no request of the batch by a string ``custom_id``: a *stray*
+  line (counted for the batch; the request it may have meant is then without a line, ``no_line``, or the batch's
+  failure, ``batch_failed``);
+- a line of a request whose ``response`` or ``status_code`` has the wrong type: ``bad_line``;
+- an error line, or a status other than 200: ``http_4xx`` (a refusal, not asked again in this run) or ``http_5xx``;
+- a 200 whose body is not an answer: the kind its reader gives;
+- two lines of one request with different answers: ``conflict`` (neither is taken; the request goes into the next
+  batch). The same answer twice is one answer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.judge.api.replies import Check
+
+
+@dataclass(frozen=True)
+class Line:
+    """One request of a batch: its id (the cache key), its body and the check its reply must pass."""
+
+    custom_id: str
+    body: dict[str, Any]
+    check: Check | None
+
+
+def input_file(path: str, lines: Sequence[Line]) -> str:
+    """The batch input file of ``lines`` for the endpoint ``path`` (``/completions``, ``/chat/completions``)."""
+    return "".join(
+        json.dumps(
+            {"custom_id": ln.custom_id, "method": "POST", "url": "/v1" + path, "body": ln.body},
+            sort_keys=True,
+        )
+        + "\n"
+        for ln in lines
+    )
+
+
+def read_output(
+    texts: Sequence[str],
+    lines: Sequence[Line],
+    failures: dict[str, list[str]],
+    errors: dict[str, str],
+    what: str = "the batch",
+    without_line: str = "no_line",
+    stray: Counter[str] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """The answers of a batch's output and error files (``texts``) by custom id; every line that is not an answer
+    counted in ``failures`` (by kind) and ``errors``, every request without a line as ``without_line``, and every line
+    that names no request of the batch in ``stray`` (module docstring)."""
+    wanted = {ln.custom_id: ln for ln in lines}
+    answers: dict[str, list[dict[str, Any]]] = {}
+    failed: dict[str, tuple[str, str]] = {}
+    stray = stray if stray is not None else Counter()
+    for text in texts:
+        for raw in text.splitlines():
+            if raw.strip():
+                _read_line(raw, wanted, answers, failed, stray)
+    out: dict[str, dict[str, Any]] = {}
+    for custom_id in wanted:
+        got = answers.get(custom_id, [])
+        distinct = {json.dumps(b, sort_keys=True) for b in got}
+        if len(distinct) == 1:
+            out[custom_id] = got[0]
+            continue
+        if len(distinct) > 1:
+            kind, error = "conflict", f"{what} returned {len(distinct)} different answers for it"
+        elif custom_id in failed:
+            kind, error = failed[custom_id]
+        else:
+            kind, error = without_line, f"{what} returned no line for it"
+        failures.setdefault(custom_id, []).append(kind)
+        errors[custom_id] = error
+    return out
+
+
+def _read_line(
+    raw: str,
+    wanted: dict[str, Line],
+    answers: dict[str, list[dict[str, Any]]],
+    failed: dict[str, tuple[str, str]],
+    stray: Counter[str],
+) -> None:
+    """One output or error line: an answer of its request (its body passes the request's check), a failure of its
+    kind, or a stray line."""
+    try:
+        entry = json.loads(raw)
+    except ValueError:
+        stray["not_json"] += 1
+        return
+    custom_id = entry.get("custom_id") if isinstance(entry, dict) else None
+    if not isinstance(custom_id, str) or custom_id not in wanted:
+        stray["no_request"] += 1
+        return
+    response = entry.get("response")
+    error = entry.get("error")
+    if response is None and error:
+        failed.setdefault(custom_id, ("http_5xx", f"the batch line failed: {str(error)[:200]}"))
+        return
+    if not isinstance(response, dict) or not _is_status(response.get("status_code")):
+        failed.setdefault(custom_id, ("bad_line", f"a batch line whose response is {str(response)[:80]!r}"))
+        return
+    status = response["status_code"]
+    if status != 200 or error:
+        refused = 400 <= status < 500 and status not in (408, 409, 429)
+        failed.setdefault(
+            custom_id, ("http_4xx" if refused else "http_5xx", f"the batch line failed: {error or status}")
+        )
+        return
+    body = response.get("body")
+    check = wanted[custom_id].check
+    problem = check(body) if check is not None else (None if isinstance(body, dict) else ("no_choices", "no body"))
+    if problem is not None:
+        failed[custom_id] = (problem[0], f"a batch reply that is not an answer ({problem[0]}: {problem[1]})")
+        return
+    answers.setdefault(custom_id, []).append(body)
+
+
+def _is_status(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
