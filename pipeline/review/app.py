@@ -5,14 +5,20 @@
   command line);
 - ``/r/<reviewer>?key=...``: the reviewer's next unanswered item, blind (the criterion, the context and the two
   texts in the reviewer's own seeded slot order; no verdict, candidate id or model name); answered with the keys 1,
-  2 and t (tie) or the buttons, with an optional note; after the last one, the agreement with the judge;
+  2 and t (tie) or the buttons, with an optional note; after the last one, the reviewer's own agreement with the
+  judge, computed from their answers alone (no other reviewer's name, answers or agreement, no file path);
 - ``/agreement?key=...``: the agreement report of every answer so far (the owner's key).
 
 **Reviewers are who they say they are.** Each reviewer's key is an HMAC of their name under the review folder's
-secret (``.secret``, made once, readable by its owner only): the personal link ``/r/<name>?key=<key>`` that
+secret (``.secret``: 32 random bytes, created whole with owner-only permissions in one step; an empty, short or
+group/world-readable one is refused with what to do): the personal link ``/r/<name>?key=<key>`` that
 ``python -m pipeline.review invite`` (or ``serve --reviewers``) prints. Without that reviewer's key their page and
-their answers are refused (403) and nothing is written; the agreement page needs the owner's key. Only a review
-opened explicitly as open (``serve --open``, e.g. one person on 127.0.0.1) lets a name be picked on the start page.
+their answers are refused (403) and nothing is written; the agreement page needs the owner's key. A key or token
+that is not the one issued, whatever its characters, is a 403. Only a review opened explicitly as open
+(``serve --open``, e.g. one person on 127.0.0.1) lets a name be picked on the start page.
+
+The time an item was shown is kept on the server (when this server first showed it to the reviewer); the answer's
+``seconds`` is the time since then, or null when the item was shown by an earlier server.
 
 Every text comes from the run (model outputs, user data) and goes through Jinja's autoescaping, so ``<script>``
 in a candidate is shown as text; the Content-Security-Policy allows only this page's own script (by nonce),
@@ -25,12 +31,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import os
 import secrets
 import threading
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
 import polars as pl
 from flask import Flask, Response, abort, redirect, request, url_for
 from jinja2 import Environment, StrictUndefined
@@ -58,6 +64,24 @@ class ReviewState:
     publishing: threading.Lock = field(default_factory=threading.Lock)
     # the last agreement computed and the answers it was computed from (the bootstrap is not free)
     _agreement: tuple[int, report.Agreement] | None = None
+    # when this server first showed each (reviewer, item): the answer's time is measured from it
+    _shown: dict[tuple[str, str], float] = field(default_factory=dict)
+    _shown_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def showing(self, reviewer: str, item: str) -> None:
+        with self._shown_lock:
+            self._shown.setdefault((reviewer, item), time.time())
+
+    def seconds_since_shown(self, reviewer: str, item: str) -> float | None:
+        with self._shown_lock:
+            shown_at = self._shown.get((reviewer, item))
+        return None if shown_at is None else round(max(0.0, time.time() - shown_at), 3)
+
+    def own_agreement(self, reviewer: str) -> report.Agreement:
+        """The agreement with the judge of one reviewer's answers alone."""
+        answers = self.answers.read()
+        mine = [a for a in answers.rows if a["reviewer"] == reviewer]
+        return report.agreement(self.sample, type(answers)(mine))
 
     def agreement(self) -> report.Agreement:
         """The agreement of every answer on disk, computed again only when there are new answers."""
@@ -106,15 +130,49 @@ class ReviewState:
         return reviewer_order(self.sample.ids, reviewer, self.sample.spec.seed)
 
 
+SECRET_BYTES = 32
+
+
 def review_secret(folder) -> bytes:
-    """The review folder's secret (``.secret``: made once, readable by its owner only): the key of every form's
-    token and of every reviewer's and the owner's key."""
+    """The review folder's secret (``.secret``): the key of every form's token and of every reviewer's and the
+    owner's key. Made once, whole: written to a file of its own created exclusively with owner-only permissions,
+    then linked into place (a crash never leaves an empty ``.secret``; two servers starting together agree on one).
+    An existing secret that is short or that others can read is refused with what to do."""
     path = folder / ".secret"
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(secrets.token_bytes(32))
-        path.chmod(0o600)
-    return path.read_bytes()
+        draft = folder / f".secret.{os.getpid()}.{secrets.token_hex(4)}"
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            os.write(fd, secrets.token_bytes(SECRET_BYTES))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(draft, path)
+        except FileExistsError:
+            pass  # another server made it first: theirs stands
+        finally:
+            draft.unlink()
+    mode = path.stat().st_mode
+    if mode & 0o077:
+        raise UserError(
+            f"{path}: the review's secret is readable by others (mode {mode & 0o777:o}); anyone who can read it can "
+            f"compute every reviewer's link and the owner's. Make it private (chmod 600 {path}) and, if others may "
+            "have read it, delete it to make a new one (every link given so far stops working)"
+        )
+    secret = path.read_bytes()
+    if len(secret) < SECRET_BYTES:
+        raise UserError(
+            f"{path}: the review's secret is {len(secret)} byte(s), not {SECRET_BYTES} (a write cut short?); delete "
+            "it and start the review again to make a new one (every link given so far stops working)"
+        )
+    return secret
+
+
+def same(given: str, expected: str) -> bool:
+    """Whether a key or token from a request is the one issued (constant time; any characters: never an error)."""
+    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected.encode())
 
 
 def reviewer_key(secret: bytes, reviewer: str) -> str:
@@ -183,7 +241,6 @@ ITEM = """
 <form method="post" id="answer">
 <input type="hidden" name="item_id" value="{{ item_id }}">
 <input type="hidden" name="token" value="{{ token }}">
-<input type="hidden" name="shown" value="{{ shown }}">
 <input type="hidden" name="key" value="{{ key }}">
 <div class="choices">
 <button name="choice" value="1" id="choose-1"><kbd>1</kbd> Response 1 is better</button>
@@ -208,6 +265,17 @@ document.addEventListener('keydown', (e) => {
   e.preventDefault();
   document.getElementById('choose-' + choice).click();
 });
+"""
+
+OWN_REPORT = """
+<p><b>{{ done_message }}</b></p>
+{% if table %}
+<table><tr><th>n</th><th>agreement</th><th>kappa</th><th>weighted kappa</th><th>kappa without ties</th></tr>
+{% for row in table %}<tr><td class="num">{{ row.n }}</td><td class="num">{{ row.raw_agreement }}</td>
+<td class="num">{{ row.kappa }}</td><td class="num">{{ row.weighted_kappa }}</td>
+<td class="num">{{ row.kappa_no_ties }}</td></tr>{% endfor %}</table>
+<p class="muted">With 95 % bootstrap intervals over your answers. Thank you.</p>
+{% endif %}
 """
 
 REPORT = """
@@ -250,8 +318,8 @@ class Pages:
     def __init__(self, state: ReviewState):
         self.state = state
         env = Environment(autoescape=True, undefined=StrictUndefined)
-        self.page, self.start, self.item_page, self.report_page = (
-            env.from_string(t) for t in (PAGE, START, ITEM, REPORT)
+        self.page, self.start, self.item_page, self.report_page, self.own_page = (
+            env.from_string(t) for t in (PAGE, START, ITEM, REPORT, OWN_REPORT)
         )
         self.run_name = state.sample.run_dir.name
 
@@ -283,14 +351,12 @@ class Pages:
         if self.state.open_review:
             return ""
         given = request.values.get("key", "")
-        if not hmac.compare_digest(given, self.state.reviewer_key(reviewer)):
+        if not same(given, self.state.reviewer_key(reviewer)):
             abort(403)
         return given
 
     def is_owner(self) -> bool:
-        return self.state.open_review or hmac.compare_digest(
-            request.args.get("key", ""), self.state.owner_key()
-        )
+        return self.state.open_review or same(request.args.get("key", ""), self.state.owner_key())
 
     def review_url(self, reviewer: str, key: str | None = None) -> str:
         """A reviewer's page: with their key, unless the review is open."""
@@ -298,8 +364,8 @@ class Pages:
             return url_for("review", reviewer=reviewer)
         return url_for("review", reviewer=reviewer, key=key or self.state.reviewer_key(reviewer))
 
-    def report_body(self, done_message: str = "") -> str:
-        result = self.state.agreement()
+    @staticmethod
+    def judge_table(result: report.Agreement) -> list[dict]:
         table = []
         if result.labels.height:
             for scope, group in result.judge_rows():
@@ -311,11 +377,21 @@ class Pages:
                     (result.table["scope"] == scope) & (result.table["group"] == group)
                 )
                 table.append({"scope": scope, "group": group, "n": rows["n"][0], **cells})
+        return table
+
+    def own_report_body(self, reviewer: str, done_message: str) -> str:
+        """A finished reviewer's own agreement with the judge: their answers alone, over all the items."""
+        table = [r for r in self.judge_table(self.state.own_agreement(reviewer)) if r["scope"] == "overall"]
+        return self.own_page.render(done_message=done_message, table=table[:1])
+
+    def report_body(self) -> str:
+        """The owner's report: every reviewer, the confusion table, between reviewers, where the files are."""
+        result = self.state.agreement()
         return self.report_page.render(
-            done_message=done_message,
+            done_message="",
             headline=result.headline(),
             notes=result.notes(),
-            table=table,
+            table=self.judge_table(result),
             labels=[f"answer {label}" for label in LABELS],
             confusion=list(result.confusion.iter_rows()),
             answers_path=str(self.state.answers.path),
@@ -363,9 +439,10 @@ class Pages:
         subtitle = f"{reviewer}: {len(answered)} of {len(order)} answered"
         if not left:
             message = f"All {len(order)} comparisons answered. How often you and the judge agree:"
-            return self.render("Review done", subtitle, self.report_body(message))
+            return self.render("Review done", subtitle, self.own_report_body(reviewer, message))
         item_id = left[0]
         row, first, second = self.slots(item_id, reviewer)
+        state.showing(reviewer, item_id)
         body = self.item_page.render(
             attribute=row["attribute"],
             criterion=criterion_text(state.config, row["attribute"]),
@@ -374,7 +451,6 @@ class Pages:
             slot2=state.texts[(row["context_id"], second)],
             item_id=item_id,
             token=state.token(reviewer, item_id),
-            shown=f"{time.time():.3f}",
             key=key,
             max_note=MAX_NOTE,
         )
@@ -387,16 +463,12 @@ class Pages:
         item_id = request.form.get("item_id", "")
         if item_id not in state.sample.ids:
             abort(404)
-        if not hmac.compare_digest(request.form.get("token", ""), state.token(reviewer, item_id)):
+        if not same(request.form.get("token", ""), state.token(reviewer, item_id)):
             abort(403)
         choice = request.form.get("choice", "")
         if choice not in CHOICES:
             abort(400)
         row, first, second = self.slots(item_id, reviewer)
-        try:
-            seconds = max(0.0, time.time() - float(request.form.get("shown", "")))
-        except ValueError:
-            seconds = float("nan")
         _, written = state.answers.add(
             {
                 "reviewer": reviewer,
@@ -409,7 +481,7 @@ class Pages:
                 "slot2": second,
                 "choice": choice,
                 "note": request.form.get("note", "")[:MAX_NOTE],
-                "seconds": round(seconds, 3) if np.isfinite(seconds) else None,
+                "seconds": state.seconds_since_shown(reviewer, item_id),
             }
         )
         if written and len(state.answers.read().by_reviewer(reviewer)) == len(state.sample.ids):

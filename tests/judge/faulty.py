@@ -225,7 +225,12 @@ class BatchServer(FaultyServer):
                  malformed: bool = False):  # fmt: skip
         super().__init__(share=0.0, seed=seed)
         self.polls, self.line_share, self.every = polls, share, every
-        self.ends, self.partial, self.create_delay, self.malformed = ends or {}, partial, create_delay, malformed
+        self.ends, self.partial, self.create_delay, self.malformed = (
+            ends or {},
+            partial,
+            create_delay,
+            malformed,
+        )
         self.files: dict[str, bytes] = {}
         self.filenames: dict[str, str] = {}
         self.batches: dict[str, dict] = {}
@@ -258,7 +263,9 @@ class BatchServer(FaultyServer):
                 file_id = f"file-{len(self.files)}"
                 self.files[file_id] = part.get_payload(decode=True)
                 self.filenames[file_id] = part.get_filename()
-            return self.send(h, {"id": file_id, "object": "file", "purpose": "batch", "filename": part.get_filename()})
+            return self.send(
+                h, {"id": file_id, "object": "file", "purpose": "batch", "filename": part.get_filename()}
+            )
         body = json.loads(raw)
         with self.lock:
             batch_id = f"batch-{len(self.batches)}"
@@ -283,8 +290,10 @@ class BatchServer(FaultyServer):
                 items = (
                     [self.shown(b) for b in reversed(self.batches.values())]
                     if parts[1] == "batches"
-                    else [{"id": f, "object": "file", "purpose": "batch", "filename": n}
-                          for f, n in reversed(self.filenames.items())]  # fmt: skip
+                    else [
+                        {"id": f, "object": "file", "purpose": "batch", "filename": n}
+                        for f, n in reversed(self.filenames.items())
+                    ]  # fmt: skip
                 )
             after = dict(p.split("=", 1) for p in query.split("&") if "=" in p).get("after")
             if after:

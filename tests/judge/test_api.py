@@ -19,8 +19,8 @@ import pytest
 from pipeline.config.judging import ApiConfig
 from pipeline.contracts.engine import Request
 from pipeline.judge.api.bodies import chat_body, completion_body
-from pipeline.judge.api.replies import Refused, chat_reader, completion_reader
 from pipeline.judge.api.client import ApiClient, backoff_delay, retry_after
+from pipeline.judge.api.replies import Refused, chat_reader, completion_reader
 from pipeline.judge.spec import ApiEndpoint
 
 KEY = "sk-test-0123456789abcdef-do-not-leak"

@@ -13,7 +13,15 @@ from collections import Counter
 import pytest
 
 from pipeline.config.judging import ApiConfig
-from pipeline.judge.api.batch import BatchJobs, BatchPending, BatchRecord, Line, batch_states, input_file, read_output
+from pipeline.judge.api.batch import (
+    BatchJobs,
+    BatchPending,
+    BatchRecord,
+    Line,
+    batch_states,
+    input_file,
+    read_output,
+)
 from pipeline.judge.api.client import ApiClient
 from pipeline.judge.api.replies import check_of, completion_reader
 from pipeline.judge.spec import ApiEndpoint
@@ -98,14 +106,18 @@ def test_a_batch_not_done_in_time_stops_the_run_and_the_rerun_picks_it_up(tmp_pa
 
 
 @pytest.mark.parametrize("end", ["expired", "failed", "cancelled"])
-def test_a_batch_that_ends_unfinished_is_read_and_never_picked_up_again_its_rest_goes_in_a_new_batch(tmp_path, end):
+def test_a_batch_that_ends_unfinished_is_read_and_never_picked_up_again_its_rest_goes_in_a_new_batch(
+    tmp_path, end
+):
     with BatchServer(share=0.0, ends={0: end}, partial=0.4, seed=1) as server:
         replies = judge(server, tmp_path)
         assert_answered_once(server, replies)
         assert server.created == ["batch-0", "batch-1"]
         # what the dead batch did not answer is counted as its failure, and went in a new batch
         unanswered = [r for r in replies if r.failures]
-        assert 0 < len(unanswered) < len(BODIES) and {k for r in unanswered for k in r.failures} == {"batch_failed"}
+        assert 0 < len(unanswered) < len(BODIES) and {k for r in unanswered for k in r.failures} == {
+            "batch_failed"
+        }
         assert batch_states(tmp_path / "run" / "api_batches.jsonl") == {"completed": 1, end: 1}
         # a rerun asks nothing (every answer cached) and picks up no batch
         assert all(r.cached for r in judge(server, tmp_path)) and len(server.created) == 2
@@ -124,7 +136,9 @@ def test_a_batch_that_answers_nothing_is_not_picked_up_by_the_rerun_its_input_go
         assert markers[0].endswith(".0") and markers[1].endswith(".1") and markers[0][:-2] == markers[1][:-2]
 
 
-def test_a_crash_after_the_create_is_found_at_the_provider_by_the_rerun_not_created_again(tmp_path, monkeypatch):
+def test_a_crash_after_the_create_is_found_at_the_provider_by_the_rerun_not_created_again(
+    tmp_path, monkeypatch
+):
     add = BatchRecord.add
 
     def crash_at_created(self, entry):
@@ -137,10 +151,15 @@ def test_a_crash_after_the_create_is_found_at_the_provider_by_the_rerun_not_crea
         with pytest.raises(KeyboardInterrupt):
             judge(server, tmp_path)
         monkeypatch.setattr(BatchRecord, "add", add)
-        assert server.created == ["batch-0"] and states(tmp_path)[next(iter(states(tmp_path)))]["state"] == "uploaded"
+        assert (
+            server.created == ["batch-0"]
+            and states(tmp_path)[next(iter(states(tmp_path)))]["state"] == "uploaded"
+        )
         replies = judge(server, tmp_path)
         assert_answered_once(server, replies)
-        assert server.created == ["batch-0"] and len(server.files) == 3  # one input, one output, one error file
+        assert (
+            server.created == ["batch-0"] and len(server.files) == 3
+        )  # one input, one output, one error file
 
 
 def test_a_create_answered_after_the_timeout_is_found_not_created_twice(tmp_path):
@@ -165,7 +184,9 @@ def test_lines_left_by_too_few_rounds_are_reported_and_asked_again_by_the_rerun(
         replies = judge(server, tmp_path, batch_rounds=1)
         failed = [r for r in replies if r.body is None]
         assert failed and all(r.error and r.failures for r in failed)
-        replies = judge(server, tmp_path)  # the rerun: a new batch of what is left, not the old batch read again
+        replies = judge(
+            server, tmp_path
+        )  # the rerun: a new batch of what is left, not the old batch read again
         assert_answered_once(server, replies)
         assert len(server.created) >= 2
 

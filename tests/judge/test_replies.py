@@ -91,8 +91,10 @@ GOOD_CHAT = {
         ({**GOOD_COMPLETION, "usage": {"prompt_tokens": 3_000_000_000}}, "bad_usage"),
         ({**GOOD_COMPLETION, "usage": {"prompt_tokens": True}}, "bad_usage"),
         ({**GOOD_COMPLETION, "usage": {"prompt_tokens_details": {"cached_tokens": "x"}}}, "bad_usage"),
-        ({**GOOD_COMPLETION, "usage": {"prompt_tokens": 3, "prompt_tokens_details": {"cached_tokens": 4}}},
-         "bad_usage"),  # fmt: skip
+        (
+            {**GOOD_COMPLETION, "usage": {"prompt_tokens": 3, "prompt_tokens_details": {"cached_tokens": 4}}},
+            "bad_usage",
+        ),  # fmt: skip
         ({**GOOD_COMPLETION, "usage": {"prompt_tokens_details": [1]}}, "bad_usage"),
         ({"choices": [dict(GOOD_COMPLETION["choices"][0], index=None)]}, "bad_index"),
         ({"choices": [dict(GOOD_COMPLETION["choices"][0], index="0")]}, "bad_index"),
@@ -135,13 +137,18 @@ def test_a_chat_reply_needs_its_content_and_where_asked_its_first_tokens_logprob
 def test_what_an_answer_says_is_read_as_it_says_it_whatever_the_order_of_its_choices_and_its_usage():
     # n=2 with the indices the other way round: each sample is the one its index says, the first token's read from
     # the choice of index 0
-    first, second = dict(GOOD_COMPLETION["choices"][0], text=" B"), dict(GOOD_COMPLETION["choices"][0], index=1)
+    first, second = (
+        dict(GOOD_COMPLETION["choices"][0], text=" B"),
+        dict(GOOD_COMPLETION["choices"][0], index=1),
+    )
     first["index"], first["logprobs"] = 0, {"top_logprobs": [{"token_id:7": -0.7}]}
     answer = completion_reader(2, (7,))({"choices": [second, first]})
     assert answer.texts == [" B", " A"] and answer.logprobs == [-0.7]
     # usage: absent or null counts are unknown (the answer is kept, counted), present ones read as they are
     assert not completion_reader(1, (7,))({**GOOD_COMPLETION, "usage": None}).usage.known
-    unknown = completion_reader(1, (7,))({**GOOD_COMPLETION, "usage": {"prompt_tokens": None, "completion_tokens": 1}})
+    unknown = completion_reader(1, (7,))(
+        {**GOOD_COMPLETION, "usage": {"prompt_tokens": None, "completion_tokens": 1}}
+    )
     assert unknown.usage.prompt_tokens is None and not unknown.usage.known
     known = completion_reader(1, (7,))(GOOD_COMPLETION).usage
     assert known.known and (known.prompt_tokens, known.completion_tokens, known.cached_tokens) == (3, 1, None)
@@ -163,14 +170,23 @@ def test_what_an_answer_says_is_read_as_it_says_it_whatever_the_order_of_its_cho
 
 
 def test_a_cached_reply_that_is_not_an_answer_is_asked_again(tmp_path):
-    body = {"model": "m", "prompt": [5, 6], "max_tokens": 1, "n": 1, "logprobs": 1, "logprob_token_ids": [7, 9]}
+    body = {
+        "model": "m",
+        "prompt": [5, 6],
+        "max_tokens": 1,
+        "n": 1,
+        "logprobs": 1,
+        "logprob_token_ids": [7, 9],
+    }
     reader = completion_reader(1, (7, 9))
     with FaultyServer(share=0.0) as server:
         settings = ApiConfig(base_url=server.url, max_retries=1, backoff=0.01, backoff_max=0.02)
         client = ApiClient(ApiEndpoint(settings, "m", str(tmp_path / "cache.sqlite")))
         key = cache_key(client.base_url, "/completions", body)
         # what an older version kept: alternatives keyed by text
-        client.cache.put(key, {"choices": [{"index": 0, "text": " A", "logprobs": {"top_logprobs": [{" A": -0.1}]}}]})
+        client.cache.put(
+            key, {"choices": [{"index": 0, "text": " A", "logprobs": {"top_logprobs": [{" A": -0.1}]}}]}
+        )
         [reply] = client.post("/completions", [body], check=check_of(reader))
         assert not reply.cached and sum(server.successes.values()) == 1
         assert reader(reply.body).logprobs == reader(client.cache.get(key)).logprobs

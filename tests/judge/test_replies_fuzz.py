@@ -77,7 +77,10 @@ def body_of(draw, path: str, n: int, tokens: tuple) -> Any:
     choices = []
     for k in range(n):
         text = draw(st.text(max_size=6))
-        choice: dict[str, Any] = {"index": k, "finish_reason": draw(st.sampled_from(["stop", "length", None]))}
+        choice: dict[str, Any] = {
+            "index": k,
+            "finish_reason": draw(st.sampled_from(["stop", "length", None])),
+        }
         if path == "completions":
             choice["text"] = text
             top = {f"token_id:{t}": draw(logprob_values) for t in tokens}
@@ -87,7 +90,9 @@ def body_of(draw, path: str, n: int, tokens: tuple) -> Any:
         else:
             choice["message"] = {"role": "assistant", "content": text}
             if tokens:
-                said = draw(st.lists(st.sampled_from([*tokens, "x", "\n"]), min_size=1, max_size=4, unique=True))
+                said = draw(
+                    st.lists(st.sampled_from([*tokens, "x", "\n"]), min_size=1, max_size=4, unique=True)
+                )
                 alternatives = [{"token": t, "logprob": draw(logprob_values)} for t in said]
                 choice["logprobs"] = {"content": [{**alternatives[0], "top_logprobs": alternatives}]}
         choices.append(choice)
@@ -116,7 +121,9 @@ def mutate(draw, body: Any) -> Any:
         elif action == "duplicate" and isinstance(holder[key], list) and holder[key]:
             holder[key].append(json.loads(json.dumps(holder[key][0])))
         elif action == "extreme":
-            holder[key] = draw(st.sampled_from([math.nan, math.inf, -math.inf, 1e308, -1e308, 2**63, -1, 0.5]))
+            holder[key] = draw(
+                st.sampled_from([math.nan, math.inf, -math.inf, 1e308, -1e308, 2**63, -1, 0.5])
+            )
         else:
             holder[key] = draw(json_any)
     return body
@@ -183,8 +190,10 @@ def test_a_batch_output_of_any_lines_is_read_without_a_crash_and_every_request_a
     for _ in range(data.draw(st.integers(0, 6))):
         entry: Any = {
             "custom_id": data.draw(st.sampled_from(["req-0", "req-1", "req-2", "other"])),
-            "response": {"status_code": data.draw(st.sampled_from([200, 200, 500, 400])),
-                         "body": data.draw(body_of(path, n, tokens))},  # fmt: skip
+            "response": {
+                "status_code": data.draw(st.sampled_from([200, 200, 500, 400])),
+                "body": data.draw(body_of(path, n, tokens)),
+            },  # fmt: skip
             "error": None,
         }
         entry = mutate(data.draw, entry)

@@ -143,7 +143,7 @@ def test_blind_review_survives_a_killed_server_and_agrees_with_a_hand_count(fini
         pair = tuple(sorted((first, second)))
         meant = "tie" if choice == "tie" else (first if choice == "1" else second)
         answered[pair] = "tie" if meant == "tie" else ("i" if meant == pair[0] else "j")
-        forms.append({n: page.input_value(f"input[name={n}]") for n in ("item_id", "token", "shown")})
+        forms.append({n: page.input_value(f"input[name={n}]") for n in ("item_id", "token")})
         if note:
             page.fill("#note", note)
         page.click("h3")  # out of the note field: keys there are typing, not answers
@@ -185,18 +185,29 @@ def test_blind_review_survives_a_killed_server_and_agrees_with_a_hand_count(fini
         assert response.ok
         answer(page, "click", "1")
         assert page.title() == "Review done"
-        assert "How often you and the judge agree" in page.inner_text("body")
-        # the agreement page: the owner's link only
+        done = page.inner_text("body")
+        assert "How often you and the judge agree" in done
+        # her own agreement only: no confusion table, no agreement between reviewers, no path on the server
+        assert "judge's verdict (rows)" not in done and "between reviewers" not in done
+        assert str(run_dir) not in page.content()
+        # the agreement page: the owner's link only; a key that was not issued is refused, whatever its characters
         from pipeline.review.app import owner_key, review_secret
 
         base = server.url.split("/r/", 1)[0]
         assert page.goto(f"{base}/agreement").status == 403
+        assert page.goto(f"{base}/agreement?key=ключ").status == 403
+        assert page.goto(f"{base}/r/ann?key=%C3%A9%FF").status == 403
         owner = owner_key(review_secret(run_dir / "review"))
         assert page.goto(f"{base}/agreement?key={owner}").status == 200 and page.title() == "Agreement"
     finally:
         server.kill()
         page.close()
     assert saw_html
+    # the time each item was shown was kept by the server that showed it (the form carries none)
+    seconds = [
+        json.loads(x)["seconds"] for x in (run_dir / "review" / "answers.jsonl").read_text().splitlines()
+    ]
+    assert len(seconds) == N_ITEMS and all(0 <= s < 3600 for s in seconds)
 
     # every answer on disk exactly once, with what was shown in which slot
     rows = [json.loads(line) for line in answers_file.read_text().splitlines()]

@@ -364,9 +364,7 @@ def client(tmp_path):
 
 
 def form_of(page: str) -> dict:
-    return {
-        name: value for name, value in re.findall(r'name="(item_id|token|shown|key)" value="([^"]*)"', page)
-    }
+    return {name: value for name, value in re.findall(r'name="(item_id|token|key)" value="([^"]*)"', page)}
 
 
 def link(state, reviewer: str) -> str:
@@ -382,13 +380,12 @@ def test_the_page_is_blind_and_escapes_the_texts(client):
     assert "script-src 'nonce-" in page.headers["Content-Security-Policy"]
     assert "<script>window.__pwned" not in html and "&lt;script&gt;window.__pwned" in html
     assert "<b>bold</b>" not in html and "&amp;" in html
-    # the form's hidden values are opaque (a time, random tokens): read apart, so that the time the page was shown
-    # (1795657940.227, say) is not taken for the judge's probability 0.2
+    # the form's hidden values are opaque (random tokens; the time the item was shown is kept on the server): read
+    # apart, so that a token's digits are not taken for the judge's probability 0.2
     form = form_of(html)
-    assert set(form) == {"item_id", "token", "shown", "key"}
+    assert set(form) == {"item_id", "token", "key"} and 'name="shown"' not in html
     assert not any(":" in value for value in form.values())
-    float(form["shown"])
-    rest = re.sub(r'(name="(?:item_id|token|shown|key)" value=")[^"]*"', r'\1"', html)
+    rest = re.sub(r'(name="(?:item_id|token|key)" value=")[^"]*"', r'\1"', html)
     for secret in ("secret-model-name", "c:a", "c:b", "c:c", "0.9", "0.2"):
         assert secret not in rest  # no model name, candidate id or judge probability
     assert "Which one is more coherent?" in html
@@ -436,6 +433,91 @@ def test_the_last_answer_writes_the_agreement_tables(client):
     assert "How often you and the judge agree" in page and "kappa" in page
     assert (state.sample.folder / "agreement.csv").exists()
     assert len(state.answers.read().rows) == 2
+
+
+def test_a_finished_reviewer_sees_their_own_agreement_only_and_the_owner_sees_every_reviewer(client):
+    """bob answers first, then ann (at random, as anyone invited could): ann's last page shows her agreement with the
+    judge, from her answers alone; not bob's name, the confusion table, agreement between reviewers or a server path.
+    The owner's report has them all."""
+    client, state = client
+    for reviewer in ("bob", "ann"):
+        for _ in range(3):
+            page = client.get(link(state, reviewer)).get_data(as_text=True)
+            if "Review done" in page:
+                break
+            client.post(f"/r/{reviewer}", data={**form_of(page), "choice": "2" if reviewer == "bob" else "1"})
+    assert "Review done" in page
+    own = state.own_agreement("ann")
+    assert own.reviewers == ["ann"]
+    assert own.cell("overall", "all", "raw_agreement") in page
+    for secret in ("bob", "confusion", "between reviewers", "judge's verdict (rows)", str(state.sample.folder),
+                   str(state.answers.path), "answer i", "Krippendorff"):  # fmt: skip
+        assert secret not in page, secret
+    owner = client.get(f"/agreement?key={state.owner_key()}").get_data(as_text=True)
+    assert (
+        "bob" in owner
+        and "ann" in owner
+        and "between reviewers" in owner
+        and str(state.sample.folder) in owner
+    )
+
+
+def test_the_time_an_item_was_shown_is_kept_on_the_server_not_taken_from_the_form(client):
+    client, state = client
+    form = form_of(client.get(link(state, "ann")).get_data(as_text=True))
+    # an old form's "shown" field, or one made up, changes nothing: the time is measured from the server's showing
+    assert client.post("/r/ann", data={**form, "choice": "1", "shown": "0"}).status_code == 303
+    [row] = state.answers.read().rows
+    assert 0 <= row["seconds"] < 600
+    # an item this server never showed (a form from an earlier server): no time rather than a wrong one
+    state._shown.clear()
+    page = client.get(link(state, "ann")).get_data(as_text=True)
+    state._shown.clear()
+    assert client.post("/r/ann", data={**form_of(page), "choice": "2"}).status_code == 303
+    assert state.answers.read().rows[1]["seconds"] is None
+
+
+@pytest.mark.parametrize("bad", ["é", "ключ", "%FF%FE", "💥" * 40, "a" * 5000, "%00"])
+def test_a_key_or_token_that_was_not_issued_is_a_403_whatever_its_characters(client, bad):
+    from urllib.parse import quote
+
+    client, state = client
+    form = form_of(client.get(link(state, "ann")).get_data(as_text=True))
+    query = bad if bad.startswith("%") else quote(bad)  # "%FF%FE": bytes that are not UTF-8
+    assert client.get(f"/r/ann?key={query}").status_code == 403
+    assert client.get(f"/agreement?key={query}").status_code == 403
+    assert client.get(f"/?key={query}").status_code == 200  # the start page, as for anyone
+    assert client.post("/r/ann", data={**form, "key": bad, "choice": "1"}).status_code == 403
+    assert client.post("/r/ann", data={**form, "token": bad, "choice": "1"}).status_code == 403
+    assert state.answers.read().rows == []
+
+
+def test_the_secret_is_made_whole_and_private_and_a_bad_one_is_refused_with_what_to_do(tmp_path):
+    import os
+    import stat
+
+    from pipeline.contracts.errors import UserError
+    from pipeline.review.app import review_secret
+
+    folder = tmp_path / "review"
+    old = os.umask(0)  # the most permissive umask: the secret is still private
+    try:
+        secret = review_secret(folder)
+    finally:
+        os.umask(old)
+    path = folder / ".secret"
+    assert len(secret) == 32 and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert review_secret(folder) == secret and [p.name for p in folder.iterdir()] == [".secret"]
+    path.chmod(0o644)
+    with pytest.raises(UserError, match=r"readable by others \(mode 644\).*chmod 600"):
+        review_secret(folder)
+    path.chmod(0o600)
+    for content in (b"", b"short"):  # a write cut short by a crash
+        path.write_bytes(content)
+        with pytest.raises(UserError, match=f"is {len(content)} byte\\(s\\), not 32.*delete it"):
+            review_secret(folder)
+    path.unlink()
+    assert len(review_secret(folder)) == 32  # a new one, once the bad one is deleted
 
 
 def test_a_reviewers_page_and_answers_need_their_own_key_and_the_agreement_the_owners(client):

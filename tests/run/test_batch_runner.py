@@ -45,4 +45,6 @@ def test_vllms_batch_runner_answers_the_batch_input_file_and_its_output_is_read(
     assert not failures and set(answers) == {ln.custom_id for ln in lines}, errors
     for body in answers.values():
         answer = chat_reader(1, WORDS)(body)
-        assert np.isfinite(answer.logprobs).all() and answer.missing < len(WORDS) and answer.texts[0] is not None
+        assert (
+            np.isfinite(answer.logprobs).all() and answer.missing < len(WORDS) and answer.texts[0] is not None
+        )

@@ -89,7 +89,9 @@ class BatchRecord:
 
     def marker(self, digest: str) -> str:
         """The marker of the next batch of the input file ``digest``: one more than the batches of it already read."""
-        read = sum(1 for b in self.batches().values() if b.get("input") == digest and b.get("state") == "read")
+        read = sum(
+            1 for b in self.batches().values() if b.get("input") == digest and b.get("state") == "read"
+        )
         return f"{digest}.{read}"
 
     def add(self, entry: dict[str, Any]) -> None:
@@ -159,7 +161,9 @@ class BatchJobs:
             if replies[k] is None:
                 kinds = failures.get(lines[k].custom_id, [])
                 error = errors.get(lines[k].custom_id, "no reply")
-                replies[k] = Reply(None, error=f"{error} (after {rounds} batch(es))", attempts=rounds, failures=kinds)
+                replies[k] = Reply(
+                    None, error=f"{error} (after {rounds} batch(es))", attempts=rounds, failures=kinds
+                )
         out = [r for r in replies if r is not None]
         for r in out:
             r.batch = not r.cached
@@ -180,7 +184,9 @@ class BatchJobs:
         content = input_file(path, sent)
         job = self.record.batches().get(marker, {})
         if job.get("batch_id"):
-            log.info("batch %s (%d requests) picked up from %s", job["batch_id"], len(lines), self.record.path)
+            log.info(
+                "batch %s (%d requests) picked up from %s", job["batch_id"], len(lines), self.record.path
+            )
         else:
             job = self._submit(content, digest, marker, path, len(lines), job)
         batch = self._wait(job["batch_id"])
@@ -194,8 +200,14 @@ class BatchJobs:
             errors[original[custom_id]] = why[custom_id]
         kinds = Counter(k for kinds_of in failed.values() for k in kinds_of)
         self.record.add(
-            {"marker": marker, "state": "read", "status": status, "answered": len(out), "failed": dict(kinds),
-             "stray_lines": dict(stray)}  # fmt: skip
+            {
+                "marker": marker,
+                "state": "read",
+                "status": status,
+                "answered": len(out),
+                "failed": dict(kinds),
+                "stray_lines": dict(stray),
+            }  # fmt: skip
         )
         log.info(
             "batch %s %s: %d of %d answered%s",
@@ -219,7 +231,9 @@ class BatchJobs:
             if found:
                 return self._created(marker, found, "found at the provider")
         name = f"{marker}.jsonl"
-        file_id = job.get("file_id") or (self._find("/files", lambda f: f.get("filename") == name) if job else None)
+        file_id = job.get("file_id") or (
+            self._find("/files", lambda f: f.get("filename") == name) if job else None
+        )
         if not file_id:
             upload = self.client.call(
                 "POST", "/files", data={"purpose": "batch"}, files={"file": (name, content.encode())}

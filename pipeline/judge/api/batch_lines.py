@@ -118,8 +118,9 @@ def _read_line(
         return
     body = response.get("body")
     check = wanted[custom_id].check
-    problem = check(body) if check is not None else (None if isinstance(body, dict) else ("no_choices", "no body"))
-    if problem is not None:
+    problem = check(body) if check is not None else None
+    if problem is not None or not isinstance(body, dict):
+        problem = problem or ("no_choices", f"the body is a {type(body).__name__}, not an object")
         failed[custom_id] = (problem[0], f"a batch reply that is not an answer ({problem[0]}: {problem[1]})")
         return
     answers.setdefault(custom_id, []).append(body)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+
 def completion_body(model: str, ids: list[int], request: Any) -> dict[str, Any]:
     """A ``/completions`` body for one prompt as token ids, read as ``read`` (a :class:`pipeline.absolute.Read`)
     says: vLLM's server takes the ids as the prompt and returns the exact first-token log-probability of each

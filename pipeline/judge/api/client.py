@@ -10,8 +10,8 @@ and the engine that answers the judge worker's prompts through it (:class:`ApiEn
   attempts or ``retry_for`` seconds. A server that goes away and comes back within that time costs retries,
   not the run.
 - **Replies that are not answers.** A 2xx whose body does not parse, or that the request's check refuses
-  (:mod:`pipeline.judge.api.replies`: no choices, too few samples, no text, no log-probabilities, a NaN), is a
-  failed attempt: retried like a 5xx, never cached.
+  (:mod:`pipeline.judge.api.replies`: a reply that does not answer what was asked), is a failed attempt of its kind:
+  retried like a 5xx, never cached. A cached reply is checked again when it is served.
 - **Failures.** A request that keeps failing, or that the server refuses (another 4xx), comes back as a
   :class:`Reply` with its ``error`` (status and the server's message). The others in the batch are unaffected.
   Every failed attempt's kind is in the reply's ``failures`` (counted per prompt in the run's stats).

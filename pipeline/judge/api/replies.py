@@ -131,7 +131,11 @@ def read_usage(body: dict[str, Any]) -> Usage:
         _count(usage.get("completion_tokens"), "usage.completion_tokens"),
         _count((details or {}).get("cached_tokens"), "usage.prompt_tokens_details.cached_tokens"),
     )
-    if read.cached_tokens is not None and read.prompt_tokens is not None and read.cached_tokens > read.prompt_tokens:
+    if (
+        read.cached_tokens is not None
+        and read.prompt_tokens is not None
+        and read.cached_tokens > read.prompt_tokens
+    ):
         raise Refused("bad_usage", f"{read.cached_tokens} cached of {read.prompt_tokens} prompt tokens")
     return read
 
@@ -146,7 +150,9 @@ def read_choices(body: Any, n: int) -> list[dict[str, Any]]:
     if len(choices) != n:
         raise Refused("wrong_samples", f"{len(choices)} choice(s) for {n} sample(s) asked")
     indices = [c.get("index", k) for k, c in enumerate(choices)]
-    if any(not isinstance(i, int) or isinstance(i, bool) for i in indices) or sorted(indices) != list(range(n)):
+    if any(not isinstance(i, int) or isinstance(i, bool) for i in indices) or sorted(indices) != list(
+        range(n)
+    ):
         raise Refused("bad_index", f"choice indices {indices!r} for {n} sample(s)")
     order = sorted(range(n), key=lambda k: indices[k])
     for choice in choices:
@@ -186,7 +192,7 @@ def completion_reader(n: int, token_ids: Sequence[int]) -> Reader:
             if absent:
                 raise Refused("bad_token", f"requested token id(s) {absent[:5]} not among the alternatives")
             logprobs = [top[t] for t in wanted]
-        return Answer(logprobs, texts, _reasons(choices), 0, read_usage(body))
+        return Answer(logprobs, [str(t) for t in texts], _reasons(choices), 0, read_usage(body))
 
     return read
 

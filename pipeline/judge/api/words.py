@@ -59,7 +59,9 @@ def check_words(
             )
         )
     try:
-        replies = client.post("/chat/completions", bodies, check=check_of(chat_reader(request.n, (), logprobs=True)))
+        replies = client.post(
+            "/chat/completions", bodies, check=check_of(chat_reader(request.n, (), logprobs=True))
+        )
     finally:
         client.close()
     failed = [r.error for r in replies if r.error]
