@@ -101,7 +101,7 @@ def _main(args: argparse.Namespace) -> int:
     run_dir = _run_dir(args.run_dir)
     folder = Path(args.folder).resolve() if args.folder else run_dir / "review"
     if args.command == "invite":
-        from pipeline.review.app import personal_links, review_secret
+        from pipeline.review.keys import personal_links, review_secret
 
         names = [check_reviewer(r) for r in args.reviewer]
         for name, link in personal_links(review_secret(folder), args.url, names).items():
@@ -149,7 +149,7 @@ def _main(args: argparse.Namespace) -> int:
             flush=True,
         )
         if not args.open:
-            from pipeline.review.app import personal_links
+            from pipeline.review.keys import personal_links
 
             base = url.split("/r/", 1)[0]
             for name, link in personal_links(state.secret, base, invited).items():

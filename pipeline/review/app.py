@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-import os
 import secrets
 import threading
 import time
@@ -44,6 +43,7 @@ from jinja2 import Environment, StrictUndefined
 from pipeline.contracts.errors import UserError
 from pipeline.review import agreement as report
 from pipeline.review.answers import CHOICES, MAX_NOTE, AnswerLog, check_reviewer
+from pipeline.review.keys import owner_key, review_secret, reviewer_key, same
 from pipeline.review.sample import LABELS, ReviewSample, criterion_text, reviewer_order, shown
 
 log = logging.getLogger(__name__)
@@ -128,69 +128,6 @@ class ReviewState:
 
     def order(self, reviewer: str) -> list[str]:
         return reviewer_order(self.sample.ids, reviewer, self.sample.spec.seed)
-
-
-SECRET_BYTES = 32
-
-
-def review_secret(folder) -> bytes:
-    """The review folder's secret (``.secret``): the key of every form's token and of every reviewer's and the
-    owner's key. Made once, whole: written to a file of its own created exclusively with owner-only permissions,
-    then linked into place (a crash never leaves an empty ``.secret``; two servers starting together agree on one).
-    An existing secret that is short or that others can read is refused with what to do."""
-    path = folder / ".secret"
-    if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        draft = folder / f".secret.{os.getpid()}.{secrets.token_hex(4)}"
-        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, secrets.token_bytes(SECRET_BYTES))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(draft, path)
-        except FileExistsError:
-            pass  # another server made it first: theirs stands
-        finally:
-            draft.unlink()
-    mode = path.stat().st_mode
-    if mode & 0o077:
-        raise UserError(
-            f"{path}: the review's secret is readable by others (mode {mode & 0o777:o}); anyone who can read it can "
-            f"compute every reviewer's link and the owner's. Make it private (chmod 600 {path}) and, if others may "
-            "have read it, delete it to make a new one (every link given so far stops working)"
-        )
-    secret = path.read_bytes()
-    if len(secret) < SECRET_BYTES:
-        raise UserError(
-            f"{path}: the review's secret is {len(secret)} byte(s), not {SECRET_BYTES} (a write cut short?); delete "
-            "it and start the review again to make a new one (every link given so far stops working)"
-        )
-    return secret
-
-
-def same(given: str, expected: str) -> bool:
-    """Whether a key or token from a request is the one issued (constant time; any characters: never an error)."""
-    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), expected.encode())
-
-
-def reviewer_key(secret: bytes, reviewer: str) -> str:
-    """A reviewer's key: the part of their personal link that says they are who they say."""
-    return hmac.new(secret, f"reviewer\x1f{reviewer}".encode(), hashlib.sha256).hexdigest()[:32]
-
-
-def owner_key(secret: bytes) -> str:
-    """The owner's key: the agreement page, and every reviewer's progress and link."""
-    return hmac.new(secret, b"owner", hashlib.sha256).hexdigest()[:32]
-
-
-def personal_links(secret: bytes, base_url: str, reviewers: list[str]) -> dict[str, str]:
-    """Every reviewer's personal link, and the owner's (under ``"(owner)"``: the agreement page)."""
-    base = base_url.rstrip("/")
-    links = {name: f"{base}/r/{name}?key={reviewer_key(secret, name)}" for name in reviewers}
-    links["(owner)"] = f"{base}/agreement?key={owner_key(secret)}"
-    return links
 
 
 PAGE = """<!doctype html>

@@ -202,6 +202,24 @@ def test_malformed_output_lines_are_counted_by_kind_and_never_stop_the_read(tmp_
         assert first["stray_lines"] == {"no_request": 4, "not_json": 2}  # a line cut short in each file
 
 
+def test_a_batch_recorded_by_an_earlier_version_is_picked_up_not_submitted_again(tmp_path):
+    with BatchServer(polls=1000, share=0.0) as server:
+        with pytest.raises(BatchPending):
+            judge(server, tmp_path, batch_wait=0.05)
+        record = tmp_path / "run" / "api_batches.jsonl"
+        batch = next(iter(states(tmp_path).values()))
+        # the record as the earlier version wrote it: one line, input digest -> batch id
+        legacy = {
+            "input": batch["marker"].split(".")[0],
+            "batch_id": batch["batch_id"],
+            "requests": len(BODIES),
+        }
+        record.write_text(json.dumps(legacy) + "\n")
+        server.polls = 0
+        assert_answered_once(server, judge(server, tmp_path))
+        assert server.created == ["batch-0"]
+
+
 def test_the_input_file_names_each_request_by_its_cache_key_and_the_output_is_read_by_custom_id(tmp_path):
     lines = [Line(f"id-{k}", body, check_of(completion_reader(1, (7,)))) for k, body in enumerate(BODIES[:3])]
     text = input_file("/completions", lines)

@@ -191,7 +191,7 @@ def test_blind_review_survives_a_killed_server_and_agrees_with_a_hand_count(fini
         assert "judge's verdict (rows)" not in done and "between reviewers" not in done
         assert str(run_dir) not in page.content()
         # the agreement page: the owner's link only; a key that was not issued is refused, whatever its characters
-        from pipeline.review.app import owner_key, review_secret
+        from pipeline.review.keys import owner_key, review_secret
 
         base = server.url.split("/r/", 1)[0]
         assert page.goto(f"{base}/agreement").status == 403

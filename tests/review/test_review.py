@@ -497,7 +497,7 @@ def test_the_secret_is_made_whole_and_private_and_a_bad_one_is_refused_with_what
     import stat
 
     from pipeline.contracts.errors import UserError
-    from pipeline.review.app import review_secret
+    from pipeline.review.keys import review_secret
 
     folder = tmp_path / "review"
     old = os.umask(0)  # the most permissive umask: the secret is still private
@@ -521,7 +521,7 @@ def test_the_secret_is_made_whole_and_private_and_a_bad_one_is_refused_with_what
 
 
 def test_a_reviewers_page_and_answers_need_their_own_key_and_the_agreement_the_owners(client):
-    from pipeline.review.app import personal_links
+    from pipeline.review.keys import personal_links
 
     client, state = client
     assert client.get("/r/ann").status_code == 403  # no key
@@ -566,7 +566,7 @@ def test_an_open_review_lets_a_name_be_picked(tmp_path):
 
 def test_invite_prints_each_reviewers_link_and_the_owners(tmp_path, capsys):
     from pipeline.review.__main__ import main
-    from pipeline.review.app import owner_key, review_secret, reviewer_key
+    from pipeline.review.keys import owner_key, review_secret, reviewer_key
 
     run_dir = make_run(tmp_path, [comparison("c", "c:a", "c:b", 0.9)], {})
     assert (

@@ -76,7 +76,12 @@ class BatchRecord:
                 entry = json.loads(raw)
             except ValueError:
                 continue  # a line cut short by a crash
-            if isinstance(entry, dict) and isinstance(entry.get("marker"), str):
+            if not isinstance(entry, dict):
+                continue
+            if "marker" not in entry and isinstance(entry.get("input"), str) and entry.get("batch_id"):
+                # a record of an earlier version (input digest -> batch id): the first batch of that input
+                entry = {**entry, "marker": f"{entry['input']}.0", "state": "created"}
+            if isinstance(entry.get("marker"), str):
                 out.append(entry)
         return out
 
@@ -272,6 +277,12 @@ class BatchJobs:
             listed = self.client.call("GET", path, params=params)
             page = (listed.body or {}).get("data") if isinstance(listed.body, dict) else None
             if not isinstance(page, list):
+                log.warning(
+                    "could not search %s%s for a batch's marker (%s): the provider's list is unreadable",
+                    self.client.base_url,
+                    path,
+                    listed.error or "no 'data' list",
+                )
                 return None
             for item in page:
                 if isinstance(item, dict) and match(item) and item.get("id"):
