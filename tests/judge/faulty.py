@@ -218,11 +218,12 @@ class BatchServer(FaultyServer):
     lines fail (a 500 in the error file, a body that is not an answer, a line left out): in the first batch, or with
     ``every`` in every batch (drawn again per batch). ``create_delay``: the create is answered that many seconds after
     the batch exists (a client with a shorter timeout never sees its id). ``malformed``: the first batch's output also
-    holds lines of every wrong type and, for one request, two different answers."""
+    holds lines of every wrong type and, for one request, two different answers. ``keep_metadata=False``: a provider
+    that drops a batch's metadata (its input file's id still tells it)."""
 
     def __init__(self, polls: int = 2, share: float = 0.3, seed: int = 0, every: bool = False,
                  ends: dict[int, str] | None = None, partial: float = 0.5, create_delay: float = 0.0,
-                 malformed: bool = False):  # fmt: skip
+                 malformed: bool = False, keep_metadata: bool = True):  # fmt: skip
         super().__init__(share=0.0, seed=seed)
         self.polls, self.line_share, self.every = polls, share, every
         self.ends, self.partial, self.create_delay, self.malformed = (
@@ -231,6 +232,8 @@ class BatchServer(FaultyServer):
             create_delay,
             malformed,
         )
+        self.keep_metadata = keep_metadata  # False: a provider that drops a batch's metadata
+        self.idempotency_keys: list[str | None] = []
         self.files: dict[str, bytes] = {}
         self.filenames: dict[str, str] = {}
         self.batches: dict[str, dict] = {}
@@ -270,8 +273,10 @@ class BatchServer(FaultyServer):
         with self.lock:
             batch_id = f"batch-{len(self.batches)}"
             self.batches[batch_id] = {"id": batch_id, "status": "in_progress", "input_file_id": body["input_file_id"],
-                                      "endpoint": body["endpoint"], "metadata": body.get("metadata"),
+                                      "endpoint": body["endpoint"],
+                                      "metadata": body.get("metadata") if self.keep_metadata else None,
                                       "polled": 0}  # fmt: skip
+            self.idempotency_keys.append(h.headers.get("Idempotency-Key"))
             self.created.append(batch_id)
             self.inputs.append(self.files[body["input_file_id"]])
         if self.create_delay:

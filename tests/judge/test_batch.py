@@ -162,11 +162,13 @@ def test_a_crash_after_the_create_is_found_at_the_provider_by_the_rerun_not_crea
         )  # one input, one output, one error file
 
 
-def test_a_create_answered_after_the_timeout_is_found_not_created_twice(tmp_path):
-    with BatchServer(share=0.0, create_delay=1.0) as server:
+@pytest.mark.parametrize("keep_metadata", [True, False])
+def test_a_create_answered_after_the_timeout_is_found_not_created_twice(tmp_path, keep_metadata):
+    with BatchServer(share=0.0, create_delay=1.0, keep_metadata=keep_metadata) as server:
         replies = judge(server, tmp_path, timeout=0.3)
         assert_answered_once(server, replies)
         assert server.created == ["batch-0"]
+        assert server.idempotency_keys == [next(iter(states(tmp_path)))]  # the marker, sent with the create
         assert [r.failures for r in replies] == [[]] * len(BODIES)
 
 

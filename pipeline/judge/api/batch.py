@@ -9,9 +9,10 @@ batch price (half on OpenAI's and Anthropic's), never paid twice and never stuck
 2. **An intent before anything is paid for.** The run folder's record (``api_batches.jsonl``, JSON lines appended
    and flushed) gets the marker before the upload; then the file id; then the batch id. The marker goes to the
    provider twice: as the input file's name (``<marker>.jsonl``) and in the batch's ``metadata``
-   (``pipeline_marker``). A rerun (or this run, after a create that timed out) whose record has the intent but no
-   batch id looks the marker up among the provider's batches (``GET /batches``) and files (``GET /files``) and takes
-   the batch that exists instead of creating another. A create is never retried blindly: after a failed create
+   (``pipeline_marker``; the create also sends it as an ``Idempotency-Key`` header, for providers that honour one). A
+   rerun (or this run, after a create that timed out) whose record has the intent but no batch id looks the marker
+   up among the provider's batches (``GET /batches``: by its metadata, or by the uploaded input file's id) and files
+   (``GET /files``) and takes the batch that exists instead of creating another. A create is never retried blindly: after a failed create
    the batch is looked up first, and created again only if it is not there.
 3. The batch is polled (``GET /batches/<id>``) from ``batch_poll`` seconds, doubling to ``batch_poll_max``, for at
    most ``batch_wait`` seconds; then the run stops with what to do (:class:`BatchPending`), and the same command
@@ -232,7 +233,7 @@ class BatchJobs:
         if not job:
             self.record.add({"marker": marker, "input": digest, "state": "intent", "requests": n})
         else:
-            found = self._find("/batches", lambda b: (b.get("metadata") or {}).get(METADATA_KEY) == marker)
+            found = self._find("/batches", self._ours(marker, job.get("file_id")))
             if found:
                 return self._created(marker, found, "found at the provider")
         name = f"{marker}.jsonl"
@@ -249,7 +250,9 @@ class BatchJobs:
                    "metadata": {METADATA_KEY: marker}}  # fmt: skip
         error = ""
         for attempt in range(self.settings.max_retries + 1):
-            created = self.client.call("POST", "/batches", retry=False, json=request)
+            created = self.client.call(
+                "POST", "/batches", retry=False, json=request, headers={"Idempotency-Key": marker}
+            )
             if created.body is not None and created.body.get("id"):
                 return self._created(marker, str(created.body["id"]), f"submitted: {n} requests")
             error = created.error or "no 'id' in the reply"
@@ -257,13 +260,25 @@ class BatchJobs:
                 break
             # the create may have reached the provider: look before creating again
             time.sleep(min(self.settings.backoff_max, self.settings.backoff * 2**attempt))
-            found = self._find("/batches", lambda b: (b.get("metadata") or {}).get(METADATA_KEY) == marker)
+            found = self._find("/batches", self._ours(marker, file_id))
             if found:
                 return self._created(marker, found, "found at the provider after a create that failed")
         raise RuntimeError(
             f"could not create the batch {marker} at {self.client.base_url}: {error}; the intent is recorded in "
             f"{self.record.path}: the same command looks for it at the provider before creating it"
         )
+
+    @staticmethod
+    def _ours(marker: str, file_id: str | None) -> Callable[[dict[str, Any]], bool]:
+        """Whether a batch of the provider's list is the one of ``marker``: its metadata says so, or its input is the
+        file uploaded for it."""
+
+        def match(batch: dict[str, Any]) -> bool:
+            metadata = batch.get("metadata")
+            tagged = isinstance(metadata, dict) and metadata.get(METADATA_KEY) == marker
+            return tagged or (file_id is not None and batch.get("input_file_id") == file_id)
+
+        return match
 
     def _created(self, marker: str, batch_id: str, how: str) -> dict[str, Any]:
         self.record.add({"marker": marker, "state": "created", "batch_id": batch_id})
