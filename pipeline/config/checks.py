@@ -12,6 +12,7 @@ from pipeline.config.enums import AbsoluteMode, ApiPath, Backend, Orderings, Sto
 from pipeline.config.judging import ApiConfig
 from pipeline.config.run import RunConfig
 from pipeline.config.templates import absolute_template_problems
+from pipeline.methods.registry import scorers
 
 
 def positive(problems: list[str], key: str, value: float | None, allow_none: bool = False) -> None:
@@ -281,9 +282,11 @@ def tie_problems(cfg: RunConfig) -> list[str]:
     tie = cfg.prompt.label_words_tie
     if tie and set(tie) & (set(cfg.prompt.label_words_a) | set(cfg.prompt.label_words_b)):
         problems.append("config prompt.label_words_tie shares a word with label_words_a / label_words_b")
-    if "davidson" in cfg.scoring.methods and not tie:
+    readers = [m for m in cfg.scoring.methods if m in scorers() and scorers()[m].ties]
+    if readers and not tie:
+        named = ", ".join(readers)
         problems.append(
-            "config scoring.methods has davidson (the tie model) but prompt.label_words_tie is empty: add a tie "
-            "option to the prompt (e.g. +prompt=chen_tie) or drop davidson"
+            f"config scoring.methods has {named} (a tie model, reading the tie probability) but "
+            f"prompt.label_words_tie is empty: add a tie option to the prompt (e.g. +prompt=chen_tie) or drop {named}"
         )
     return problems

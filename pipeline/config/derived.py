@@ -15,6 +15,7 @@ from pipeline.config.enums import Workflow
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
 from pipeline.contracts.errors import ConfigError
+from pipeline.methods.registry import ranked, scorers
 
 
 def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -51,7 +52,8 @@ def leaderboard_methods(cfg: RunConfig) -> list[str]:
     """The methods whose mean scores the leaderboard reports (``leaderboard.methods``, or its default)."""
     if cfg.leaderboard.methods is not None:
         return list(cfg.leaderboard.methods)
-    comparative = [m for m in ("bradley_terry", "poe_gaussian", "poe_logit") if m in cfg.scoring.methods]
+    chosen = set(cfg.scoring.methods)
+    comparative = [name for name, entry in scorers().items() if entry.leaderboard and name in chosen]
     return comparative + [str(m) for m in cfg.absolute.modes]
 
 
@@ -117,9 +119,10 @@ def judgement_store(
 
 
 def drawn_method(methods: Sequence[str]) -> str:
-    """The comparative method the report draws against the human scores: poe_logit, else poe_gaussian, else the
-    first of ``methods``."""
-    return next((m for m in ("poe_logit", "poe_gaussian") if m in methods), methods[0])
+    """The comparative method the report draws against the human scores: the one of ``methods`` registered first in
+    ``report_rank`` (the capped log-odds, then PoE-Gaussian), else the first of ``methods``."""
+    drawn = ranked([m for m in methods if m in scorers()], lambda entry: entry.report_rank)
+    return drawn[0] if drawn else methods[0]
 
 
 def jurors(cfg: RunConfig) -> list[JudgeConfig]:

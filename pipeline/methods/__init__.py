@@ -7,8 +7,9 @@ Gales, 2024), with the data convention of ``choix``: ``n_items``, and per compar
 judge is position-aware). Higher score = better.
 
 The package attributes named after a scorer are its *modules* (``from pipeline.methods import
-poe_gaussian; poe_gaussian.fit(...)``); the scoring functions are in :data:`SCORERS` and in their modules
-(``poe_gaussian.poe_gaussian``). The efficiency curves live in :mod:`pipeline.methods.efficiency`
+poe_gaussian; poe_gaussian.fit(...)``); the scorers are registered, each with what it can do, in
+:mod:`.registry` (:func:`scorer`, :func:`scorers`; plugins by entry points), and their functions are in
+:data:`SCORERS` and in their modules (``poe_gaussian.poe_gaussian``). The efficiency curves live in :mod:`pipeline.methods.efficiency`
 (imported on demand).
 
 Modules: :mod:`.selection` (which pairs to judge), :mod:`.debias` (positional bias), one module per
@@ -24,7 +25,6 @@ Importing this package imports numpy only; scipy is imported inside the function
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -47,11 +47,13 @@ from . import (
     win_ratio,
 )
 from .poe_gaussian import GaussianFit
+from .registry import SCORERS, ScorerEntry, scorer, scorers
 from .validate import ComparisonError, check_comparisons
 
 __all__ = [
     "SCORERS",
     "ComparisonError",
+    "ScorerEntry",
     "GaussianFit",
     "average_probability",
     "bradley_terry",
@@ -65,29 +67,13 @@ __all__ = [
     "poe_laplace",
     "poe_logit",
     "score",
+    "scorer",
+    "scorers",
     "selection",
     "simulate",
     "validate",
     "win_ratio",
 ]
-
-Scorer = Callable[..., NDArray[np.float64]]
-
-#: Scorer registry: ``f(n_items, i, j, p) -> scores (n_items,)``, higher is better.
-SCORERS: dict[str, Scorer] = {
-    "win_ratio": win_ratio.win_ratio,
-    "avg_prob": average_probability.average_probability,
-    "bradley_terry": bradley_terry.bradley_terry,
-    "poe_gaussian": poe_gaussian.poe_gaussian,
-    "poe_gaussian_hard": poe_gaussian.poe_gaussian_hard,
-    "poe_bt": poe_bt.poe_bt,
-    "poe_laplace": poe_laplace.poe_laplace,
-    # the adaptive rounds' model: capped log-odds, censored at the cap, Huber's experts
-    "poe_logit": poe_logit.poe_logit,
-    "ml_ranking": ml_ranking.ml_ranking,
-    # Davidson's tie model: reads the tie probability (``tie=``) as well; without it, BT on soft outcomes.
-    "davidson": davidson.davidson,
-}
 
 
 def score(
@@ -105,8 +91,4 @@ def score(
     ComparisonError
         Invalid comparisons (see :mod:`.validate`).
     """
-    try:
-        scorer = SCORERS[method]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown scoring method {method!r}; valid: {', '.join(sorted(SCORERS))}") from None
-    return scorer(n_items, i, j, p, **options)
+    return scorer(method).score(n_items, i, j, p, **options)

@@ -33,8 +33,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import batched
-from ._common import hard_outcomes, single_threaded_blas
+from ._common import single_threaded_blas
 from .metrics import grouped_ranks
+from .registry import scorers
 from .selection import _check_k, _check_n, _n_unordered, all_pairs, balanced_random_batch
 
 __all__ = [
@@ -48,16 +49,8 @@ __all__ = [
     "score_draws",
 ]
 
-#: Methods the efficiency curves support (the ML ranking is not batched).
-EFFICIENCY_METHODS: tuple[str, ...] = (
-    "win_ratio",
-    "avg_prob",
-    "bradley_terry",
-    "poe_gaussian",
-    "poe_gaussian_hard",
-    "poe_bt",
-    "poe_laplace",
-)
+#: Methods the efficiency curves support: the registered scorers with a batched form (the ML ranking has none).
+EFFICIENCY_METHODS: tuple[str, ...] = tuple(name for name, e in scorers().items() if e.batched is not None)
 #: How the draws of K pairs are made (:func:`efficiency_curve`).
 Sampling = Literal["balanced", "poe_authors"]
 SAMPLINGS: tuple[str, ...] = ("balanced", "poe_authors")
@@ -234,24 +227,12 @@ def score_draws(
     p: NDArray[np.float64],
     pin: NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
-    """Scores (B, N) of one method for a batch of draws in pair space (``mask``, ``p`` of shape (B, M))."""
-    if method == "win_ratio":
-        return batched.batch_win_ratio(space, mask, p)
-    if method == "avg_prob":
-        return batched.batch_avg_prob(space, mask, p)
-    if method == "bradley_terry":
-        return batched.batch_bradley_terry(space, mask, p)
-    if pin is None:
-        pin = space.component_pin(mask)
-    if method == "poe_gaussian":
-        return batched.batch_gaussian(space, mask, p - 0.5, pin=pin)
-    if method == "poe_gaussian_hard":
-        return batched.batch_gaussian(space, mask, hard_outcomes(p) - 0.5, pin=pin)
-    if method == "poe_bt":
-        return batched.batch_poe_bt(space, mask, p, pin=pin)
-    if method == "poe_laplace":
-        return batched.batch_laplace_irls(space, mask, p - 0.5, pin=pin)
-    raise ValueError(f"unknown efficiency method {method!r}; valid: {list(EFFICIENCY_METHODS)}")
+    """Scores (B, N) of one method for a batch of draws in pair space (``mask``, ``p`` of shape (B, M)), by its
+    registered batched form."""
+    form = scorers()[method].batched if method in scorers() else None
+    if form is None:
+        raise ValueError(f"unknown efficiency method {method!r}; valid: {list(EFFICIENCY_METHODS)}")
+    return form(space, mask, p, pin)
 
 
 def _row_correlation(
@@ -333,9 +314,10 @@ def _efficiency_curve(
     probs = np.asarray(probs, dtype=np.float64)
     human = np.asarray(human, dtype=np.float64)
     c, n = _check_inputs(probs, human)
-    unknown = [m for m in methods if m not in EFFICIENCY_METHODS]
+    unknown = [m for m in methods if m not in scorers() or scorers()[m].batched is None]
     if unknown:
-        raise ValueError(f"unknown efficiency method(s) {unknown}; valid: {list(EFFICIENCY_METHODS)}")
+        valid = [name for name, e in scorers().items() if e.batched is not None]
+        raise ValueError(f"unknown efficiency method(s) {unknown}; valid: {valid}")
     if correlation not in ("spearman", "pearson"):
         raise ValueError(f"correlation must be 'spearman' or 'pearson', got {correlation!r}")
     if n_draws < 1:

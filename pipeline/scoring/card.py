@@ -45,12 +45,11 @@ from pipeline.methods.calibration import (
     temperature_at_bound,
     temperature_reading,
 )
+from pipeline.methods.registry import ranked, scorers
 from pipeline.methods.style import logistic_fit
 from pipeline.methods.win_ratio import hard_outcomes
 
 GROUP = ["judge", "attribute", "template_id"]
-# The scoring method whose agreement with people the card shows, the first of these that was scored.
-CARD_METHODS = ("poe_gaussian", "poe_logit", "bradley_terry", "win_ratio")
 
 
 @dataclass(frozen=True)
@@ -291,8 +290,9 @@ def _self(group: pl.DataFrame, own: Sequence[str]) -> dict:
 
 
 def _agreement(correlations: pl.DataFrame) -> dict:
-    for method in CARD_METHODS:
+    """The agreement with people of the scored method registered first in ``card_rank``."""
+    present = set(correlations["method"].to_list())
+    for method in ranked([m for m in scorers() if m in present], lambda entry: entry.card_rank):
         row = correlations.filter(pl.col("method") == method)
-        if row.height:
-            return {"method": method, "spearman": row["spearman"][0]}
+        return {"method": method, "spearman": row["spearman"][0]}
     return {}

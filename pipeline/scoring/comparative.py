@@ -20,9 +20,9 @@ from scipy.stats import rankdata
 from pipeline.config.enums import Debias
 from pipeline.contracts.schemas import SCORES, UNSCORED
 from pipeline.data.contexts import group_by_context
-from pipeline.methods import contradiction, poe_gaussian, poe_logit
-from pipeline.methods import score as run_scorer
+from pipeline.methods import contradiction, poe_logit
 from pipeline.methods.metrics import merge_near_ties
+from pipeline.methods.registry import FitInputs, scorer
 from pipeline.methods.validate import ComparisonError
 from pipeline.scoring.reduce import RAW_TO_SCORERS
 
@@ -34,7 +34,7 @@ class Scored:
     scores: pl.DataFrame  # SCORES
     # (judge, attribute, template_id, method, context_id, reason) for every context a method could not score
     unscored: list[tuple[str, str, str, str, str, str]] = field(default_factory=list)
-    # pairs whose two orderings contradict each other, left out by the methods of CONTRADICTION_AWARE
+    # pairs whose two orderings contradict each other, left out by the scorers that declare it (contradictions)
     contradicted: int = 0
 
     def unscored_table(self) -> pl.DataFrame:
@@ -57,13 +57,6 @@ SCORE_ROWS = {
 
 
 # The methods that leave out a pair whose two orderings contradict each other (the rest average them).
-CONTRADICTION_AWARE = {"poe_logit"}
-
-
-# PoE-Gaussian methods (hard decisions or not): fitted with standard errors.
-GAUSSIAN = {"poe_gaussian": False, "poe_gaussian_hard": True}
-
-
 def method_scores(
     method: str,
     n: int,
@@ -75,21 +68,17 @@ def method_scores(
     contradicted: np.ndarray | None = None,
     logit: poe_logit.Settings = poe_logit.DEFAULTS,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """(scores, standard errors or None) of one context. ``tie``: the tie probability of each comparison, read by
-    the tie model (davidson); every other scorer uses ``p``, in which the tie is split evenly. ``contradicted``:
-    the comparisons whose two orderings contradict each other, which ``poe_logit`` leaves out; ``logit``: how
-    ``poe_logit`` fits."""
-    if method in GAUSSIAN:
-        beta = "mean" if debias == Debias.mean_shift else 0.5
-        fit = poe_gaussian.fit(n, i, j, p, hard=GAUSSIAN[method], beta=beta)
-        return fit.scores, fit.stderr
-    if method == "poe_logit":
-        return poe_logit.fit(
-            n, i, j, p, shift=debias == Debias.mean_shift, contradicted=contradicted, **logit.fit_options()
-        )
-    if method == "davidson":
-        return np.asarray(run_scorer(method, n, i, j, p, tie=tie), dtype=np.float64), None
-    return np.asarray(run_scorer(method, n, i, j, p), dtype=np.float64), None
+    """(scores, standard errors or None) of one context by the registered scorer ``method``
+    (:mod:`pipeline.methods.registry`). ``tie``: the tie probability of each comparison, for a scorer that reads it
+    (every other scorer uses ``p``, in which the tie is split evenly). ``contradicted``: the comparisons whose two
+    orderings contradict each other, for a scorer that leaves them out; ``logit``: how the capped log-odds fit."""
+    inputs = FitInputs(tie=tie, contradicted=contradicted, shift=debias == Debias.mean_shift, logit=logit)
+    return scorer(method).fit_context(n, i, j, p, inputs)
+
+
+def leaves_out_contradictions(methods: list[str]) -> list[str]:
+    """The ``methods`` that leave out the pairs whose two orderings contradict each other."""
+    return [m for m in methods if scorer(m).contradictions]
 
 
 def ranks(scores: np.ndarray) -> np.ndarray:
@@ -176,7 +165,7 @@ def score_comparisons(
         cands = members[context_id]
         index = {c: n for n, c in enumerate(cands)}
         i, j, p, tie = comparison_arrays(group, index, debias)
-        aware = logit.drop_contradicted and CONTRADICTION_AWARE & set(methods)
+        aware = logit.drop_contradicted and leaves_out_contradictions(methods)
         flagged = contradicted_pairs(group, debias, logit.clip) if aware else None
         if flagged is not None:
             n_contradicted += int(flagged.sum())
@@ -191,7 +180,7 @@ def score_comparisons(
                     p,
                     debias,
                     tie,
-                    flagged if method in CONTRADICTION_AWARE else None,
+                    flagged if scorer(method).contradictions else None,
                     logit,
                 )
             except ComparisonError as exc:
@@ -216,7 +205,7 @@ def score_comparisons(
         log.info(
             "%d pair(s) whose two orderings contradict each other left out of %s (the other methods average them)",
             n_contradicted,
-            ", ".join(sorted(CONTRADICTION_AWARE & set(methods))),
+            ", ".join(sorted(leaves_out_contradictions(methods))),
         )
     if unscored:
         log.warning(

@@ -20,7 +20,7 @@ from pipeline.reporting.summary import metric_prefix
 from pipeline.runtime.logs import FILE_ONLY
 from pipeline.scoring.card import calibrate_comparisons
 from pipeline.scoring.combine import combine_scores
-from pipeline.scoring.comparative import rank_and_join, score_comparisons
+from pipeline.scoring.comparative import leaves_out_contradictions, rank_and_join, score_comparisons
 from pipeline.scoring.correlate import correlation_table
 from pipeline.scoring.cost import assessment_table, cost_table
 from pipeline.scoring.leaderboard import ITEM, WIN_RATE, Board, leaderboard_table
@@ -82,8 +82,8 @@ class Score(Stage):
             self.logit,
         )
         ctx.metrics["scoring/unscored_groups"] = float(len(scored.unscored))
-        if "poe_logit" in self.methods:
-            ctx.metrics["scoring/poe_logit_contradicted"] = float(scored.contradicted)
+        for method in leaves_out_contradictions(list(self.methods)):
+            ctx.metrics[f"scoring/{method}_contradicted"] = float(scored.contradicted)
         return {"scores": scored.scores, "unscored": scored.unscored_table()}
 
 

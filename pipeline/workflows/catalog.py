@@ -17,10 +17,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pipeline.config.derived import drawn_method, judging_identity, rating_identity
-from pipeline.config.enums import RoundLink
 from pipeline.config.enums import Workflow as WorkflowName
 from pipeline.config.run import RunConfig
 from pipeline.methods import poe_logit
+from pipeline.methods.registry import scorers
 from pipeline.workflows import segments
 from pipeline.workflows.core import Segment, Workflow
 
@@ -76,12 +76,16 @@ def adaptive(cfg: RunConfig, root: Path) -> Workflow:
     run, with the rounds' curve and ranking (:mod:`pipeline.stages.rounds`). ``poe_logit`` scores with the
     rounds' settings, so that the report ranks by the model the rounds fitted."""
     method = drawn_method(cfg.scoring.methods)
-    if cfg.adaptive.link == RoundLink.logit and "poe_logit" not in cfg.scoring.methods:
+    models = [name for name, entry in scorers().items() if entry.round_link == cfg.adaptive.link]
+    if models and not set(models) & set(cfg.scoring.methods):
         log.warning(
-            "the rounds fit the capped log-odds, but scoring.methods=%s has no poe_logit: the report ranks by %s; "
-            "add poe_logit, the rounds' model (the summeval_pool preset lists it first)",
+            "the rounds fit the %s link, but scoring.methods=%s has no %s: the report ranks by %s; add %s, the "
+            "rounds' model (the summeval_pool preset lists it first)",
+            cfg.adaptive.link,
             list(cfg.scoring.methods),
+            " or ".join(models),
             method,
+            models[0],
         )
     a = cfg.adaptive
     logit = poe_logit.Settings(a.logit_clip, a.robust, a.censor, a.ridge, a.drop_contradicted)
