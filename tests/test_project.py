@@ -73,3 +73,34 @@ def test_no_module_or_function_of_the_package_outgrows_its_limit_but_those_liste
         f"over the limits: {big + long}; split them, or list them in [tool.shape] with why"
     )
     assert all(reason.strip() for reason in allowed.values())
+
+
+def name_comparisons(names: set[str], outside: set[str]) -> list[str]:
+    """Where the package compares a string to one of ``names`` (``==``, ``!=``, ``in``, ``not in``, on either side, a
+    literal tuple, list or set of them included), outside the modules ``outside``."""
+    found = []
+
+    def literal(node: ast.AST) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in names
+        if isinstance(node, ast.Tuple | ast.List | ast.Set):
+            return any(literal(e) for e in node.elts)
+        return False
+
+    for path in sorted((ROOT / "pipeline").rglob("*.py")):
+        relative = str(path.relative_to(ROOT))
+        if relative in outside:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare) and any(literal(x) for x in [node.left, *node.comparators]):
+                found.append(f"{relative}:{node.lineno}")
+    return found
+
+
+def test_registry_no_scorers_name_is_compared_outside_its_registry():
+    """What a scorer can do is declared once, in pipeline/methods/registry.py; nothing else branches on its name."""
+    from pipeline.methods import SCORERS
+
+    assert name_comparisons(set(SCORERS), {"pipeline/methods/registry.py"}) == []
+    # the check finds what it looks for
+    assert name_comparisons({"none"}, set()), "the name check found no comparison of 'none' at all"
