@@ -69,7 +69,9 @@ def test_a_plugin_scorer_is_registered_checked_scored_and_logged(plugin_path, tm
     with pytest.raises(ConfigError, match="copeland"):
         compose(["scoring.methods=[poe_gaussian,copelandd]"])
     with FaultyServer(share=0.0, seed=2) as server:
-        overrides = standin_overrides(server.url, judge_model, tmp_path, "scoring.methods=[poe_gaussian,copeland]")
+        overrides = standin_overrides(
+            server.url, judge_model, tmp_path, "scoring.methods=[poe_gaussian,copeland]"
+        )
         result = run(compose(overrides))
     scores = pl.read_parquet(result.run_dir / "tables" / "scores.parquet")
     mine = scores.filter(pl.col("method") == "copeland")
@@ -96,9 +98,7 @@ def test_the_invariance_battery_takes_a_plugin_scorer_up(plugin_path):
     """The battery's coverage, names and sides tests, run with the plugin installed: it is among the scorers every
     world scores, and no renaming or turning round moves its numbers."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_path), str(ROOT)])}
-    check = (
-        "from pipeline.methods import SCORERS; assert list(SCORERS)[-1] == 'copeland', list(SCORERS)"
-    )
+    check = "from pipeline.methods import SCORERS; assert list(SCORERS)[-1] == 'copeland', list(SCORERS)"
     subprocess.run([sys.executable, "-c", check], env=env, cwd=ROOT, check=True)
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/invariance/test_invariance.py",
