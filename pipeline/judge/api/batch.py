@@ -93,11 +93,11 @@ class BatchRecord:
             merged.setdefault(entry["marker"], {}).update(entry)
         return merged
 
-    def marker(self, digest: str) -> str:
-        """The marker of the next batch of the input file ``digest``: one more than the batches of it already read."""
-        read = sum(
-            1 for b in self.batches().values() if b.get("input") == digest and b.get("state") == "read"
-        )
+    @staticmethod
+    def marker(batches: dict[str, dict[str, Any]], digest: str) -> str:
+        """The marker of the next batch of the input file ``digest`` among ``batches`` (:meth:`batches`): one more
+        than the batches of it already read."""
+        read = sum(1 for b in batches.values() if b.get("input") == digest and b.get("state") == "read")
         return f"{digest}.{read}"
 
     def add(self, entry: dict[str, Any]) -> None:
@@ -181,14 +181,15 @@ class BatchJobs:
         """One batch of ``lines``: submitted (or picked up: the record, or the provider's own list), waited for, and
         its output read; the answers by custom id, every failure counted in ``failures`` and ``errors``."""
         digest = hashlib.sha256(input_file(path, lines).encode()).hexdigest()
-        marker = self.record.marker(digest)
+        recorded = self.record.batches()  # the record read once per round
+        marker = self.record.marker(recorded, digest)
         generation = int(marker.rsplit(".", 1)[1])
         # a batch of the same requests again (its first ended without answering them): its ids carry the generation,
         # so that no input file is ever submitted twice
         sent = [replace(ln, custom_id=f"{ln.custom_id}#{generation}") if generation else ln for ln in lines]
         original = {s.custom_id: ln.custom_id for s, ln in zip(sent, lines, strict=True)}
         content = input_file(path, sent)
-        job = self.record.batches().get(marker, {})
+        job = recorded.get(marker, {})
         if job.get("batch_id"):
             log.info(
                 "batch %s (%d requests) picked up from %s", job["batch_id"], len(lines), self.record.path
