@@ -76,31 +76,60 @@ def test_no_module_or_function_of_the_package_outgrows_its_limit_but_those_liste
 
 
 def name_comparisons(names: set[str], outside: set[str]) -> list[str]:
-    """Where the package compares a string to one of ``names`` (``==``, ``!=``, ``in``, ``not in``, on either side, a
-    literal tuple, list or set of them included), outside the modules ``outside``."""
+    """Where the package compares a value to one of ``names`` (``==``, ``!=``, ``in``, ``not in``, on either side): a
+    string literal, an enum member by that name (``Workflow.generate``), or a literal tuple, list or set of them;
+    outside the modules ``outside``."""
     found = []
 
     def literal(node: ast.AST) -> bool:
         if isinstance(node, ast.Constant):
             return node.value in names
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id[:1].isupper()
+        ):
+            return node.attr in names
         if isinstance(node, ast.Tuple | ast.List | ast.Set):
             return any(literal(e) for e in node.elts)
         return False
 
+    equality = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
     for path in sorted((ROOT / "pipeline").rglob("*.py")):
         relative = str(path.relative_to(ROOT))
         if relative in outside:
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Compare) and any(literal(x) for x in [node.left, *node.comparators]):
+            if (
+                isinstance(node, ast.Compare)
+                and any(isinstance(op, equality) for op in node.ops)
+                and any(literal(x) for x in [node.left, *node.comparators])
+            ):
                 found.append(f"{relative}:{node.lineno}")
     return found
 
 
-def test_registry_no_scorers_name_is_compared_outside_its_registry():
-    """What a scorer can do is declared once, in pipeline/methods/registry.py; nothing else branches on its name."""
+def test_registry_no_scorers_backends_or_workflows_name_is_compared_outside_its_registry():
+    """What a scorer, a judge backend or a workflow can do is declared once, where it is registered
+    (pipeline/methods/registry.py, pipeline/config/backends.py with the entries of pipeline/judge/backends.py,
+    pipeline/config/workflows.py); nothing else branches on its name, and the worker never asks which engine it
+    holds."""
+    from pipeline.config.backends import backends
+    from pipeline.config.workflows import WORKFLOWS
     from pipeline.methods import SCORERS
 
-    assert name_comparisons(set(SCORERS), {"pipeline/methods/registry.py"}) == []
-    # the check finds what it looks for
+    registries = {
+        "pipeline/methods/registry.py",
+        "pipeline/config/backends.py",
+        "pipeline/judge/backends.py",
+        "pipeline/config/workflows.py",
+    }
+    for names in (set(SCORERS), set(backends()), {str(w) for w in WORKFLOWS}):
+        assert name_comparisons(names, registries) == [], names
+    # the check finds what it looks for: literals and enum members alike
     assert name_comparisons({"none"}, set()), "the name check found no comparison of 'none' at all"
+    assert name_comparisons({"sampled"}, set()), (
+        "the name check found no comparison of ApiPath.sampled at all"
+    )
+    worker = (ROOT / "pipeline/judge/worker.py").read_text()
+    assert "isinstance(self.base" not in worker and "VLLMEngine" not in worker

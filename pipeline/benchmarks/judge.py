@@ -113,13 +113,12 @@ def run_hf(spec, plan, ids: list[list[int]], dtype: str) -> tuple[Timing, np.nda
 def run_api(cfg, shards, plan, spec, dtype: str, rounds: int, work: Path) -> tuple[list[Timing], pa.Table]:
     """The pipeline with its judge behind a local vLLM server on the same checkpoint and dtype (no reply cache:
     every round sends every prompt); timed as :func:`run_pipeline`, the server's start-up excluded."""
-    from pipeline.config.enums import Backend
     from pipeline.judge.serve import LocalVLLMServer
 
     served = "bench-judge"
     with LocalVLLMServer(spec.model_path, work / "vllm-server.log", served, dtype=dtype) as server:
         settings = replace(cfg.judge.api, base_url=server.url, model=served, cache=False)
-        api_spec = replace(spec, backend=Backend.api, engine={}, api=ApiEndpoint(settings, served))
+        api_spec = replace(spec, backend="api", engine={}, api=ApiEndpoint(settings, served))
         runs = []
         for round_ in range(rounds):
             timing, table = run_pipeline(cfg, shards, plan, api_spec, work / "logs")

@@ -8,10 +8,12 @@ from __future__ import annotations
 import math
 import re
 
-from pipeline.config.enums import AbsoluteMode, ApiPath, Backend, Orderings, StopCriterion, Workflow
+from pipeline.config.backends import backends
+from pipeline.config.enums import AbsoluteMode, ApiPath, Orderings, StopCriterion
 from pipeline.config.judging import ApiConfig
 from pipeline.config.run import RunConfig
 from pipeline.config.templates import absolute_template_problems
+from pipeline.config.workflows import workflow
 from pipeline.methods.registry import scorers
 
 
@@ -83,9 +85,10 @@ def adaptive_problems(cfg: RunConfig) -> list[str]:
     b = a.budget
     for key in ("calls", "calls_per_item", "prompt_tokens", "money", "seconds"):
         positive(problems, f"adaptive.budget.{key}", getattr(b, key), allow_none=True)
-    if b.money is not None and cfg.judge.backend != Backend.api:
+    judge = backends().get(cfg.judge.backend)
+    if b.money is not None and not (judge is not None and judge.endpoint):
         problems.append("config adaptive.budget.money needs a judge behind an API with prices (judge.api)")
-    if cfg.workflow != Workflow.adaptive:
+    if not workflow(cfg.workflow).rounds:
         return problems
     if all(
         getattr(b, key) is None for key in ("calls", "calls_per_item", "prompt_tokens", "money", "seconds")
@@ -122,7 +125,7 @@ def generate_problems(cfg: RunConfig) -> list[str]:
     """What in ``generate`` and ``criteria`` could not be applied as written."""
     problems: list[str] = []
     gen = cfg.generate
-    if cfg.workflow != Workflow.generate:
+    if not workflow(cfg.workflow).generated:
         if gen.models or gen.task:
             problems.append(
                 "config generate.models / generate.task are set but workflow is not generate; set workflow=generate"
@@ -180,7 +183,7 @@ def absolute_template_choices(cfg: RunConfig) -> list[str]:
     """The absolute modes and the templates each runs: known, of that mode, well formed, ids of their own."""
     problems: list[str] = []
     absolute = cfg.absolute
-    if cfg.workflow == Workflow.absolute and not absolute.modes:
+    if not workflow(cfg.workflow).pairs and not absolute.modes:
         problems.append(
             "config workflow=absolute needs absolute.modes (some of "
             + ", ".join(m.value for m in AbsoluteMode)

@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.assessment import PromptConfig
-from pipeline.config.enums import Workflow
+from pipeline.config.backends import backend
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
+from pipeline.config.workflows import workflow
 from pipeline.contracts.errors import ConfigError
 from pipeline.methods.registry import ranked, scorers
 
@@ -45,7 +46,7 @@ def reasons_per_group(cfg: RunConfig) -> int:
     """How many comparisons per attribute and template get the judge's reasons (``reasons.n`` or its default)."""
     if cfg.reasons.n is not None:
         return cfg.reasons.n
-    return 8 if cfg.workflow == Workflow.generate else 0
+    return workflow(cfg.workflow).reasons
 
 
 def leaderboard_methods(cfg: RunConfig) -> list[str]:
@@ -110,10 +111,8 @@ def judgement_store(
 ) -> Path | None:
     """Where an in-process judge (``judge``, default ``cfg.judge``) keeps its answers across runs
     (``judge.store``); None: off, or a judge behind an API (its reply cache does this)."""
-    from pipeline.config.enums import Backend
-
     judge = judge or cfg.judge
-    if not judge.store or judge.backend == Backend.api:
+    if not judge.store or backend(judge.backend).endpoint:
         return None
     return resolve_path(judge.store_path, root) if judge.store_path else cache_dir / "judgements.sqlite"
 

@@ -95,15 +95,6 @@ class EngineProcess(StrEnum):
     own = "own"
 
 
-class Backend(StrEnum):
-    """vllm: the product (batched, prefix-cached); hf: Hugging Face transformers, one prompt at a time; api: an
-    OpenAI-compatible server (``judge.api``)."""
-
-    vllm = "vllm"
-    hf = "hf"
-    api = "api"
-
-
 class Debias(StrEnum):
     """Position-bias removal (:mod:`pipeline.reduce`)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline.config.enums import ApiPath, Backend, EngineProcess, OutputHandling
+from pipeline.config.enums import ApiPath, EngineProcess, OutputHandling
 
 
 @dataclass
@@ -83,8 +83,10 @@ class ReasoningConfig:
 class JudgeConfig:
     """The LLM judge and how its engines are placed."""
 
-    # backend: vllm (the product) | hf (Hugging Face transformers, one prompt at a time: the papers' way).
-    backend: Backend = Backend.vllm
+    # backend: a registered judge backend (pipeline.config.backends; `make stages` lists them): vllm (the product) |
+    # hf (Hugging Face transformers, one prompt at a time: the papers' way) | api (an OpenAI-compatible endpoint,
+    # judge.api) | a plugin's.
+    backend: str = "vllm"
     # A model alias known to pipeline.models (e.g. smollm2-135m-instruct), a local folder, or a hub id.
     model: str = "smollm2-135m-instruct"
     # Name recorded in the tables; defaults to the model alias / folder name.

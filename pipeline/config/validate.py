@@ -5,29 +5,27 @@ the workflow-specific sections in :mod:`pipeline.config.checks`).
 
 from __future__ import annotations
 
+from pipeline.config.backends import backend
 from pipeline.config.checks import (
     absolute_problems,
     adaptive_problems,
-    endpoint_problems,
     generate_problems,
     positive,
 )
 from pipeline.config.derived import judge_label, jurors
 from pipeline.config.enums import (
     BOTH_ORDERINGS,
-    HF_ENGINE_KEYS,
     MULTIPROCESSING_ENV,
     SAMPLING,
-    Backend,
     Calibrate,
     Correlation,
     Debias,
     Orderings,
-    Workflow,
 )
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
 from pipeline.config.templates import template_problems
+from pipeline.config.workflows import WORKFLOWS, workflow
 from pipeline.contracts.errors import ConfigError
 
 
@@ -91,7 +89,7 @@ def scoring_problems(cfg: RunConfig) -> list[str]:
     if len(set(methods)) != len(methods):
         problems.append(f"config scoring.methods lists a method twice: {methods}")
     if cfg.scoring.calibrate != Calibrate.none and (
-        cfg.workflow == Workflow.generate or cfg.scoring.correlation == Correlation.off
+        workflow(cfg.workflow).generated or cfg.scoring.correlation == Correlation.off
     ):
         problems.append(
             f"config scoring.calibrate={cfg.scoring.calibrate} fits a temperature to people's preferences, and this "
@@ -144,25 +142,16 @@ def judge_config_problems(judge: JudgeConfig, key: str, cfg: RunConfig) -> list[
             f"config {key}.env.{MULTIPROCESSING_ENV} is set by {key}.engine_process (auto | worker | own); "
             f"remove it from {key}.env"
         )
-    problems += api_problems(judge, key)
+    try:
+        problems += backend(judge.backend).problems(judge, key)
+    except ValueError as exc:
+        problems.append(f"config {key}.backend: {exc}")
     r = judge.reasoning
     if r.enabled and not (isinstance(r.max_tokens, int) and 1 <= r.max_tokens < judge.max_model_len):
         problems.append(
             f"config {key}.reasoning.max_tokens={r.max_tokens!r} must be a positive integer below "
             f"{key}.max_model_len={judge.max_model_len} (the reasoning's budget of tokens)"
         )
-    if r.enabled and judge.backend == Backend.api and not judge.api.prefill:
-        problems.append(
-            f"config {key}.reasoning needs {key}.api.prefill=true behind an API: the verdict is read after the "
-            "reasoning, sent as the assistant's message for the endpoint to continue"
-        )
-    if judge.backend == Backend.hf:
-        extra = sorted(set(judge.engine) - set(HF_ENGINE_KEYS))
-        if extra:
-            problems.append(
-                f"config {key}.engine has {extra}, which the hf backend does not take (it takes "
-                f"{', '.join(HF_ENGINE_KEYS)}); use judge=hf's own engine settings or {key}.backend=vllm"
-            )
     if judge.templates is not None:
         ids = [t.id for t in cfg.prompt.templates]
         unknown = [t for t in judge.templates if t not in ids]
@@ -191,9 +180,10 @@ def jury_problems(cfg: RunConfig) -> list[str]:
             f"config jury.judges: judge name(s) {repeated} repeat (a judge is named by its name, else its model); "
             "give each juror its own jury.judges[k].name"
         )
-    if extra and cfg.workflow not in (Workflow.comparative, Workflow.generate):
+    if extra and not workflow(cfg.workflow).jury:
         problems.append(
-            f"config jury.judges: a jury of judges judges comparisons in workflow=comparative or generate, not "
+            f"config jury.judges: a jury of judges judges comparisons in workflow="
+            f"{' or '.join(str(w) for w, entry in WORKFLOWS.items() if entry.jury)}, not "
             f"workflow={cfg.workflow}"
         )
     ids = [t.id for t in cfg.prompt.templates]
@@ -240,7 +230,7 @@ def report_problems(cfg: RunConfig) -> list[str]:
     if not 0 < board.level < 1:
         problems.append(f"config leaderboard.level={board.level} must be in (0, 1) (0.90: a 5-95% interval)")
     models = [g.name for g in cfg.generate.models]
-    if board.baseline is not None and cfg.workflow == Workflow.generate and board.baseline not in models:
+    if board.baseline is not None and workflow(cfg.workflow).generated and board.baseline not in models:
         problems.append(
             f"config leaderboard.baseline={board.baseline!r} is not one of the generators {models}: AlpacaEval's "
             "length-controlled win rate compares every model with one of them"
@@ -253,16 +243,6 @@ def report_problems(cfg: RunConfig) -> list[str]:
                 f"config leaderboard.methods {unscored} are neither in scoring.methods {cfg.scoring.methods} nor "
                 f"in absolute.modes {modes}: add them there or remove them"
             )
-    return problems
-
-
-def api_problems(judge: JudgeConfig, key: str = "judge") -> list[str]:
-    """What is wrong with ``judge.api`` for ``judge.backend=api`` (never echoing a value that may be a key)."""
-    if judge.backend != Backend.api:
-        return []
-    problems = endpoint_problems(judge.api, f"{key}.api")
-    if judge.engine:
-        problems.append(f"config {key}.engine {sorted(judge.engine)} has no effect with {key}.backend=api")
     return problems
 
 

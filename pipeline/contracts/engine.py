@@ -133,7 +133,8 @@ class Engine(Protocol):
 
     @property
     def inside(self) -> bool | None:
-        """Whether a vLLM engine runs inside this process (judge.engine_process); None for other engines."""
+        """Where the engine computes: True inside this process; False in processes of its own, which the judge
+        worker watches (:meth:`processes` names them); None elsewhere (behind an endpoint)."""
         ...
 
     @property

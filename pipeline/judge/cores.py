@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pipeline.config.enums import MULTIPROCESSING_ENV, Backend, EngineProcess
+from pipeline.config.backends import backend
+from pipeline.config.enums import MULTIPROCESSING_ENV, EngineProcess
 from pipeline.judge.spec import JudgeSpec
 
 log = logging.getLogger(__name__)
@@ -158,7 +159,7 @@ def worker_process_env(spec: JudgeSpec) -> dict[str, str]:
       bench-judge).
 
     Empty for every other engine."""
-    if spec.backend != Backend.vllm or spec.on_gpu or not engine_inside(spec, in_actor=True):
+    if not backend(spec.backend).worker_env or spec.on_gpu or not engine_inside(spec, in_actor=True):
         return {}
     env = {"RAY_worker_niceness": "0", "GLIBC_TUNABLES": huge_pages(os.environ.get("GLIBC_TUNABLES", ""))}
     current = os.environ.get("LD_PRELOAD", "")

@@ -9,10 +9,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.config.enums import Backend
+from pipeline.config.backends import backend
 from pipeline.config.judging import GeneratorConfig, JudgeConfig
 from pipeline.contracts.engine import Request
 from pipeline.judge.spec import JudgeSpec
+
+# A generator with an endpoint of its own (``generate.models[k].api``, OpenAI's wire format) is asked through the
+# api backend; one without runs in-process: on the judge's backend, or on the default one (``judge.backend``'s
+# default) when the judge answers behind an endpoint (that endpoint serves the judge's model, not the generator's).
+API_GENERATOR = "api"
+IN_PROCESS = JudgeConfig().backend
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,7 @@ def generator_judge_config(cfg: GeneratorConfig, judge: JudgeConfig) -> JudgeCon
     judge itself is behind an API: the judge's endpoint serves the judge's model, not the generator's)."""
     if cfg.api is not None:
         return JudgeConfig(
-            backend=Backend.api,
+            backend=API_GENERATOR,
             model=cfg.model,
             name=cfg.model,
             max_model_len=judge.max_model_len,
@@ -56,7 +62,7 @@ def generator_judge_config(cfg: GeneratorConfig, judge: JudgeConfig) -> JudgeCon
             api=cfg.api,
         )
     return JudgeConfig(
-        backend=Backend.vllm if judge.backend == Backend.api else judge.backend,
+        backend=IN_PROCESS if backend(judge.backend).endpoint else judge.backend,
         model=cfg.model,
         name=cfg.model,
         max_model_len=judge.max_model_len,

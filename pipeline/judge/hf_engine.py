@@ -20,7 +20,7 @@ class HFEngine:
     this process may use), ``seed`` (torch's seed). ``judge.env`` is set before torch is imported here.
     """
 
-    inside = None
+    inside = True
 
     def __init__(self, spec: JudgeSpec):
         apply_env(spec.env)

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.config.enums import ApiPath, Backend
+from pipeline.config.backends import backend
+from pipeline.config.enums import ApiPath
 from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.errors import ConfigError, ModelError
 from pipeline.judge.api.sampled import SUFFIX as SAMPLED
@@ -55,14 +56,13 @@ def convert_gguf(folder: Path, gguf_file: str, out_dir: Path) -> None:
     The 4-bit weights are de-quantised and stored in bfloat16: the precision the CPU engine computes in
     (no float32 -> bfloat16 cast at every engine start), at half the size of float32.
     """
-    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
     tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
     model = AutoModelForCausalLM.from_pretrained(
         folder, gguf_file=gguf_file, quantization_config=GgufConfig(dequantize=True)
     )
-    model.to(torch.bfloat16).save_pretrained(out_dir)
+    model.bfloat16().save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
 
 
@@ -102,42 +102,20 @@ def resolve_model(spec: str, cache_dir: Path, key: str = "judge.model") -> Resol
     return ResolvedModel(spec, spec.rsplit("/", 1)[-1])
 
 
-def check_vllm_engine_keys(engine: dict) -> None:
-    """Refuse ``judge.engine`` keys that ``vllm.LLM`` would not take (checked on the driver, before any actor
-    starts); skipped where vLLM is not installed on the driver."""
-    try:
-        from dataclasses import fields
-
-        from vllm.engine.arg_utils import EngineArgs
-    except ImportError:
-        return
-    known = {f.name for f in fields(EngineArgs)}
-    unknown = sorted(set(engine) - known)
-    if unknown:
-        import difflib
-
-        hints = []
-        for key in unknown:
-            close = difflib.get_close_matches(key, known, n=2)
-            hints.append(f"{key} (did you mean {' or '.join(close)}?)" if close else key)
-        raise ConfigError(
-            f"config judge.engine: {', '.join(hints)} is not a setting of vllm.LLM (vllm.EngineArgs); remove it"
-        )
-
-
 def resolve_judge(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -> JudgeSpec:
-    """The judge as its engines will run it: model location, name, and the engine settings with the dtype
-    chosen for this machine's CPU unless ``judge.engine.dtype`` is set (:func:`pipeline.hardware.engine_dtype`).
+    """The judge as its engines will run it, by its backend's resolver (:mod:`pipeline.config.backends`).
     ``key``: the config key that names the model (for messages; a generator's is ``generate.models...``)."""
-    if cfg.backend == Backend.api:
-        return resolve_api_judge(cfg, cache_dir, key)
+    return backend(cfg.backend).resolver()(cfg, cache_dir, key)
+
+
+def resolve_local(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -> JudgeSpec:
+    """A judge computing on this machine: model location, name, and the engine settings with the dtype chosen for
+    this machine's CPU unless ``judge.engine.dtype`` is set (:func:`pipeline.hardware.engine_dtype`)."""
     model = resolve_model(cfg.model, cache_dir, key)
     engine = dict(cfg.engine)
     choice = engine_dtype(engine.get("dtype"), on_gpu=cfg.num_gpus_per_actor > 0)
     if choice.dtype is not None:
         engine["dtype"] = choice.dtype
-    if cfg.backend == Backend.vllm:
-        check_vllm_engine_keys(engine)
     env = {str(k): str(v) for k, v in cfg.env.items()}
     if env.get("VLLM_CPU_OMP_THREADS_BIND") == "auto":  # each actor claims this many cores of its machine
         env["CA_CORES_PER_WORKER"] = str(max(1, int(cfg.num_cpus_per_actor)))
@@ -155,8 +133,8 @@ def resolve_judge(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -
     )
 
 
-def resolve_api_judge(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -> JudgeSpec:
-    """A judge (or generator) behind an OpenAI-compatible API: the endpoint's settings as the client takes them,
+def resolve_endpoint(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -> JudgeSpec:
+    """A judge (or generator) behind an endpoint (``judge.api``): the endpoint's settings as the client takes them,
     the key read from its environment variable here (never written), and the local checkpoint of the served
     model where there is one (its tokenizer settles the prompts; a hosted model has none: ``model_path=""``)."""
     api_key = key.rsplit(".model", 1)[0] + ".api"

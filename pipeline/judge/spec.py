@@ -6,10 +6,10 @@ declared once).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from pipeline.config.enums import ApiPath, Backend, EngineProcess
+from pipeline.config.enums import ApiPath, EngineProcess
 from pipeline.config.judging import ApiConfig
 
 # vLLM engine settings that change where and how fast the engine runs, not what it computes: a resumed run may
@@ -83,7 +83,7 @@ class ApiEndpoint:
 class JudgeSpec:
     """Everything an engine needs (picklable, shipped to the judge actors)."""
 
-    backend: Backend
+    backend: str
     # As configured: an alias, a local folder or a hub id.
     model: str
     # What the engine loads: a local folder or a hub id.
@@ -121,6 +121,6 @@ class JudgeSpec:
 
     def describe(self) -> dict[str, Any]:
         """Every field, and the dtype the engine runs in (``judge.json``)."""
-        described = {k: v for k, v in asdict(self).items() if k != "api"}
+        described = asdict(replace(self, api=None))  # the endpoint as it describes itself (no key)
         api = self.api.describe() if self.api else {}
         return {**described, "api": api, "backend": str(self.backend), "dtype": self.dtype}

@@ -6,15 +6,50 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.engine import Request, Result
+from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.frame import PromptFrame
 from pipeline.judge.cores import engine_inside, preloads_openmp, torch_openmp, vllm_env
+from pipeline.judge.models import resolve_local
 from pipeline.judge.spec import JudgeSpec
 
 log = logging.getLogger(__name__)
+
+
+def resolve(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -> JudgeSpec:
+    """The vllm backend's resolver: a judge on this machine (:func:`pipeline.judge.models.resolve_local`), its
+    ``judge.engine`` checked against vLLM's settings."""
+    spec = resolve_local(cfg, cache_dir, key)
+    check_engine_keys(spec.engine)
+    return spec
+
+
+def check_engine_keys(engine: Mapping[str, Any]) -> None:
+    """Refuse ``judge.engine`` keys that ``vllm.LLM`` would not take (checked on the driver, before any actor
+    starts); skipped where vLLM is not installed on the driver."""
+    try:
+        from dataclasses import fields
+
+        from vllm.engine.arg_utils import EngineArgs
+    except ImportError:
+        return
+    known = {f.name for f in fields(EngineArgs)}
+    unknown = sorted(set(engine) - known)
+    if unknown:
+        import difflib
+
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(key, known, n=2)
+            hints.append(f"{key} (did you mean {' or '.join(close)}?)" if close else key)
+        raise ConfigError(
+            f"config judge.engine: {', '.join(hints)} is not a setting of vllm.LLM (vllm.EngineArgs); remove it"
+        )
 
 
 class VLLMEngine:

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -92,11 +93,14 @@ def engine_processes(pid: int | None = None, known: Sequence[int] = ()) -> list[
 
 
 def in_ray_actor() -> bool:
+    """Whether this process is a Ray actor's. Ray is loaded in its workers before any code of ours runs, so it is
+    read where it is loaded and never imported here (a process without Ray loaded is no Ray worker)."""
+    ray = sys.modules.get("ray")
+    if ray is None:
+        return False
     try:
-        import ray
-
-        return ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None
-    except Exception:  # no Ray here, or not connected
+        return bool(ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None)
+    except Exception:  # not connected
         return False
 
 

@@ -30,7 +30,6 @@ from pipeline.judge.engines import open_engine
 from pipeline.judge.reasoning import ReasoningEngine
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.stored import StoredEngine
-from pipeline.judge.vllm_engine import VLLMEngine
 from pipeline.judge.watchdog import EngineWatch, Reaper, engine_processes, record_event
 from pipeline.storage.judgements import JudgementStore
 
@@ -78,11 +77,16 @@ class JudgeWorker:
         self.engines: dict[tuple[str, bool], Engine] = {}
         self.start_seconds = self.base.start_seconds
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
-        # the engine's own processes watched: a dead engine ends this worker instead of hanging it
+        # the engine's own processes watched (an engine in processes of its own: ``inside`` is False): a dead engine
+        # ends this worker instead of hanging it
         # (pipeline.judge.watchdog); ``events``: the run's file of such deaths
         self.watch = (
-            EngineWatch(engine_processes(known=self.base.processes()), lambda: self.in_flight, events)
-            if isinstance(self.base, VLLMEngine) and not self.base.inside
+            EngineWatch(
+                engine_processes(known=getattr(self.base, "processes", list)()),
+                lambda: self.in_flight,
+                events,
+            )
+            if self.base.inside is False
             else None
         )
         self.reaper = Reaper(self.watch.pids) if self.watch is not None else None

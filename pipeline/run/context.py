@@ -27,7 +27,7 @@ from pipeline.run.folder import plan_run_dir, resolve_latest
 from pipeline.run.tracking import Tracker, tracked_run
 from pipeline.runtime.logs import FILE_ONLY, RunLog
 from pipeline.stages.base import Port, write_port
-from pipeline.workflows.catalog import WORKFLOWS
+from pipeline.workflows.catalog import build
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ class RunContext:
     @property
     def executor(self):
         if self._executor is None:
-            from pipeline.runtime import make_executor
+            from pipeline.runtime.executors import make_executor
 
             self._executor = make_executor(self.cfg.runtime, self.run_dir / "logs", self.cfg.verbose)
         return self._executor
@@ -180,7 +180,7 @@ def run(cfg: RunConfig, root: Path = PROJECT_ROOT, stop_after: str | None = None
 
     check_job_storage(cfg, root)
     cfg = resolve_latest(cfg, root)
-    workflow = WORKFLOWS[cfg.workflow](cfg, root)
+    workflow = build(cfg, root)
     ctx = RunContext(cfg, root)
     try:
         values = workflow.run(ctx, persist=ctx.persist, stop_after=stop_after)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pipeline.config.derived import resolve_path
 from pipeline.config.run import RunConfig
+from pipeline.config.workflows import workflow
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ def plan_run_dir(cfg: RunConfig, root: Path) -> Path:
         return resolve_path(cfg.paths.run_dir, root)
     now = datetime.now()
     base = resolve_path(cfg.paths.output_root, root) / "runs" / now.strftime("%Y-%m-%d")
-    label = "generate" if str(cfg.workflow) == "generate" else cfg.dataset.name
+    label = str(cfg.workflow) if workflow(cfg.workflow).generated else cfg.dataset.name
     name = f"{now.strftime('%H-%M-%S')}-{label}"
     run_dir, n = base / name, 1
     while run_dir.exists():

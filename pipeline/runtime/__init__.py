@@ -3,20 +3,17 @@
 A stage that streams (pair generation feeding the judge) hands the executor its input blocks and a chain of
 :class:`MapStep` s, and reads the output batches as they finish. What runs is the step's function or class;
 how it is scheduled (stateless tasks or a pool of actors, batch size, CPUs and GPUs) is the step's other
-fields, which only the Ray executor reads. Stages never import Ray: this package is the edge.
+fields, which only the Ray executor reads. Stages never import Ray: this package is the edge, and only
+:mod:`pipeline.runtime.executors` (which the run imports, never a stage) reaches Ray.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import pyarrow as pa
-
-from pipeline.config.enums import Executor as ExecutorKind
-from pipeline.config.run import RuntimeConfig
 
 
 @dataclass(frozen=True)
@@ -80,15 +77,3 @@ def step_key(step: MapStep) -> str:
     fn = step.fn
     digest = hashlib.blake2b(pickle.dumps(dict(step.kwargs)), digest_size=16).hexdigest()
     return f"{fn.__module__}.{fn.__qualname__}:{digest}:{step.workers}:{step.num_cpus}:{step.num_gpus}"
-
-
-def make_executor(runtime: RuntimeConfig, log_dir: Path | None, verbose: bool) -> Executor:
-    """The executor of ``runtime.executor``. ``log_dir``: where workers write their own output (engine logs)
-    unless ``verbose`` (then it reaches the console)."""
-    if runtime.executor == ExecutorKind.local:
-        from pipeline.runtime.local import LocalExecutor
-
-        return LocalExecutor()
-    from pipeline.runtime.ray_data import RayDataExecutor
-
-    return RayDataExecutor(runtime, None if verbose else log_dir)

@@ -6,19 +6,19 @@ from the typed config:
 - ``adaptive``: adaptive rounds in the judge segment's place, and the rounds' part of the report.
 
 Adding a judging mode means writing its stages (:mod:`pipeline.stages`), a segment if it needs one, and a function
-here; ``run()`` picks the workflow named by ``cfg.workflow``.
+here, registered in :mod:`pipeline.config.workflows` with what it does; :func:`build` composes the one ``cfg.workflow``
+names.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
 from pipeline.config.derived import drawn_method, judging_identity, rating_identity
-from pipeline.config.enums import Workflow as WorkflowName
 from pipeline.config.run import RunConfig
+from pipeline.config.workflows import workflow
 from pipeline.methods import poe_logit
 from pipeline.methods.registry import scorers
 from pipeline.workflows import segments
@@ -31,7 +31,7 @@ def assessment(cfg: RunConfig, root: Path) -> Workflow:
     """Comparative assessment (every pair judged in both orderings, debiased, scored) and, with
     ``absolute.modes``, absolute assessment of every candidate beside it, combined with it, correlated and costed.
     ``workflow=absolute`` runs the same segments with no comparisons."""
-    comparative = cfg.workflow != WorkflowName.absolute
+    comparative = workflow(cfg.workflow).pairs
     plot_method = drawn_method(cfg.scoring.methods) if comparative else str(cfg.absolute.modes[0])
     return Workflow(
         str(cfg.workflow),
@@ -101,9 +101,8 @@ def adaptive(cfg: RunConfig, root: Path) -> Workflow:
     )
 
 
-WORKFLOWS: dict[WorkflowName, Callable[[RunConfig, Path], Workflow]] = {
-    WorkflowName.comparative: assessment,
-    WorkflowName.absolute: assessment,
-    WorkflowName.generate: generate,
-    WorkflowName.adaptive: adaptive,
-}
+def build(cfg: RunConfig, root: Path) -> Workflow:
+    """The workflow ``cfg.workflow`` names, composed by the function its entry registers
+    (:mod:`pipeline.config.workflows`)."""
+    composed: Workflow = workflow(cfg.workflow).builder()(cfg, root)
+    return composed

@@ -14,7 +14,7 @@ import sys
 from pipeline import PROJECT_ROOT
 from pipeline.config.hydra import compose
 from pipeline.stages.base import Port
-from pipeline.workflows.catalog import WORKFLOWS
+from pipeline.workflows.catalog import build
 from pipeline.workflows.core import Workflow, describe_ports
 
 # One composition per distinct workflow (workflow=absolute runs the comparative workflow's stages).
@@ -28,7 +28,7 @@ EXAMPLES: dict[str, list[str]] = {
 
 def workflow(overrides: list[str]) -> Workflow:
     cfg = compose(overrides)
-    return WORKFLOWS[cfg.workflow](cfg, PROJECT_ROOT)
+    return build(cfg, PROJECT_ROOT)
 
 
 def describe(overrides: list[str] | None = None) -> str:

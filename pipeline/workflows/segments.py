@@ -25,9 +25,9 @@ from pipeline.config.derived import (
     resolve_path,
 )
 from pipeline.config.derived import jurors as derived_jurors
-from pipeline.config.enums import Workflow
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
+from pipeline.config.workflows import workflow
 from pipeline.methods import poe_logit
 from pipeline.scoring.leaderboard import Board
 from pipeline.stages.card import Card
@@ -192,7 +192,7 @@ def own_systems(cfg: RunConfig) -> dict[str, tuple[str, ...]]:
     out = {}
     for judge in [cfg.judge, *derived_jurors(cfg)]:
         own = tuple(g.name for g in cfg.generate.models if g.model == judge.model and g.api is None)
-        if own and cfg.workflow == Workflow.generate:
+        if own and workflow(cfg.workflow).generated:
             out[judge_label(judge)] = own
     return out
 

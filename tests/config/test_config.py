@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.config.derived import to_flat_dict
-from pipeline.config.enums import Backend, ChatTemplate, Debias, Executor, Strategy
+from pipeline.config.enums import ChatTemplate, Debias, Executor, Strategy
 from pipeline.config.run import RunConfig
 from pipeline.contracts.errors import ConfigError
 from pipeline.prompts.pairs import resolve_k
@@ -63,7 +63,7 @@ def test_experiment_and_overrides():
 
 def test_hf_judge_has_its_own_engine_settings():
     cfg = compose(["judge=hf"])
-    assert cfg.judge.backend == Backend.hf and cfg.judge.model == "smollm2-135m-instruct"
+    assert cfg.judge.backend == "hf" and cfg.judge.model == "smollm2-135m-instruct"
     assert cfg.judge.engine == {"seed": 0}
     cfg = compose(["judge=hf", "+judge.engine.threads=1", "+judge.env.OMP_NUM_THREADS=1"])
     assert cfg.judge.engine["threads"] == 1 and cfg.judge.env == {"OMP_NUM_THREADS": "1"}
@@ -80,7 +80,7 @@ def test_hf_judge_has_its_own_engine_settings():
         ("dataset.empty_text=skip", "dataset.empty_text", "error, placeholder, drop"),
         ("pairs.orderings=three", "pairs.orderings", "both, one"),
         ("pairs.strategy=best", "pairs.strategy", "all_pairs, balanced_random"),
-        ("judge.backend=tgi", "judge.backend", "vllm, hf"),
+        ("judge.backend=tgi", "judge.backend", "api, hf, vllm"),
         ("prompt.chat_template=Auto", "prompt.chat_template", "auto, true, false"),
     ],
 )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from pipeline.config.derived import judge_templates, judging_identity, jurors
-from pipeline.config.enums import Backend
 from pipeline.contracts.errors import ConfigError
 from tests.conftest import compose
 
@@ -19,14 +18,14 @@ API_JUROR = (
 def test_a_juror_takes_what_it_does_not_set_from_the_judge():
     cfg = compose(["experiment=jury_templates", "judge.templates=[c1]", API_JUROR])
     [juror] = jurors(cfg)
-    assert juror.backend == Backend.api and juror.name == "smol-api" and juror.templates == ["c2"]
+    assert juror.backend == "api" and juror.name == "smol-api" and juror.templates == ["c2"]
     assert juror.api.base_url == "http://127.0.0.1:8000/v1" and juror.api.model == "smol"
     # the judge's sizes, but not its vLLM engine settings (another backend)
     assert juror.max_model_len == cfg.judge.max_model_len and juror.batch_size == cfg.judge.batch_size
     assert juror.engine == {} and cfg.judge.engine
     same = compose(["experiment=jury_templates", "+jury.judges=[{name: smol-2, templates: [c2]}]"])
     [twin] = jurors(same)
-    assert twin.backend == Backend.vllm and twin.engine == same.judge.engine and twin.env == same.judge.env
+    assert twin.backend == "vllm" and twin.engine == same.judge.engine and twin.env == same.judge.env
 
 
 def test_each_judge_is_resumed_on_its_own_templates_and_the_default_identity_is_unchanged():

@@ -54,10 +54,10 @@ def test_all_binds_every_core_of_the_process():
 
 
 def spec(env=None, **kw):
-    from pipeline.config.enums import Backend
+
     from pipeline.judge.spec import JudgeSpec
 
-    return JudgeSpec(backend=kw.pop("backend", Backend.vllm), model="m", model_path="/m", name="m",
+    return JudgeSpec(backend=kw.pop("backend", "vllm"), model="m", model_path="/m", name="m",
                      max_model_len=512, env=env or {}, **kw)  # fmt: skip
 
 
@@ -78,12 +78,12 @@ def test_a_cpu_engine_inside_its_actor_starts_with_the_openmp_runtime_and_thread
 
 
 def test_every_other_engine_starts_with_the_environment_it_has():
-    from pipeline.config.enums import Backend, EngineProcess
+    from pipeline.config.enums import EngineProcess
     from pipeline.judge.cores import worker_process_env
 
     assert worker_process_env(spec(engine_process=EngineProcess.own)) == {}
     assert worker_process_env(spec(on_gpu=True)) == {}
-    assert worker_process_env(spec(backend=Backend.hf)) == {}
+    assert worker_process_env(spec(backend="hf")) == {}
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")

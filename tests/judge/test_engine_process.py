@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.config.enums import MULTIPROCESSING_ENV, Backend, EngineProcess
+from pipeline.config.enums import MULTIPROCESSING_ENV, EngineProcess
 from pipeline.config.judging import GeneratorConfig
 from pipeline.contracts.errors import ConfigError
 from pipeline.judge.cores import bound_cores, engine_inside, vllm_env
@@ -16,7 +16,7 @@ from tests.conftest import compose
 
 def spec(process: EngineProcess = EngineProcess.auto, on_gpu: bool = False, **env: str) -> JudgeSpec:
     return JudgeSpec(
-        backend=Backend.vllm,
+        backend="vllm",
         model="m",
         model_path="/m",
         name="m",

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from pipeline.config.assessment import AbsoluteConfig, PromptConfig
-from pipeline.config.enums import AbsoluteMode, Backend
+from pipeline.config.enums import AbsoluteMode
 from pipeline.contracts.engine import Request
 from pipeline.contracts.schemas import JUDGMENTS, PROMPTS, RESPONSES
 from pipeline.data.words import PromptWords
@@ -36,7 +36,7 @@ BAD = "pool the banana cracked opens bus years three the the free meanwhile cent
 WORDS = PromptWords("passage", "summary", {"coherence": "coherent"})
 
 
-def spec(model_path: str, backend: Backend = Backend.vllm, **engine) -> JudgeSpec:
+def spec(model_path: str, backend: str = "vllm", **engine) -> JudgeSpec:
     return JudgeSpec(
         backend=backend,
         model="smollm2",
@@ -46,7 +46,7 @@ def spec(model_path: str, backend: Backend = Backend.vllm, **engine) -> JudgeSpe
         engine=engine
         or (
             {"enforce_eager": True, "enable_prefix_caching": True, "seed": 0, "dtype": "float32"}
-            if backend == Backend.vllm
+            if backend == "vllm"
             else {"dtype": "float32"}
         ),
         env={"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "all"},
@@ -131,7 +131,7 @@ def test_label_logprobs_match_transformers(worker, plan, judge_model):
     ids = plan.frame.encode(worker.base.tokenizer, batch.column("prompt").to_pylist())
     read = plan.requests()["c1"]
     ours = np.array([r.token_logprobs for r in worker.base.run(ids, read)])
-    hf = HFEngine(spec(judge_model, backend=Backend.hf))
+    hf = HFEngine(spec(judge_model, backend="hf"))
     theirs = np.array([r.token_logprobs for r in hf.run(ids, read)])
     np.testing.assert_allclose(ours, theirs, atol=0.02)
     # greedy generation of a few tokens (prompt scoring) is the same text in both engines
@@ -174,7 +174,7 @@ def test_the_hf_backend_applies_its_env_and_settings(judge_model, plan):
 
     threads = torch.get_num_threads()
     settings = replace(
-        spec(judge_model, Backend.hf),
+        spec(judge_model, "hf"),
         engine={"dtype": "bfloat16", "threads": 1, "seed": 3},
         env={"CA_TEST_HF_ENV": "applied"},
     )

@@ -11,7 +11,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from pipeline.config.enums import Backend
 from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.schemas import CANDIDATES, JUDGMENTS
 from pipeline.data.source import DatasetInfo
@@ -24,7 +23,7 @@ from pipeline.stages.jurors import JudgeJurors, Juror
 
 
 def spec(name: str) -> JudgeSpec:
-    return JudgeSpec(backend=Backend.vllm, model="m", model_path="/m", name=name, max_model_len=512)
+    return JudgeSpec(backend="vllm", model="m", model_path="/m", name=name, max_model_len=512)
 
 
 def judgments(judge: str, n: int) -> pa.Table:

@@ -13,7 +13,7 @@ import pytest
 from pipeline.contracts.schemas import HUMAN_SCORES, SchemaError
 from pipeline.stages import ports
 from pipeline.stages.base import Port, Stage
-from pipeline.workflows.catalog import WORKFLOWS, assessment
+from pipeline.workflows.catalog import assessment, build
 from pipeline.workflows.core import Segment, Workflow, WorkflowError
 from pipeline.workflows.describe import EXAMPLES, describe
 from tests.conftest import ROOT, compose
@@ -156,7 +156,7 @@ def test_the_workflows_page_lists_every_workflow_as_declared():
 def test_every_workflow_is_composed_of_named_segments():
     for overrides in EXAMPLES.values():
         cfg = compose(overrides)
-        flow = WORKFLOWS[cfg.workflow](cfg, ROOT)
+        flow = build(cfg, ROOT)
         jury = ["jurors"] if cfg.jury.judges else []  # a jury's further judges after the run's judge
         assert [s.name for s in flow.segments] == ["input", "prompts", "judge", *jury, "score", "report"]
         assert flow.segment("judge").stages == tuple(

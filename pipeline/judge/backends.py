@@ -1,0 +1,75 @@
+"""The built-in judge backends' entries (registered by the package's entry points, as a plugin's are:
+:mod:`pipeline.config.backends`), each with its own checks.
+
+- ``vllm``: the product, vLLM in-process (batched, prefix-cached); its engine inside the judge worker's process or
+  in processes of its own (``judge.engine_process``);
+- ``hf``: Hugging Face transformers, one prompt at a time (the papers' way: a baseline and a fallback);
+- ``api``: an OpenAI-compatible endpoint (``judge.api``: ``/completions`` with token ids, ``/chat/completions``,
+  sampled verdicts, OpenAI's Batch API).
+"""
+
+from __future__ import annotations
+
+from pipeline.config.backends import BackendEntry
+from pipeline.config.checks import endpoint_problems
+from pipeline.config.enums import HF_ENGINE_KEYS
+from pipeline.config.judging import JudgeConfig
+
+
+def hf_problems(judge: JudgeConfig, key: str) -> list[str]:
+    extra = sorted(set(judge.engine) - set(HF_ENGINE_KEYS))
+    if not extra:
+        return []
+    return [
+        f"config {key}.engine has {extra}, which the hf backend does not take (it takes "
+        f"{', '.join(HF_ENGINE_KEYS)}); use judge=hf's own engine settings or {key}.backend=vllm"
+    ]
+
+
+def endpoint_judge_problems(judge: JudgeConfig, key: str) -> list[str]:
+    """What is wrong with a judge behind an endpoint: its ``judge.api`` (never echoing a value that may be a key),
+    engine settings it would ignore, and reasoning it cannot continue from."""
+    problems = endpoint_problems(judge.api, f"{key}.api")
+    if judge.engine:
+        problems.append(
+            f"config {key}.engine {sorted(judge.engine)} has no effect with {key}.backend={judge.backend}"
+        )
+    if judge.reasoning.enabled and not judge.api.prefill:
+        problems.append(
+            f"config {key}.reasoning needs {key}.api.prefill=true behind an API: the verdict is read after the "
+            "reasoning, sent as the assistant's message for the endpoint to continue"
+        )
+    return problems
+
+
+VLLM = BackendEntry(
+    name="vllm",
+    engine="pipeline.judge.vllm_engine:VLLMEngine",
+    resolve="pipeline.judge.vllm_engine:resolve",
+    token_ids=True,
+    worker_env=True,
+    runs="in-process vLLM: inside the judge worker's process, or in engine processes of its own that the worker "
+    "watches (judge.engine_process)",
+    summary="vLLM in-process (batched, prefix-cached): the product",
+)
+HF = BackendEntry(
+    name="hf",
+    engine="pipeline.judge.hf_engine:HFEngine",
+    resolve="pipeline.judge.models:resolve_local",
+    checks=hf_problems,
+    token_ids=True,
+    runs="inside the judge worker's process",
+    summary="Hugging Face transformers, one prompt at a time (the papers' way)",
+)
+API = BackendEntry(
+    name="api",
+    engine="pipeline.judge.api.engine:ApiEngine",
+    resolve="pipeline.judge.models:resolve_endpoint",
+    checks=endpoint_judge_problems,
+    endpoint=True,
+    token_ids=True,
+    sampled=True,
+    batch=True,
+    runs="behind an OpenAI-compatible endpoint; the worker holds a client",
+    summary="an OpenAI-compatible endpoint (completions, chat, sampled verdicts, Batch API)",
+)
