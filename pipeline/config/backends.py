@@ -14,24 +14,22 @@ Every backend, the built-in ones included, is registered by the entry point grou
     [project.entry-points."llm_comparative_assessment.backends"]
     my_provider = "my_provider:BACKEND"
 
-Entry points are loaded once, the first time the registry is read (:func:`backends`); the package's own first,
-then the others by name. One that cannot be loaded, is not a :class:`BackendEntry` or reuses a name is an error
-that names the entry point.
+Entry points are loaded once, the first time the registry is read (:func:`backends`), as every registry's are
+(:mod:`pipeline.methods.plugins`).
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from pipeline.methods.plugins import Registry, load
 
 if TYPE_CHECKING:
     from pipeline.config.judging import JudgeConfig
 
 ENTRY_POINTS = "llm_comparative_assessment.backends"
-# The distribution whose entry points are the built-in backends (listed first).
-OWN_DISTRIBUTION = "llm-comparative-assessment"
 
 Check = Callable[["JudgeConfig", str], list[str]]
 
@@ -85,79 +83,26 @@ class BackendEntry:
         return load(self.resolve, f"backend {self.name}'s resolver")
 
 
-def load(target: str, what: str) -> Any:
-    """The object ``module:attr`` names; an error naming ``what`` when it is not there."""
-    module, _, attr = target.partition(":")
-    try:
-        found: Any = importlib.import_module(module)
-        for part in attr.split("."):
-            found = getattr(found, part)
-    except (ImportError, AttributeError, ValueError) as exc:
-        raise RuntimeError(f"{what} ({target}) could not be loaded: {exc}") from exc
-    return found
-
-
-@dataclass
-class _Registry:
-    entries: dict[str, BackendEntry] = field(default_factory=dict)
-    loaded: bool = False
-
-    def load(self) -> dict[str, BackendEntry]:
-        if not self.loaded:
-            self.loaded = True
-            for entry in _entry_points():
-                register(entry)
-            if not self.entries:
-                raise RuntimeError(
-                    f"no judge backend is registered (entry point group {ENTRY_POINTS}): the package is not "
-                    "installed; install it (`make install`, or `pip install -e .`)"
-                )
-        return self.entries
-
-
-_REGISTRY = _Registry()
+REGISTRY: Registry[BackendEntry] = Registry(ENTRY_POINTS, BackendEntry, "judge backend")
 
 
 def register(entry: BackendEntry) -> BackendEntry:
-    """Add a backend (an entry point's, or a test's); a name already registered is refused."""
-    if not isinstance(entry, BackendEntry):
-        raise TypeError(f"a judge backend is registered as a BackendEntry, not a {type(entry).__name__}")
-    if entry.name in _REGISTRY.entries:
-        raise ValueError(f"judge backend {entry.name!r} is registered twice")
-    _REGISTRY.entries[entry.name] = entry
-    return entry
-
-
-def _entry_points() -> Iterator[BackendEntry]:
-    from importlib.metadata import entry_points
-
-    def order(point: Any) -> tuple[int, str]:  # the package's own first, then the others; by name
-        own = getattr(getattr(point, "dist", None), "name", None) == OWN_DISTRIBUTION
-        return (0 if own else 1, point.name)
-
-    for point in sorted(entry_points(group=ENTRY_POINTS), key=order):
-        try:
-            loaded = point.load()
-            entry = loaded() if callable(loaded) and not isinstance(loaded, BackendEntry) else loaded
-        except Exception as exc:
-            raise RuntimeError(
-                f"judge backend plugin {point.name} ({point.value}) could not be loaded: {exc}"
-            ) from exc
-        if not isinstance(entry, BackendEntry) or entry.name != point.name:
-            raise RuntimeError(
-                f"judge backend plugin {point.name} ({point.value}) must name a BackendEntry called {point.name!r}"
-            )
-        yield entry
+    """Add a backend (a test's; a package registers its own by the entry point)."""
+    return REGISTRY.register(entry)
 
 
 def backends() -> dict[str, BackendEntry]:
     """Every registered backend by name, the package's own first."""
-    return _REGISTRY.load()
+    found = REGISTRY.all()
+    if not found:
+        raise RuntimeError(
+            f"no judge backend is registered (entry point group {ENTRY_POINTS}): the package is not installed; "
+            "install it (`make install`, or `pip install -e .`)"
+        )
+    return found
 
 
 def backend(name: object) -> BackendEntry:
     """The registered backend ``name``; an unknown name lists the valid ones."""
-    try:
-        return backends()[str(name)]
-    except KeyError:
-        raise ValueError(f"unknown judge backend {name!r}; valid: {', '.join(backends())}") from None
+    backends()
+    return REGISTRY.get(name)

@@ -88,3 +88,6 @@ class RunConfig:
     log_level: LogLevel = LogLevel.INFO
     # true: the engines' and Ray's own output on the console too (by default it goes to the run folder's logs).
     verbose: bool = False
+    # Stages from outside to run, by the names their packages register (entry point group
+    # llm_comparative_assessment.stages; `make stages` lists them): each joins the end of the segment its entry names.
+    extra_stages: list[str] = field(default_factory=list)

@@ -5,7 +5,7 @@ the workflow-specific sections in :mod:`pipeline.config.checks`).
 
 from __future__ import annotations
 
-from pipeline.config.backends import backend
+from pipeline.config.backends import BackendEntry, backend
 from pipeline.config.checks import (
     absolute_problems,
     adaptive_problems,
@@ -17,6 +17,7 @@ from pipeline.config.enums import (
     BOTH_ORDERINGS,
     MULTIPROCESSING_ENV,
     SAMPLING,
+    ApiPath,
     Calibrate,
     Correlation,
     Debias,
@@ -24,6 +25,7 @@ from pipeline.config.enums import (
 )
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
+from pipeline.config.stage_plugins import stage_plugin
 from pipeline.config.templates import template_problems
 from pipeline.config.workflows import WORKFLOWS, workflow
 from pipeline.contracts.errors import ConfigError
@@ -143,7 +145,7 @@ def judge_config_problems(judge: JudgeConfig, key: str, cfg: RunConfig) -> list[
             f"remove it from {key}.env"
         )
     try:
-        problems += backend(judge.backend).problems(judge, key)
+        problems += backend_problems(backend(judge.backend), judge, key)
     except ValueError as exc:
         problems.append(f"config {key}.backend: {exc}")
     r = judge.reasoning
@@ -246,6 +248,45 @@ def report_problems(cfg: RunConfig) -> list[str]:
     return problems
 
 
+def backend_problems(entry: BackendEntry, judge: JudgeConfig, key: str) -> list[str]:
+    """What ``judge`` asks of its backend that the backend's entry does not support, then the backend's own checks."""
+    problems = []
+    name = f"{key}.backend={entry.name}"
+    if judge.reasoning.enabled and not entry.prefill:
+        problems.append(
+            f"config {key}.reasoning: {name} cannot continue a prefilled answer; turn reasoning off"
+        )
+    if entry.endpoint:
+        api, path = judge.api, judge.api.path
+        if api.batch and not entry.batch:
+            problems.append(f"config {key}.api.batch: {name} has no batch jobs; set {key}.api.batch=false")
+        if path == ApiPath.sampled and not entry.sampled:
+            problems.append(f"config {key}.api.path=sampled: {name} does not sample verdicts")
+        if path == ApiPath.token_ids and not entry.token_ids:
+            problems.append(
+                f"config {key}.api.path=token_ids: {name} takes no token ids; use {key}.api.path=chat"
+            )
+        if path != ApiPath.sampled and not entry.logprobs:
+            problems.append(
+                f"config {key}.api.path={path}: {name} gives no log-probabilities; set {key}.api.path=sampled (the "
+                "verdict sampled and its words counted)"
+            )
+    return problems + entry.problems(judge, key)
+
+
+def extra_stage_problems(cfg: RunConfig) -> list[str]:
+    """The stages from outside (``extra_stages``): registered, each once."""
+    problems = []
+    for name in cfg.extra_stages:
+        try:
+            stage_plugin(name)
+        except ValueError as exc:
+            problems.append(f"config extra_stages: {exc}")
+    if len(set(cfg.extra_stages)) != len(cfg.extra_stages):
+        problems.append(f"config extra_stages lists a stage twice: {list(cfg.extra_stages)}")
+    return problems
+
+
 # Every check, in the order its problems are listed.
 CHECKS = (
     pairs_problems,
@@ -258,4 +299,5 @@ CHECKS = (
     generate_problems,
     adaptive_problems,
     report_problems,
+    extra_stage_problems,
 )

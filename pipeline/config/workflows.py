@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.config.backends import load
 from pipeline.config.enums import Workflow
+from pipeline.methods.plugins import load
 
 
 @dataclass(frozen=True)

@@ -5,21 +5,21 @@ comparing names: whether it gives standard errors, reads the tie probability, le
 contradict each other, has a batched form for the efficiency curves, is the adaptive rounds' own model, and where it
 stands among the methods a report or a card shows by default.
 
-The built-in scorers are registered here; a user's own installed package registers more by the entry point group
+Every scorer, the built-in ones defined here included, is registered by the entry point group
 ``llm_comparative_assessment.scorers`` (the Python packaging convention): each entry point names a
-:class:`ScorerEntry`, or a function returning one, e.g. in the plugin's ``pyproject.toml``::
+:class:`ScorerEntry`, or a function returning one, e.g. in a plugin's ``pyproject.toml``::
 
     [project.entry-points."llm_comparative_assessment.scorers"]
     copeland = "my_scorers:COPELAND"
 
-Plugins are loaded once, the first time the registry is read (:func:`scorers`); a plugin that cannot be loaded, is
-not a :class:`ScorerEntry` or reuses a name is an error that names the entry point.
+The entry points are loaded once, the first time the registry is read (:func:`scorers`), as every registry's are
+(:mod:`pipeline.methods.plugins`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ from . import (
     poe_logit,
     win_ratio,
 )
+from .plugins import Registry
 
 ENTRY_POINTS = "llm_comparative_assessment.scorers"
 
@@ -128,90 +129,92 @@ def _batched(name: str, centred: bool = False, hard: bool = False, pinned: bool 
     return run
 
 
-BUILT_IN = (
-    ScorerEntry("win_ratio", win_ratio.win_ratio, batched=_batched("batch_win_ratio"), card_rank=3,
-                summary="share of comparisons won"),
-    ScorerEntry("avg_prob", average_probability.average_probability, batched=_batched("batch_avg_prob"),
-                summary="mean probability of winning"),
-    ScorerEntry("bradley_terry", bradley_terry.bradley_terry, batched=_batched("batch_bradley_terry"),
-                leaderboard=True, card_rank=2, summary="Bradley-Terry on soft outcomes (MAP)"),
-    ScorerEntry("poe_gaussian", poe_gaussian.poe_gaussian, fit=_gaussian(False), stderr=True,
-                batched=_batched("batch_gaussian", centred=True, pinned=True), leaderboard=True, report_rank=1,
-                card_rank=0, summary="Product-of-Experts, Gaussian experts (closed form)"),
-    ScorerEntry("poe_gaussian_hard", poe_gaussian.poe_gaussian_hard, fit=_gaussian(True), stderr=True,
-                batched=_batched("batch_gaussian", centred=True, hard=True, pinned=True),
-                summary="PoE-Gaussian on hard decisions"),
-    ScorerEntry("poe_bt", poe_bt.poe_bt, batched=_batched("batch_poe_bt", pinned=True),
-                summary="Product-of-Experts, Bradley-Terry experts"),
-    ScorerEntry("poe_laplace", poe_laplace.poe_laplace,
-                batched=_batched("batch_laplace_irls", centred=True, pinned=True),
-                summary="Product-of-Experts, Laplace experts"),
-    ScorerEntry("poe_logit", poe_logit.poe_logit, fit=_logit, contradictions=True, leaderboard=True,
-                report_rank=0, card_rank=1, round_link="logit",
-                summary="capped log-odds, censored at the cap, Huber's experts (the adaptive rounds' model)"),
-    ScorerEntry("ml_ranking", ml_ranking.ml_ranking, summary="maximum-likelihood ranking"),
-    ScorerEntry("davidson", davidson.davidson, ties=True,
-                summary="Davidson's tie model (reads the tie probability)"),
-)  # fmt: skip
+# The built-in scorers, registered by the package's entry points (pyproject.toml) as a plugin's are.
+WIN_RATIO = ScorerEntry(
+    "win_ratio",
+    win_ratio.win_ratio,
+    batched=_batched("batch_win_ratio"),
+    card_rank=3,
+    summary="share of comparisons won",
+)
+AVG_PROB = ScorerEntry(
+    "avg_prob",
+    average_probability.average_probability,
+    batched=_batched("batch_avg_prob"),
+    summary="mean probability of winning",
+)
+BRADLEY_TERRY = ScorerEntry(
+    "bradley_terry",
+    bradley_terry.bradley_terry,
+    batched=_batched("batch_bradley_terry"),
+    leaderboard=True,
+    card_rank=2,
+    summary="Bradley-Terry on soft outcomes (MAP)",
+)
+POE_GAUSSIAN = ScorerEntry(
+    "poe_gaussian",
+    poe_gaussian.poe_gaussian,
+    fit=_gaussian(False),
+    stderr=True,
+    batched=_batched("batch_gaussian", centred=True, pinned=True),
+    leaderboard=True,
+    report_rank=1,
+    card_rank=0,
+    summary="Product-of-Experts, Gaussian experts (closed form)",
+)
+POE_GAUSSIAN_HARD = ScorerEntry(
+    "poe_gaussian_hard",
+    poe_gaussian.poe_gaussian_hard,
+    fit=_gaussian(True),
+    stderr=True,
+    batched=_batched("batch_gaussian", centred=True, hard=True, pinned=True),
+    summary="PoE-Gaussian on hard decisions",
+)
+POE_BT = ScorerEntry(
+    "poe_bt",
+    poe_bt.poe_bt,
+    batched=_batched("batch_poe_bt", pinned=True),
+    summary="Product-of-Experts, Bradley-Terry experts",
+)
+POE_LAPLACE = ScorerEntry(
+    "poe_laplace",
+    poe_laplace.poe_laplace,
+    batched=_batched("batch_laplace_irls", centred=True, pinned=True),
+    summary="Product-of-Experts, Laplace experts",
+)
+POE_LOGIT = ScorerEntry(
+    "poe_logit",
+    poe_logit.poe_logit,
+    fit=_logit,
+    contradictions=True,
+    leaderboard=True,
+    report_rank=0,
+    card_rank=1,
+    round_link="logit",
+    summary="capped log-odds, censored at the cap, Huber's experts (the adaptive rounds' model)",
+)
+ML_RANKING = ScorerEntry("ml_ranking", ml_ranking.ml_ranking, summary="maximum-likelihood ranking")
+DAVIDSON = ScorerEntry(
+    "davidson", davidson.davidson, ties=True, summary="Davidson's tie model (reads the tie probability)"
+)
 
 
-@dataclass
-class _Registry:
-    entries: dict[str, ScorerEntry] = field(default_factory=dict)
-    loaded: bool = False
-
-    def load(self) -> dict[str, ScorerEntry]:
-        if not self.loaded:
-            self.loaded = True
-            for entry in BUILT_IN:
-                register(entry)
-            for entry in _plugins():
-                register(entry)
-        return self.entries
-
-
-_REGISTRY = _Registry()
+REGISTRY: Registry[ScorerEntry] = Registry(ENTRY_POINTS, ScorerEntry, "scoring method")
 
 
 def register(entry: ScorerEntry) -> ScorerEntry:
-    """Add a scorer (a plugin's entry point, or a test's); a name already registered is refused."""
-    if not isinstance(entry, ScorerEntry):
-        raise TypeError(f"a scorer is registered as a ScorerEntry, not a {type(entry).__name__}")
-    if entry.name in _REGISTRY.entries:
-        raise ValueError(f"scorer {entry.name!r} is registered twice")
-    _REGISTRY.entries[entry.name] = entry
-    return entry
-
-
-def _plugins() -> Iterator[ScorerEntry]:
-    from importlib.metadata import entry_points
-
-    for point in sorted(entry_points(group=ENTRY_POINTS), key=lambda e: e.name):
-        try:
-            loaded = point.load()
-            entry = loaded() if callable(loaded) and not isinstance(loaded, ScorerEntry) else loaded
-        except Exception as exc:
-            raise RuntimeError(
-                f"scorer plugin {point.name} ({point.value}) could not be loaded: {exc}"
-            ) from exc
-        if not isinstance(entry, ScorerEntry) or entry.name != point.name:
-            raise RuntimeError(
-                f"scorer plugin {point.name} ({point.value}) must name a ScorerEntry called {point.name!r}"
-            )
-        yield entry
+    """Add a scorer (a test's; a package registers its own by the entry point)."""
+    return REGISTRY.register(entry)
 
 
 def scorers() -> dict[str, ScorerEntry]:
-    """Every registered scorer by name, built-in first, then the plugins'."""
-    return _REGISTRY.load()
+    """Every registered scorer by name, the package's own first, then the plugins'."""
+    return REGISTRY.all()
 
 
 def scorer(name: str) -> ScorerEntry:
     """The registered scorer ``name``; an unknown name lists the valid ones."""
-    try:
-        return scorers()[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown scoring method {name!r}; valid: {', '.join(sorted(scorers()))}") from None
+    return REGISTRY.get(name)
 
 
 def ranked(methods: list[str] | tuple[str, ...], rank: Callable[[ScorerEntry], int | None]) -> list[str]:

@@ -18,9 +18,11 @@ from pathlib import Path
 
 from pipeline.config.derived import drawn_method, judging_identity, rating_identity
 from pipeline.config.run import RunConfig
+from pipeline.config.stage_plugins import stage_plugin
 from pipeline.config.workflows import workflow
 from pipeline.methods import poe_logit
 from pipeline.methods.registry import scorers
+from pipeline.stages.base import Stage, WorkflowError
 from pipeline.workflows import segments
 from pipeline.workflows.core import Segment, Workflow
 
@@ -103,6 +105,21 @@ def adaptive(cfg: RunConfig, root: Path) -> Workflow:
 
 def build(cfg: RunConfig, root: Path) -> Workflow:
     """The workflow ``cfg.workflow`` names, composed by the function its entry registers
-    (:mod:`pipeline.config.workflows`)."""
+    (:mod:`pipeline.config.workflows`), with the stages from outside that ``extra_stages`` names at the end of their
+    segments (:mod:`pipeline.config.stage_plugins`)."""
     composed: Workflow = workflow(cfg.workflow).builder()(cfg, root)
-    return composed
+    if not cfg.extra_stages:
+        return composed
+    extra: dict[str, list[Stage]] = {}
+    for name in cfg.extra_stages:
+        entry = stage_plugin(name)
+        if entry.segment not in [s.name for s in composed.segments]:
+            raise WorkflowError(
+                f"config extra_stages: stage {name} joins segment {entry.segment!r}, which workflow {composed.name} "
+                f"has not (its segments: {[s.name for s in composed.segments]})"
+            )
+        extra.setdefault(entry.segment, []).append(entry.builder()(cfg, root))
+    return Workflow(
+        composed.name,
+        tuple(Segment(s.name, (*s.stages, *extra.get(s.name, ()))) for s in composed.segments),
+    )

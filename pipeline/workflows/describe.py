@@ -48,7 +48,47 @@ def describe(overrides: list[str] | None = None) -> str:
             "rating stages pass through."
         )
     table = describe_ports(list(ports.values()))
-    return "\n\n".join([*parts, table])
+    return "\n\n".join([*parts, table, *([] if overrides else [registered()])])
+
+
+def registered() -> str:
+    """What is registered (built-in and plugins alike, :mod:`pipeline.methods.plugins`): the workflows, the judge
+    backends with what each supports, the scoring methods with what each gives, and the stages from outside."""
+    from pipeline.config.backends import backends
+    from pipeline.config.stage_plugins import stage_plugins
+    from pipeline.config.workflows import WORKFLOWS
+    from pipeline.methods.registry import scorers
+
+    def marks(entry: object, names: tuple[str, ...]) -> str:
+        return ", ".join(n for n in names if getattr(entry, n)) or "-"
+
+    lines = ["Workflows (`workflow=`):", "", "| workflow | what it does | derives |", "|---|---|---|"]
+    flags = ("pairs", "generated", "rounds", "jury")
+    lines += [f"| `{w}` | {e.summary} | {marks(e, flags)} |" for w, e in WORKFLOWS.items()]
+    lines += [
+        "",
+        "Judge backends (`judge.backend=`):",
+        "",
+        "| backend | what it is | supports | where it runs |",
+    ]
+    lines += ["|---|---|---|---|"]
+    flags = ("endpoint", "logprobs", "token_ids", "prefill", "sampled", "batch", "generation")
+    lines += [f"| `{n}` | {e.summary} | {marks(e, flags)} | {e.runs} |" for n, e in backends().items()]
+    lines += [
+        "",
+        "Scoring methods (`scoring.methods=`):",
+        "",
+        "| method | what it is | gives |",
+        "|---|---|---|",
+    ]
+    flags = ("stderr", "ties", "contradictions", "batched", "leaderboard")
+    lines += [f"| `{n}` | {e.summary} | {marks(e, flags)} |" for n, e in scorers().items()]
+    lines += ["", "Stages from outside (`extra_stages=`):", "", "| stage | what it does | joins segment |"]
+    lines += ["|---|---|---|"]
+    lines += [f"| `{n}` | {e.summary} | {e.segment} |" for n, e in stage_plugins().items()] or [
+        "| - | none installed | - |"
+    ]
+    return "\n".join(lines)
 
 
 def package_map() -> str:
