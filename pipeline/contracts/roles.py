@@ -157,3 +157,12 @@ ROLES: dict[int, Roles] = {
 def roles_of(schema: pa.Schema) -> Roles | None:
     """The declared roles of a table's schema (None: not declared)."""
     return ROLES.get(id(schema))
+
+
+def declare(schema: pa.Schema, roles: Roles) -> pa.Schema:
+    """Declare the roles of a table of a stage from outside (:mod:`pipeline.config.stage_plugins`), so that the
+    invariance battery checks it as it checks the package's own; a schema declared twice is refused."""
+    if id(schema) in ROLES:
+        raise ValueError(f"the roles of table schema {schema.names} are declared twice")
+    ROLES[id(schema)] = roles
+    return schema

@@ -110,16 +110,23 @@ def build(cfg: RunConfig, root: Path) -> Workflow:
     composed: Workflow = workflow(cfg.workflow).builder()(cfg, root)
     if not cfg.extra_stages:
         return composed
-    extra: dict[str, list[Stage]] = {}
+    names = [s.name for s in composed.segments]
+    extra = extra_stages(cfg, root)
+    for segment in set(extra) - set(names):
+        raise WorkflowError(
+            f"config extra_stages: stage(s) {[s.name for s in extra[segment]]} join segment {segment!r}, which "
+            f"workflow {composed.name} has not (its segments: {names})"
+        )
+    return Workflow(
+        composed.name, tuple(Segment(s.name, (*s.stages, *extra.get(s.name, ()))) for s in composed.segments)
+    )
+
+
+def extra_stages(cfg: RunConfig, root: Path) -> dict[str, tuple[Stage, ...]]:
+    """The stages from outside that ``extra_stages`` names, made from the config, by the segment each joins (in the
+    order named)."""
+    extra: dict[str, tuple[Stage, ...]] = {}
     for name in cfg.extra_stages:
         entry = stage_plugin(name)
-        if entry.segment not in [s.name for s in composed.segments]:
-            raise WorkflowError(
-                f"config extra_stages: stage {name} joins segment {entry.segment!r}, which workflow {composed.name} "
-                f"has not (its segments: {[s.name for s in composed.segments]})"
-            )
-        extra.setdefault(entry.segment, []).append(entry.builder()(cfg, root))
-    return Workflow(
-        composed.name,
-        tuple(Segment(s.name, (*s.stages, *extra.get(s.name, ()))) for s in composed.segments),
-    )
+        extra[entry.segment] = (*extra.get(entry.segment, ()), entry.builder()(cfg, root))
+    return extra

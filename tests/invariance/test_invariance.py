@@ -119,7 +119,9 @@ def renamings(draw, world: World) -> Names:
 
 
 def roles(name: str):
-    port = next(p for p in vars(ports).values() if getattr(p, "name", None) == name and hasattr(p, "schema"))
+    from tests.invariance.world import TABLE_PORTS
+
+    port = next(p for p in TABLE_PORTS if p.name == name)
     declared = roles_of(port.schema)
     assert declared is not None, f"table {name}: no roles declared in pipeline.contracts.roles"
     return declared

@@ -437,12 +437,24 @@ def score_stages(world: World, base: RunConfig, names: Names, methods: tuple[str
         ),
     )
     own = {names.judges[0]: (names.models[0],)} if world.models else {}
-    stages = segments.scoring(cfg, Path(".")).stages
+    stages = segments.scoring(cfg, Path(".")).stages + plugin_stages(cfg)
     return tuple(Card(own) if stage.name == "card" else stage for stage in stages)
 
 
-# Every table port (a schema and a file): what the battery can check.
-TABLE_PORTS = tuple(p for p in vars(ports).values() if isinstance(p, ports.Port) and p.schema is not None)
+def plugin_stages(cfg: RunConfig) -> tuple[Stage, ...]:
+    """Every installed stage from outside that joins the score segment, added as the product adds them
+    (``extra_stages``, :func:`pipeline.workflows.catalog.extra_stages`): the battery checks their tables too."""
+    from pipeline.config.stage_plugins import stage_plugins
+    from pipeline.workflows.catalog import extra_stages
+
+    joining = [name for name, entry in stage_plugins().items() if entry.segment == "score"]
+    return extra_stages(dataclasses.replace(cfg, extra_stages=joining), Path(".")).get("score", ())
+
+
+# Every table port (a schema and a file): what the battery can check, the installed stages' from outside included.
+TABLE_PORTS = tuple(
+    p for p in vars(ports).values() if isinstance(p, ports.Port) and p.schema is not None
+) + tuple(p for stage in plugin_stages(RunConfig()) for p in stage.writes if p.schema is not None)
 
 # What runs between the reduce and the stages after it (the sides check turns some comparisons round there).
 Between = Callable[[pa.Table], pa.Table]
