@@ -63,7 +63,7 @@ def registered() -> str:
         return ", ".join(n for n in names if getattr(entry, n)) or "-"
 
     lines = ["Workflows (`workflow=`):", "", "| workflow | what it does | derives |", "|---|---|---|"]
-    flags = ("pairs", "generated", "rounds", "jury")
+    flags: tuple[str, ...] = ("pairs", "generated", "rounds", "jury")
     lines += [f"| `{w}` | {e.summary} | {marks(e, flags)} |" for w, e in WORKFLOWS.items()]
     lines += [
         "",
