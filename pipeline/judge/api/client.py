@@ -4,7 +4,7 @@ and the engine that answers the judge worker's prompts through it (:class:`ApiEn
 :class:`ApiClient` sends a batch of request bodies to one endpoint with at most ``concurrency`` in flight
 (asyncio + httpx), and returns one :class:`Reply` per body, in order:
 
-- **Retries.** 429, 5xx, timeouts and lost connections are retried with exponential backoff and full jitter
+- **Retries.** 408, 409, 429, every 5xx, timeouts and lost connections are retried with exponential backoff and full jitter
   (``backoff * 2**attempt``, capped at ``backoff_max``, times a uniform draw in [0.5, 1)). A ``Retry-After``
   header (seconds or an HTTP date) is honoured when it asks for longer. Retrying stops after ``max_retries``
   attempts or ``retry_for`` seconds. A server that goes away and comes back within that time costs retries,
@@ -45,7 +45,8 @@ from pipeline.storage.sqlite import SqliteCache
 log = logging.getLogger(__name__)
 
 
-RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504})
+# Retried besides every 5xx (a server's error, e.g. Anthropic's 529 "overloaded"): timeouts, conflicts, rate limits.
+RETRY_STATUS = frozenset({408, 409, 429})
 
 
 MAX_RETRY_AFTER = 600.0
@@ -265,7 +266,7 @@ class ApiClient:
                     error = f"a reply that is not an answer ({kind}: {detail})"
                 else:
                     error = f"HTTP {response.status_code}: {_server_message(response)}"
-                    retried = response.status_code in RETRY_STATUS
+                    retried = response.status_code in RETRY_STATUS or response.status_code >= 500
                     failures.append("http_5xx" if retried else "http_4xx")
                     if not retried:
                         break
