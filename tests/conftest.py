@@ -220,7 +220,7 @@ def judgment_rows(
 
     Two label words per side and some probability mass outside the labels, as a real judge has.
     """
-    from pipeline.methods.labels import label_mass, p_a_wins, side_logprobs
+    from pipeline.methods.verdicts.win_probability import label_mass, p_a_wins, side_logprobs
 
     rng = np.random.default_rng(seed)
     s = rng.normal(size=n)

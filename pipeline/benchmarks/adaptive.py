@@ -4,7 +4,7 @@ The protocol of the adaptive-comparison literature (Fathullah & Gales 2025; Mays
 
 - true scores of N items: N(0, 1), heavy-tailed (Student t, 3 degrees of freedom) or clustered (five tight
   clusters, many near-ties);
-- a judge (:class:`pipeline.methods.simulate.PoolJudge`) that sees each item through its own fixed error
+- a judge (:class:`pipeline.methods.simulation.simulate.PoolJudge`) that sees each item through its own fixed error
   (``item_noise``: what the all-pairs solution cannot remove either) and says, for A against B,
   ``P(A) = sigmoid(scale (s'_A - s'_B) + position bias + call noise)``, reversed at a flip rate, the same answer
   for the same prompt; every pair judged in both orderings and debiased, as the pipeline does; four settings
@@ -17,14 +17,14 @@ The protocol of the adaptive-comparison literature (Fathullah & Gales 2025; Mays
   strategies in rounds (reorder probability with the diagonal variance, the same with the exact covariance,
   windowed neighbours with 10% exploration, reorder warm-started from one absolute score per item, which costs
   one call per item of the budget), locate (every item placed by a graded answer first, then reorder:
-  :mod:`pipeline.methods.locate`), repeated quicksort and merge sort (PairS-greedy); an **oracle** design that
+  :mod:`pipeline.methods.adaptive.locate`), repeated quicksort and merge sort (PairS-greedy); an **oracle** design that
   no selection can make, because it knows the judge's own view of every item (:func:`oracle_design`): it shows
   what a design could reach at a budget, not what a strategy does; and ``greedy_poe``, greedy-optimal's pairs
   scored as the PoE paper and the fixed-design workflow (``pairs=greedy``, ``poe_gaussian``) score them:
   PoE-Gaussian on the debiased average probability, the baseline as the product offered it before the rounds;
 - every arm's comparisons (but ``greedy_poe``'s) scored by one model (``--link``, ``--robust``, ``--no-censor``;
   default the rounds' own: the capped log-odds, an answer at the cap read as "at least the cap", with Huber's
-  robust fit, :class:`pipeline.methods.rounds.Model`), and so is the all-pairs solution
+  robust fit, :class:`pipeline.methods.adaptive.loop.Model`), and so is the all-pairs solution
   (the reference is the better of that and the PoE-Gaussian average probability, whichever is closer to the
   truth);
 - Spearman and Kendall against the truth and against the all-pairs solution, mean and 95% interval over seeds;
@@ -69,14 +69,15 @@ from pipeline.benchmarks.adaptive_arms import (
     settings,
 )
 from pipeline.judge.hardware import read_cpu
-from pipeline.methods.contradiction import read_orderings
-from pipeline.methods.locate import select_locate
-from pipeline.methods.posterior import LOGIT_CLIP
-from pipeline.methods.reorder import select_reorder
-from pipeline.methods.rounds import Model, fit_round, rank_pool
-from pipeline.methods.selection import PairSet
-from pipeline.methods.simulate import PoolJudge, pool_truth
-from pipeline.methods.windowed import select_windowed
+from pipeline.methods.adaptive.locate import select_locate
+from pipeline.methods.adaptive.loop import rank_pool
+from pipeline.methods.adaptive.reorder import select_reorder
+from pipeline.methods.adaptive.selection import PairSet
+from pipeline.methods.adaptive.windowed import select_windowed
+from pipeline.methods.scorers.contradiction import read_orderings
+from pipeline.methods.scorers.model_fit import Model, fit_round
+from pipeline.methods.scorers.posterior import LOGIT_CLIP
+from pipeline.methods.simulation.simulate import PoolJudge, pool_truth
 
 
 def interval(values: list[float]) -> tuple[float, float]:

@@ -2,7 +2,7 @@
 seeds, judges and truths and prints the tables): the simulated judges and truths, the budgets, every arm's design
 and its correlations with the truth and with the all-pairs solution.
 
-The adaptive arms run the pipeline's own round loop (:func:`rounds_arm`, :func:`pipeline.methods.rounds.run_rounds`)
+The adaptive arms run the pipeline's own round loop (:func:`rounds_arm`, :func:`pipeline.methods.adaptive.loop.run_rounds`)
 with the pipeline's round settings (:func:`settings`).
 """
 
@@ -14,14 +14,15 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
-from pipeline.config.rounds import AdaptiveConfig
-from pipeline.methods._common import single_threaded_blas
-from pipeline.methods.contradiction import read_orderings
-from pipeline.methods.poe_gaussian import poe_gaussian
-from pipeline.methods.rounds import Model, Prior, RoundRecord, RoundSettings, fit_round, rank_pool
-from pipeline.methods.selection import greedy_optimal
-from pipeline.methods.simulate import PoolJudge, pool_truth
-from pipeline.methods.sorting import merge_sort, repeated_quicksort
+from pipeline.config.adaptive_rounds import AdaptiveConfig
+from pipeline.methods.adaptive.loop import RoundRecord, RoundSettings, rank_pool
+from pipeline.methods.adaptive.selection import greedy_optimal
+from pipeline.methods.adaptive.sorting import merge_sort, repeated_quicksort
+from pipeline.methods.scorers._common import single_threaded_blas
+from pipeline.methods.scorers.contradiction import read_orderings
+from pipeline.methods.scorers.model_fit import Model, Prior, fit_round
+from pipeline.methods.scorers.poe_gaussian import poe_gaussian
+from pipeline.methods.simulation.simulate import PoolJudge, pool_truth
 
 
 @dataclass(frozen=True)
@@ -148,7 +149,7 @@ def oracle_design(seen: np.ndarray, m: int, rng: np.random.Generator) -> np.ndar
 def settings(
     strategy: str, model: Model, ridge: float, seed: int, variance: str = "diagonal"
 ) -> RoundSettings:
-    """The pipeline's rounds (:meth:`pipeline.config.rounds.AdaptiveConfig.round_settings`: its round sizes, window
+    """The pipeline's rounds (:meth:`pipeline.config.adaptive_rounds.AdaptiveConfig.round_settings`: its round sizes, window
     and exploration) with this arm's strategy, the benchmark's model and ridge, and the seed's randomness."""
     base = AdaptiveConfig().round_settings()
     return dataclasses.replace(
@@ -167,7 +168,7 @@ def rounds_arm(
     extra_calls: int = 0,
     key: int = 0,
 ) -> list[RoundRecord]:
-    """An adaptive arm: the pipeline's round loop (:func:`pipeline.methods.rounds.run_rounds`, which the rounds stage
+    """An adaptive arm: the pipeline's round loop (:func:`pipeline.methods.adaptive.loop.run_rounds`, which the rounds stage
     runs) on one simulated pool, every pair judged in both orderings, to ``budget_pairs`` pairs, a round ending at
     every checkpoint."""
     records, _ = rank_pool(

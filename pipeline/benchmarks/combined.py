@@ -3,7 +3,7 @@
 Each setting simulates contexts of 16 candidates whose true scores are N(0, 1): a comparative judge of a given
 per-judgement accuracy on K pairs per context (both orderings, averaged) and an absolute judge of a given noise on
 a 1-10 scale. It prints, per setting, the mean per-context Spearman of PoE-Gaussian on the comparisons alone, of
-the absolute scores alone, and of the combined solve (:mod:`pipeline.methods.combined`, weight estimated), the
+the absolute scores alone, and of the combined solve (:mod:`pipeline.methods.scorers.poe_combined`, weight estimated), the
 gain of the combination over the better part, and the time of the combined scoring against PoE-Gaussian alone
 (the baseline run in the same process).
 
@@ -21,9 +21,9 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from pipeline.judge.hardware import read_cpu
-from pipeline.methods import poe_gaussian
-from pipeline.methods.combined import ContextData, combine, estimate
-from pipeline.methods.simulate import simulate_assessment
+from pipeline.methods.scorers import poe_gaussian
+from pipeline.methods.scorers.poe_combined import ContextData, combine, estimate
+from pipeline.methods.simulation.simulate import simulate_assessment
 
 
 @dataclass(frozen=True)

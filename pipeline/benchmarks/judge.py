@@ -54,7 +54,7 @@ from pipeline.judge.hardware import read_cpu
 from pipeline.judge.hf_engine import HFEngine
 from pipeline.judge.spec import ApiEndpoint, JudgeSpec
 from pipeline.judge.vllm_engine import VLLMEngine
-from pipeline.methods.labels import p_a_wins, side_logprobs
+from pipeline.methods.verdicts.win_probability import p_a_wins, side_logprobs
 from pipeline.prompts.pairs import generate_prompts, split_shards
 from pipeline.run.context import run
 from pipeline.runtime.logs import capture_process_output, captured_output_path, console, setup_logging

@@ -40,9 +40,10 @@ from collections.abc import Callable
 import numpy as np
 
 from pipeline.judge.hardware import read_cpu
-from pipeline.methods import efficiency, selection, simulate
-from pipeline.methods.bradley_terry import bradley_terry
-from pipeline.methods.poe_gaussian import fit as gaussian_fit
+from pipeline.methods.adaptive import selection
+from pipeline.methods.scorers.bradley_terry import bradley_terry
+from pipeline.methods.scorers.poe_gaussian import fit as gaussian_fit
+from pipeline.methods.simulation import efficiency, simulate
 
 TARGETS = {"gaussian_s": 2.0, "gaussian_gb": 2.0, "greedy_s": 2.0, "efficiency_s": 60.0, "bootstrap_s": 3.0}
 
@@ -232,7 +233,7 @@ def sampling_rows(pm, true_scores, curve, draws: int, rng: np.random.Generator) 
 
 def bootstrap_rows(repeats: int, rng: np.random.Generator) -> tuple[list[Row], bool]:
     """6. The leaderboard's bootstrap, against a Python loop over rounds run in this process."""
-    from pipeline.methods.bootstrap import bootstrap_counts, bootstrap_means, bootstrap_ratio
+    from pipeline.methods.agreement.bootstrap import bootstrap_counts, bootstrap_means, bootstrap_ratio
 
     n_models, n_inputs, n_rounds = 10, 10_000, 1_000
     scores = rng.standard_normal((n_inputs, n_models)) + np.linspace(0, 0.1, n_models)

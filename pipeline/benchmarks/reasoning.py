@@ -6,7 +6,7 @@
    alone on the machine; prompts per second from the engine being ready, engine start excluded. Target 0.9x.
 2. A jury of two prompt templates (``experiment=jury_templates``'s) judged in one pipeline run, against its two
    jurors judged in runs of their own: the jury should cost the sum of its jurors, at most 5% on top. The jury's
-   scoring (:func:`pipeline.scoring.jury.jury_tables`) is timed beside it.
+   scoring (:func:`pipeline.scoring.jury_table.jury_tables`) is timed beside it.
 3. A jury of two judges (``experiment=jury_judges``: two engines) in one run against each judge in a run of its
    own: the judge stages' seconds, engine starts included; the same target.
 
@@ -35,7 +35,7 @@ from pipeline.judge.reasoning import ReasoningEngine
 from pipeline.judge.vllm_engine import VLLMEngine
 from pipeline.run.context import run
 from pipeline.runtime.logs import console
-from pipeline.scoring.jury import jury_tables
+from pipeline.scoring.jury_table import jury_tables
 from pipeline.scoring.responses import judgments_from_responses
 
 

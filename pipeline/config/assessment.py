@@ -208,7 +208,7 @@ class AbsoluteConfig:
     yes_words: list[str] = field(default_factory=lambda: [" Yes", "Yes", " yes", "yes"])
     no_words: list[str] = field(default_factory=lambda: [" No", "No", " no", "no"])
     # Absolute scores as Gaussian experts on each candidate's score in the PoE-Gaussian solve of the
-    # comparisons (method "combined:<absolute template>", pipeline.methods.combined): on or off, and their
+    # comparisons (method "combined:<absolute template>", pipeline.methods.scorers.poe_combined): on or off, and their
     # weight (prior precision relative to one comparison's), or None to estimate it per attribute from the data.
     combine: bool = True
     combine_weight: float | None = None
@@ -227,7 +227,7 @@ class ScoringConfig:
     debias: Debias = Debias.average
     # Score with probabilities calibrated to people's preferences: none | temperature (a temperature fitted per
     # judge, attribute and template on the pairs people scored apart, cross-fitted over contexts, so no context is
-    # calibrated with its own pairs; pipeline.methods.calibration). Needs human scores.
+    # calibrated with its own pairs; pipeline.methods.quality.calibration). Needs human scores.
     calibrate: Calibrate = Calibrate.none
     # Correlation with human scores: auto (where the data has them) | required (error if missing) | off.
     correlation: Correlation = Correlation.auto
@@ -280,6 +280,6 @@ class LeaderboardConfig:
     # none.
     control: list[Control] = field(default_factory=lambda: [Control.length])
     # AlpacaEval 2's length-controlled win rate of every model against this one (a model's name, e.g. a generator's):
-    # ``win_rate:alpaca_eval_lc`` rows, computed as alpaca_eval's glm_winrate.py does (pipeline.methods.alpaca_lc).
+    # ``win_rate:alpaca_eval_lc`` rows, computed as alpaca_eval's glm_winrate.py does (pipeline.methods.quality.alpaca_lc).
     # None: not computed.
     baseline: str | None = None

@@ -14,7 +14,7 @@ from pipeline.config.judging import ApiConfig
 from pipeline.config.run import RunConfig
 from pipeline.config.templates import absolute_template_problems
 from pipeline.config.workflows import workflow
-from pipeline.methods.registry import scorers
+from pipeline.methods.scorers.registry import scorers
 
 
 def positive(problems: list[str], key: str, value: float | None, allow_none: bool = False) -> None:

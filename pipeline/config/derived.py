@@ -16,7 +16,7 @@ from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
 from pipeline.config.workflows import workflow
 from pipeline.contracts.errors import ConfigError
-from pipeline.methods.registry import ranked, scorers
+from pipeline.methods.scorers.registry import ranked, scorers
 
 
 def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:

@@ -30,7 +30,7 @@ class EmptyText(StrEnum):
 
 
 class Strategy(StrEnum):
-    """How the pairs of a context are chosen (:mod:`pipeline.methods.selection`)."""
+    """How the pairs of a context are chosen (:mod:`pipeline.methods.adaptive.selection`)."""
 
     all_pairs = "all_pairs"
     balanced_random = "balanced_random"
@@ -108,7 +108,7 @@ class Debias(StrEnum):
 
 class Calibrate(StrEnum):
     """Probabilities scored as the judge gives them (none), or calibrated to people's preferences by a cross-fitted
-    temperature (:mod:`pipeline.methods.calibration`)."""
+    temperature (:mod:`pipeline.methods.quality.calibration`)."""
 
     none = "none"
     temperature = "temperature"
@@ -199,13 +199,13 @@ class ReasonSample(StrEnum):
 
 
 class RoundStrategy(StrEnum):
-    """How adaptive rounds choose their pairs (:mod:`pipeline.methods.rounds`)."""
+    """How adaptive rounds choose their pairs (:mod:`pipeline.methods.adaptive.loop`)."""
 
     # the pairs most likely to be in the wrong order under the PoE-Gaussian posterior (Fathullah & Gales 2025)
     reorder = "reorder"
     # place every item first (a small sample, then each item against the sample's median item, then the items
     # whose answers were at the cap or ambiguous), then reorder: for judges whose answers are graded
-    # (:mod:`pipeline.methods.locate`); its first rounds take what they need, up to the call budget
+    # (:mod:`pipeline.methods.adaptive.locate`); its first rounds take what they need, up to the call budget
     locate = "locate"
     # neighbours in the current ranking, with exploration (GABRIEL, nanojudge)
     windowed = "windowed"
@@ -214,7 +214,7 @@ class RoundStrategy(StrEnum):
 
 
 class RoundLink(StrEnum):
-    """How adaptive rounds read a comparison's probability as a score difference (:mod:`pipeline.methods.posterior`)."""
+    """How adaptive rounds read a comparison's probability as a score difference (:mod:`pipeline.methods.scorers.posterior`)."""
 
     # the capped log-odds: a far pair says how far (the Gaussian approximation of PoE-BT); scores in log-odds
     logit = "logit"
@@ -223,7 +223,7 @@ class RoundLink(StrEnum):
 
 
 class StopCriterion(StrEnum):
-    """The posterior criterion that ends the rounds (:mod:`pipeline.methods.stopping`)."""
+    """The posterior criterion that ends the rounds (:mod:`pipeline.methods.adaptive.stopping`)."""
 
     expected_tau = "expected_tau"  # expected Kendall tau with the truth at least the threshold
     max_stderr = "max_stderr"  # largest posterior standard deviation of a score at most the threshold

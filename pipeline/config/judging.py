@@ -94,7 +94,7 @@ class JudgeConfig:
     max_model_len: int = 4096
     # vllm: passed through to vllm.LLM as one mapping (enforce_eager, dtype, enable_prefix_caching, ...; every
     # key is checked against vLLM's EngineArgs). hf: dtype, threads, seed. Without a dtype, a CPU judge runs
-    # in bfloat16 where the CPU has native bfloat16 and in float32 elsewhere (pipeline.hardware).
+    # in bfloat16 where the CPU has native bfloat16 and in float32 elsewhere (pipeline.judge.hardware).
     engine: dict[str, Any] = field(default_factory=dict)
     # Environment of the engine's process, set before the engine is imported (CPU KV cache size, threads).
     env: dict[str, str] = field(default_factory=dict)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pipeline.config.adaptive_rounds import AdaptiveConfig
 from pipeline.config.assessment import (
     AbsoluteConfig,
     CriterionOption,
@@ -16,7 +17,6 @@ from pipeline.config.assessment import (
 )
 from pipeline.config.enums import Executor, LogLevel, Workflow
 from pipeline.config.judging import GenerateConfig, JudgeConfig, JuryConfig
-from pipeline.config.rounds import AdaptiveConfig
 
 
 @dataclass

@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from pipeline.contracts import card, jury, schemas
+from pipeline.contracts import card_schema as card
+from pipeline.contracts import jury_schema as jury
+from pipeline.contracts import schemas
 
 COMPLEMENT = "1 - x"
 NEGATE = "-x"
@@ -59,7 +61,7 @@ CORRELATION_VALUES = tuple(
     f"{m}{suffix}" for suffix in ("", "_pooled", "_system") for m in schemas.CORRELATION_METHODS
 )
 
-# A jury's template_id: its jurors' templates joined by ":" (pipeline.scoring.jury).
+# A jury's template_id: its jurors' templates joined by ":" (pipeline.scoring.jury_table).
 JURY_TEMPLATES = {"template_id": (":",)}
 
 # Per schema (the object of pipeline.contracts), the roles of its columns.

@@ -152,7 +152,7 @@ JUDGMENTS = pa.schema(
         pa.field("logprob_a", pa.float64(), nullable=False),
         pa.field("logprob_b", pa.float64(), nullable=False),
         # p(A wins) = (p(A) + p(tie) / 2) / (p(A) + p(B) + p(tie)), and p(A) + p(B) + p(tie)
-        # (pipeline.judge.labels); p_tie: the tie option's share (0 without tie words).
+        # (pipeline.methods.verdicts.win_probability); p_tie: the tie option's share (0 without tie words).
         pa.field("p_a", pa.float64(), nullable=False),
         pa.field("p_tie", pa.float64(), nullable=False),
         pa.field("label_mass", pa.float64(), nullable=False),
@@ -225,7 +225,7 @@ ROUNDS = pa.schema(
         # answers at the log-odds cap that the fit places beyond it (adaptive.censor): read as "at least the cap",
         # they pull on nothing (null: without censor, or a record of a version without it)
         pa.field("beyond_cap", pa.int64()),
-        # pairs judged so far whose two orderings contradict each other (pipeline.methods.contradiction): left out
+        # pairs judged so far whose two orderings contradict each other (pipeline.methods.scorers.contradiction): left out
         # of the fit under adaptive.drop_contradicted (null: a record of a version without the count)
         pa.field("contradicted", pa.int64()),
         # Spearman with the human scores where the input has them

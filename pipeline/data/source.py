@@ -14,7 +14,7 @@ from pipeline.config.enums import Correlation
 from pipeline.contracts.errors import ConfigError
 from pipeline.data.demo import write_demo
 from pipeline.data.load import DatasetMeta, default_meta_path, read_meta, read_records
-from pipeline.data.validate import InputReport, ValidationRules, validate_records
+from pipeline.data.records import InputReport, ValidationRules, validate_records
 from pipeline.data.words import PromptWords, resolve_adjectives
 
 log = logging.getLogger(__name__)

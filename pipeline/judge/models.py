@@ -110,7 +110,7 @@ def resolve_judge(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -
 
 def resolve_local(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -> JudgeSpec:
     """A judge computing on this machine: model location, name, and the engine settings with the dtype chosen for
-    this machine's CPU unless ``judge.engine.dtype`` is set (:func:`pipeline.hardware.engine_dtype`)."""
+    this machine's CPU unless ``judge.engine.dtype`` is set (:func:`pipeline.judge.hardware.engine_dtype`)."""
     model = resolve_model(cfg.model, cache_dir, key)
     engine = dict(cfg.engine)
     choice = engine_dtype(engine.get("dtype"), on_gpu=cfg.num_gpus_per_actor > 0)

@@ -1,4 +1,13 @@
-"""The maths, pure numpy/scipy (it imports nothing else of the package): selection, debiasing, scorers, rounds.
+"""The maths by family: scorers, verdicts, adaptive design, agreement, judge quality, simulation (numpy and scipy only).
+
+It imports nothing else of the package; a family imports only the families below it (``pyproject.toml``'s contracts):
+
+- :mod:`.simulation`: seeded simulation with a known truth, the efficiency curves;
+- :mod:`.adaptive` (which pairs to judge, the rounds' strategies and loop), :mod:`.agreement` (with people, between
+  raters, leaderboards with intervals) and :mod:`.quality` (calibration, length control);
+- :mod:`.scorers` (scores from comparisons, their registry, the posterior every round fits) and :mod:`.verdicts`
+  (P(A wins) from the label words, position bias, absolute scores);
+- :mod:`.plugins`: the registries filled by entry points, shared with the config.
 
 Implements the methods of "LLM Comparative Assessment" (Liusie, Manakul & Gales, EACL 2024) and
 "Efficient LLM Comparative Assessment: a Product of Experts Framework" (Liusie, Raina, Fathullah &
@@ -6,19 +15,10 @@ Gales, 2024), with the data convention of ``choix``: ``n_items``, and per compar
 (int64) and ``p[k]`` (float64), the probability that ``i[k]`` beats ``j[k]`` (``i[k]`` in slot A when the
 judge is position-aware). Higher score = better.
 
-The package attributes named after a scorer are its *modules* (``from pipeline.methods import
-poe_gaussian; poe_gaussian.fit(...)``); the scorers are registered, each with what it can do, in
-:mod:`.registry` (:func:`scorer`, :func:`scorers`; plugins by entry points), and their functions are in
-:data:`SCORERS` and in their modules (``poe_gaussian.poe_gaussian``). The efficiency curves live in :mod:`pipeline.methods.efficiency`
-(imported on demand).
-
-Modules: :mod:`.selection` (which pairs to judge), :mod:`.debias` (positional bias), one module per
-scorer (:mod:`.win_ratio`, :mod:`.average_probability`, :mod:`.bradley_terry`, :mod:`.poe_gaussian`,
-:mod:`.poe_bt`, :mod:`.poe_laplace`, :mod:`.poe_logit`, :mod:`.ml_ranking`), :mod:`.metrics`,
-:mod:`.efficiency` (with the batched scorers of :mod:`.batched`), :mod:`.simulate` and :mod:`.validate` (with
-:class:`ComparisonError`). Adaptive rounds (imported on demand): :mod:`.posterior` (the PoE-Gaussian posterior at any
-N), the round strategies :mod:`.reorder` and :mod:`.windowed`, the sorting baselines :mod:`.sorting`,
-:mod:`.stopping` and the round loop :mod:`.rounds`.
+This package gives the scorers by name (:func:`score`, :data:`SCORERS`, :func:`scorer`, :func:`scorers`: the registry
+of :mod:`.scorers.registry`, plugins by entry points) and the checks of comparisons (:class:`ComparisonError`,
+:func:`check_comparisons`); a scorer's module is in :mod:`.scorers` (``from pipeline.methods.scorers import
+poe_gaussian; poe_gaussian.fit(...)``).
 
 Importing this package imports numpy only; scipy is imported inside the functions that use it.
 """
@@ -30,49 +30,19 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from . import (
-    average_probability,
-    bradley_terry,
-    davidson,
-    debias,
-    metrics,
-    ml_ranking,
-    poe_bt,
-    poe_gaussian,
-    poe_laplace,
-    poe_logit,
-    selection,
-    simulate,
-    validate,
-    win_ratio,
-)
-from .poe_gaussian import GaussianFit
-from .registry import SCORERS, ScorerEntry, scorer, scorers
-from .validate import ComparisonError, check_comparisons
+from pipeline.methods.scorers.comparison_checks import ComparisonError, check_comparisons
+from pipeline.methods.scorers.poe_gaussian import GaussianFit
+from pipeline.methods.scorers.registry import SCORERS, ScorerEntry, scorer, scorers
 
 __all__ = [
     "SCORERS",
     "ComparisonError",
-    "ScorerEntry",
     "GaussianFit",
-    "average_probability",
-    "bradley_terry",
+    "ScorerEntry",
     "check_comparisons",
-    "davidson",
-    "debias",
-    "metrics",
-    "ml_ranking",
-    "poe_bt",
-    "poe_gaussian",
-    "poe_laplace",
-    "poe_logit",
     "score",
     "scorer",
     "scorers",
-    "selection",
-    "simulate",
-    "validate",
-    "win_ratio",
 ]
 
 
@@ -89,6 +59,6 @@ def score(
     ValueError
         Unknown ``method`` (the message lists the valid names).
     ComparisonError
-        Invalid comparisons (see :mod:`.validate`).
+        Invalid comparisons (see :mod:`.scorers.comparison_checks`).
     """
     return scorer(method).score(n_items, i, j, p, **options)

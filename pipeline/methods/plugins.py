@@ -1,5 +1,5 @@
 """Registries filled by entry points (the Python packaging convention): what every registry of the package shares
-(the scorers here, in :mod:`pipeline.methods.registry`; the judge backends and the plugin stages in
+(the scorers here, in :mod:`pipeline.methods.scorers.registry`; the judge backends and the plugin stages in
 :mod:`pipeline.config`). It lives in the bottom layer so that each of them can use it.
 
 Each entry point of a registry's group names an entry (an instance of the registry's entry class, whose ``name`` is

@@ -22,7 +22,7 @@ from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.keys import COMPARE, DONE_KEY, context_key, stable_hash
 from pipeline.contracts.schemas import CONTEXTS, PROMPTS, check_schema
 from pipeline.data.contexts import Context
-from pipeline.methods.selection import UNORDERED_STRATEGIES, select_pairs
+from pipeline.methods.adaptive.selection import UNORDERED_STRATEGIES, select_pairs
 from pipeline.prompts.plan import PromptPlan
 
 

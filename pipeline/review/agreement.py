@@ -2,7 +2,7 @@
 
 Each answer is mapped back from what was shown (slot 1, slot 2, tie) to the pair's outcome codes (candidate
 i, tie, candidate j: :data:`pipeline.review.sample.LABELS`) and set beside the judge's verdict on that pair.
-The statistics (:mod:`pipeline.methods.agreement`), each with a 95 % percentile bootstrap interval over the
+The statistics (:mod:`pipeline.methods.agreement.raters`), each with a 95 % percentile bootstrap interval over the
 answered items:
 
 - judge vs each reviewer, and vs all answers pooled: raw agreement, Cohen's kappa over the three outcomes, its
@@ -16,7 +16,7 @@ answered items:
   the mean judge-reviewer kappa on the same items, and alpha with the judge counted as one more rater.
 
 Verdicts are coded for the pair's candidates i and j, which the run orients by their ids: every statistic reads each
-item both ways round (:func:`pipeline.methods.agreement.both_ways`), so none moves when a pair is read the other way
+item both ways round (:func:`pipeline.methods.agreement.raters.both_ways`), so none moves when a pair is read the other way
 round or its candidates renamed; the answers are taken in the order of the items' content keys (then the reviewer),
 so neither do the bootstrap intervals.
 
@@ -38,7 +38,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.contracts.errors import UserError
-from pipeline.methods.agreement import (
+from pipeline.methods.agreement.raters import (
     MISSING,
     bootstrap_interval,
     both_ways,

@@ -1,5 +1,5 @@
 """Absolute scores as Gaussian priors in the PoE-Gaussian solve of the comparisons (method
-``combined:<absolute template>``; the maths is :mod:`pipeline.methods.combined`).
+``combined:<absolute template>``; the maths is :mod:`pipeline.methods.scorers.poe_combined`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from pipeline.config.enums import Debias
 from pipeline.data.contexts import group_by_context
-from pipeline.methods.validate import ComparisonError
+from pipeline.methods.scorers.comparison_checks import ComparisonError
 from pipeline.scoring.comparative import _empty_rows, comparison_arrays, rank_and_join
 
 # Combined methods are named after the absolute template whose scores are the priors.
@@ -42,9 +42,9 @@ def combine_scores(
     debias: Debias,
     weight: float | None,
 ) -> Combined:
-    """Absolute scores as priors in the PoE-Gaussian solve of the comparisons (:mod:`pipeline.methods.combined`),
+    """Absolute scores as priors in the PoE-Gaussian solve of the comparisons (:mod:`pipeline.methods.scorers.poe_combined`),
     for every comparative template and absolute (template, method) of each judge and attribute."""
-    from pipeline.methods.combined import ContextData, combine, estimate
+    from pipeline.methods.scorers.poe_combined import ContextData, combine, estimate
 
     members = {ctx.context_id: list(ctx.candidate_ids) for ctx in group_by_context(candidates)}
     beta = "mean" if debias == Debias.mean_shift else 0.5

@@ -20,10 +20,10 @@ from scipy.stats import rankdata
 from pipeline.config.enums import Debias
 from pipeline.contracts.schemas import SCORES, UNSCORED
 from pipeline.data.contexts import group_by_context
-from pipeline.methods import contradiction, poe_logit
-from pipeline.methods.metrics import merge_near_ties
-from pipeline.methods.registry import FitInputs, scorer
-from pipeline.methods.validate import ComparisonError
+from pipeline.methods.agreement.metrics import merge_near_ties
+from pipeline.methods.scorers import contradiction, poe_logit
+from pipeline.methods.scorers.comparison_checks import ComparisonError
+from pipeline.methods.scorers.registry import FitInputs, scorer
 from pipeline.scoring.reduce import RAW_TO_SCORERS
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def method_scores(
     logit: poe_logit.Settings = poe_logit.DEFAULTS,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """(scores, standard errors or None) of one context by the registered scorer ``method``
-    (:mod:`pipeline.methods.registry`). ``tie``: the tie probability of each comparison, for a scorer that reads it
+    (:mod:`pipeline.methods.scorers.registry`). ``tie``: the tie probability of each comparison, for a scorer that reads it
     (every other scorer uses ``p``, in which the tie is split evenly). ``contradicted``: the comparisons whose two
     orderings contradict each other, for a scorer that leaves them out; ``logit``: how the capped log-odds fit."""
     inputs = FitInputs(tie=tie, contradicted=contradicted, shift=debias == Debias.mean_shift, logit=logit)
@@ -83,7 +83,7 @@ def leaves_out_contradictions(methods: list[str]) -> list[str]:
 
 def ranks(scores: np.ndarray) -> np.ndarray:
     """1 = best; tied scores share the smallest rank, scores within ``TIE_RTOL`` of the largest magnitude tied
-    (:func:`pipeline.methods.metrics.merge_near_ties`: ulps of a solver's sums are not a ranking, and would move
+    (:func:`pipeline.methods.agreement.metrics.merge_near_ties`: ulps of a solver's sums are not a ranking, and would move
     with the order of the rows)."""
     return rankdata(-merge_near_ties(np.asarray(scores, dtype=np.float64)), method="min").astype(np.int32)
 
@@ -133,7 +133,7 @@ def contradicted_pairs(
     group: pl.DataFrame, debias: Debias, clip: float = contradiction.LOGIT_CLIP
 ) -> np.ndarray | None:
     """Which comparisons of :func:`comparison_arrays` are pairs whose two orderings contradict each other
-    (:func:`pipeline.methods.contradiction.contradicted`, on log-odds capped at ``clip``); None when each judged
+    (:func:`pipeline.methods.scorers.contradiction.contradicted`, on log-odds capped at ``clip``); None when each judged
     ordering is its own comparison."""
     if debias in RAW_TO_SCORERS:
         return None

@@ -8,7 +8,7 @@ import polars as pl
 
 from pipeline.contracts.schemas import CORRELATION_METHODS as CORRELATIONS
 from pipeline.contracts.schemas import CORRELATIONS as CORRELATIONS_SCHEMA
-from pipeline.methods.metrics import (
+from pipeline.methods.agreement.metrics import (
     pairwise_accuracy,
     per_context_correlation,
     pooled_correlation,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from pipeline.methods.metrics import merge_near_ties
+from pipeline.methods.agreement.metrics import merge_near_ties
 
 
 def _sum_cost(frame: pl.DataFrame, mode: str, candidates: pl.Expr) -> pl.DataFrame:

@@ -1,7 +1,7 @@
 """The model leaderboard of a run: per system (model), its win rate and mean scores with bootstrap intervals over
-inputs (the maths is :mod:`pipeline.methods.bootstrap`), for every judge, attribute (criterion) and template; and
+inputs (the maths is :mod:`pipeline.methods.agreement.bootstrap`), for every judge, attribute (criterion) and template; and
 beside them the win rate and Bradley-Terry rating with the texts' length regressed out (and their style, with
-``leaderboard.control`` naming it: :mod:`pipeline.methods.style`), so that a model that wins only by writing more
+``leaderboard.control`` naming it: :mod:`pipeline.methods.quality.style`), so that a model that wins only by writing more
 shows.
 
 A game is one pair's averaged verdict (``leaderboard.games=pair``, the debiased P(i beats j)), or one per judged
@@ -31,8 +31,7 @@ import pyarrow as pa
 from pipeline.contracts.keys import content_key, stable_hash
 from pipeline.contracts.schemas import LEADERBOARD
 from pipeline.data.contexts import group_by_context
-from pipeline.methods.alpaca_lc import instruction_difficulty, lc_win_rate
-from pipeline.methods.bootstrap import (
+from pipeline.methods.agreement.bootstrap import (
     Interval,
     bootstrap_counts,
     bootstrap_means,
@@ -41,14 +40,15 @@ from pipeline.methods.bootstrap import (
     statistical_ranks,
     tied_groups,
 )
-from pipeline.methods.style import bootstrap_controlled, feature_differences, text_features
-from pipeline.methods.win_ratio import hard_outcomes
+from pipeline.methods.quality.alpaca_lc import instruction_difficulty, lc_win_rate
+from pipeline.methods.quality.style import bootstrap_controlled, feature_differences, text_features
+from pipeline.methods.scorers.win_ratio import hard_outcomes
 
 WIN_RATE = "win_rate"
 BRADLEY_TERRY = "bradley_terry"
 # The suffix of a metric with the texts' length (and style) regressed out: win_rate:length_controlled, ...
 CONTROLLED = {"length": "length_controlled", "style": "style_controlled"}
-# AlpacaEval 2's length-controlled win rate against leaderboard.baseline (pipeline.methods.alpaca_lc).
+# AlpacaEval 2's length-controlled win rate against leaderboard.baseline (pipeline.methods.quality.alpaca_lc).
 ALPACA_EVAL_LC = f"{WIN_RATE}:alpaca_eval_lc"
 
 # What the bootstrap resamples (the LEADERBOARD's unit): the inputs (contexts), or a one-context pool's items.
@@ -246,7 +246,7 @@ class Games:
 
     def alpaca_eval(self, features: dict[str, np.ndarray], baseline: str, level: float) -> Interval | None:
         """AlpacaEval 2's length-controlled win rate of every model against ``baseline``
-        (:mod:`pipeline.methods.alpaca_lc`): the instructions' difficulty from the joint fit of every model's games
+        (:mod:`pipeline.methods.quality.alpaca_lc`): the instructions' difficulty from the joint fit of every model's games
         against it, then a GLM per model; the interval is the estimate +- the normal quantile of ``level`` times
         AlpacaEval's standard error (not a bootstrap); the baseline's own is 1/2. None: the baseline is not a model
         here, or the run has one input (a pool: its items are no instructions)."""

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.config.enums import AbsoluteMode
-from pipeline.methods.absolute import implicit_max
+from pipeline.methods.verdicts.absolute_scores import implicit_max
 from pipeline.prompts.absolute import AbsoluteTemplate
 
 # Scores per mode from the ratings; implicit also gives Chen's max(p(yes), 1 - p(no)).

@@ -1,7 +1,7 @@
 """Reduce the judgments with Polars into position bias and debiased pair probabilities.
 
 The judgments carry p(A wins) per prompt (``p_a``, computed by the judge stage with
-:func:`pipeline.judge.labels.p_a_wins`; a tie option's probability is split evenly in it and kept as ``p_tie``).
+:func:`pipeline.methods.verdicts.win_probability.p_a_wins`; a tie option's probability is split evenly in it and kept as ``p_tie``).
 
 - Position bias per judge, attribute and template: P(A) = mean p(A wins) (EACL eq. 8), before and after
   debiasing, with the share of hard decisions for A, the probability mass on the label words, and how often
@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.config.enums import Debias, Orderings
-from pipeline.methods.debias import balanced_threshold, balancing_alpha, reweight
+from pipeline.methods.verdicts.debias import balanced_threshold, balancing_alpha, reweight
 
 GROUP = ["judge", "attribute", "template_id"]
 # Debiasing modes that hand the scorers the raw p(A wins) of each judged ordering: their "debiased" P(A) is

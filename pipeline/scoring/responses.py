@@ -18,8 +18,13 @@ from pipeline.contracts.schemas import (
     REASONING_FIELDS,
     check_schema,
 )
-from pipeline.methods.absolute import expected_score, sample_scores, yes_no_mass, yes_probability
-from pipeline.methods.labels import label_mass, p_a_wins, p_tie, side_logprobs, tie_logprob
+from pipeline.methods.verdicts.absolute_scores import (
+    expected_score,
+    sample_scores,
+    yes_no_mass,
+    yes_probability,
+)
+from pipeline.methods.verdicts.win_probability import label_mass, p_a_wins, p_tie, side_logprobs, tie_logprob
 from pipeline.prompts.absolute import GENERATED, AbsoluteTemplate
 from pipeline.prompts.labels import Labels
 from pipeline.prompts.plan import PromptPlan

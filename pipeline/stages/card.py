@@ -1,4 +1,4 @@
-"""The judge's report card: how far to trust each judge, attribute and template (:mod:`pipeline.scoring.card`)."""
+"""The judge's report card: how far to trust each judge, attribute and template (:mod:`pipeline.scoring.card_table`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from pipeline.scoring.card import card_tables
+from pipeline.scoring.card_table import card_tables
 from pipeline.stages import ports
 from pipeline.stages.base import Stage, StageContext
 

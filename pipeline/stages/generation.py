@@ -15,8 +15,8 @@ import pyarrow.compute as pc
 from pipeline.config.judging import GenerateConfig, JudgeConfig
 from pipeline.contracts.frame import PromptFrame
 from pipeline.contracts.schemas import GENERATIONS
+from pipeline.data.records import InputReport
 from pipeline.data.source import DatasetInfo
-from pipeline.data.validate import InputReport
 from pipeline.judge.cores import worker_process_env
 from pipeline.judge.generators import (
     Generator,

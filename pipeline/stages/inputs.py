@@ -16,8 +16,8 @@ from pipeline.config.enums import ApiPath, Correlation
 from pipeline.config.judging import JudgeConfig, ReasoningConfig
 from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.schemas import JUDGED_KEYS
+from pipeline.data.records import InputReport
 from pipeline.data.source import DatasetInfo, load_input
-from pipeline.data.validate import InputReport
 from pipeline.judge.api.batch import RECORD_FILE
 from pipeline.judge.models import resolve_judge
 from pipeline.judge.spec import JudgeSpec

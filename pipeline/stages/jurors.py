@@ -15,8 +15,8 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.contracts.errors import ConfigError
+from pipeline.data.records import InputReport
 from pipeline.data.source import DatasetInfo
-from pipeline.data.validate import InputReport
 from pipeline.judge.spec import JudgeSpec
 from pipeline.stages import ports
 from pipeline.stages.base import (

@@ -1,5 +1,5 @@
 """The jury stage: every juror (judge, template) of the run scored together (``scoring.jury``,
-:mod:`pipeline.scoring.jury`)."""
+:mod:`pipeline.scoring.jury_table`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.scoring.comparative import rank_and_join
-from pipeline.scoring.jury import juror_name, jury_tables
+from pipeline.scoring.jury_table import juror_name, jury_tables
 from pipeline.stages import ports
 from pipeline.stages.base import Stage, StageContext
 

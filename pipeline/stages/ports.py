@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from pipeline.contracts import card, jury, schemas
+from pipeline.contracts import card_schema as card
+from pipeline.contracts import jury_schema as jury
+from pipeline.contracts import schemas
 from pipeline.contracts.stats import JudgeStats
+from pipeline.data.records import InputReport
 from pipeline.data.source import DatasetInfo
-from pipeline.data.validate import InputReport
 from pipeline.judge.spec import JudgeSpec
 from pipeline.prompts.plan import PromptPlan
 from pipeline.stages.base import Port

@@ -11,9 +11,9 @@ import pyarrow as pa
 
 from pipeline.contracts.keys import COMPARE
 from pipeline.contracts.stats import JudgeStats
-from pipeline.data.validate import InputReport
+from pipeline.data.records import InputReport
 from pipeline.reporting import plots
-from pipeline.reporting.card import card_figure, card_text, rank_changes
+from pipeline.reporting.card_report import card_figure, card_text, rank_changes
 from pipeline.reporting.summary import absolute_text, mlflow_metrics, summary_text
 from pipeline.stages import ports
 from pipeline.stages.base import Stage, StageContext
@@ -204,7 +204,7 @@ class ReportRounds(Stage):
     writes = (ports.SUMMARY,)
 
     def run(self, ctx: StageContext, *, rounds: pa.Table, scores: pa.Table, summary: str) -> dict[str, Any]:
-        from pipeline.reporting.rounds import ranking_table, ranking_text, rounds_text
+        from pipeline.reporting.rounds_report import ranking_table, ranking_text, rounds_text
 
         run_dir = ctx.run_dir
         frame = pl.from_arrow(rounds)

@@ -1,8 +1,8 @@
 """Adaptive rounds as a stage: the run folder's I/O around the one round loop
-(:func:`pipeline.methods.rounds.run_rounds`, which ``make bench-adaptive`` measures).
+(:func:`pipeline.methods.adaptive.loop.run_rounds`, which ``make bench-adaptive`` measures).
 
 Every round, for every context (a pool) still going, the loop fits the posterior to everything judged so far,
-records the round, decides whether the context stops and chooses its next pairs (:mod:`pipeline.methods.rounds`).
+records the round, decides whether the context stops and chooses its next pairs (:mod:`pipeline.methods.adaptive.loop`).
 Around it, this stage:
 
 1. records each round: pairs and calls so far, the stopping criterion, expected tau, Spearman with the human
@@ -36,15 +36,16 @@ import polars as pl
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from pipeline.config.rounds import AdaptiveConfig
+from pipeline.config.adaptive_rounds import AdaptiveConfig
 from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.schemas import ROUNDS, check_schema
 from pipeline.contracts.stats import JudgeStats
 from pipeline.data.contexts import Context, group_by_context
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.watchdog import read_events
-from pipeline.methods.rounds import Pool, Prior, RoundRecord, run_rounds
-from pipeline.methods.stopping import expected_tau
+from pipeline.methods.adaptive.loop import Pool, RoundRecord, run_rounds
+from pipeline.methods.adaptive.stopping import expected_tau
+from pipeline.methods.scorers.model_fit import Prior
 from pipeline.prompts.plan import PromptPlan
 from pipeline.stages import ports
 from pipeline.stages.accounting import ENGINE_EVENTS, report_interruptions

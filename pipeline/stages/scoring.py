@@ -14,11 +14,11 @@ import pyarrow as pa
 
 from pipeline.config.enums import Calibrate, Correlation, Debias, Orderings
 from pipeline.contracts.schemas import CORRELATIONS, RATING_FAILURES
-from pipeline.methods import poe_logit
+from pipeline.methods.scorers import poe_logit
 from pipeline.prompts.plan import PromptPlan
 from pipeline.reporting.summary import metric_prefix
 from pipeline.runtime.logs import FILE_ONLY
-from pipeline.scoring.card import calibrate_comparisons
+from pipeline.scoring.card_table import calibrate_comparisons
 from pipeline.scoring.combine import combine_scores
 from pipeline.scoring.comparative import leaves_out_contradictions, rank_and_join, score_comparisons
 from pipeline.scoring.correlate import correlation_table

@@ -20,8 +20,8 @@ from pipeline.config.derived import drawn_method, judging_identity, rating_ident
 from pipeline.config.run import RunConfig
 from pipeline.config.stage_plugins import stage_plugin
 from pipeline.config.workflows import workflow
-from pipeline.methods import poe_logit
-from pipeline.methods.registry import scorers
+from pipeline.methods.scorers import poe_logit
+from pipeline.methods.scorers.registry import scorers
 from pipeline.stages.base import Stage, WorkflowError
 from pipeline.workflows import segments
 from pipeline.workflows.core import Segment, Workflow

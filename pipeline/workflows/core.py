@@ -109,7 +109,9 @@ class Workflow:
 
 def describe_ports(ports: list[Port]) -> str:
     """Ports as a Markdown table: what each holds, its schema or type, its file in the run folder."""
-    from pipeline.contracts import card, jury, schemas
+    from pipeline.contracts import card_schema as card
+    from pipeline.contracts import jury_schema as jury
+    from pipeline.contracts import schemas
 
     names = {
         id(v): f"{module.__name__.rsplit('.', 1)[-1]}.{k}"

@@ -57,7 +57,7 @@ def registered() -> str:
     from pipeline.config.backends import backends
     from pipeline.config.stage_plugins import stage_plugins
     from pipeline.config.workflows import WORKFLOWS
-    from pipeline.methods.registry import scorers
+    from pipeline.methods.scorers.registry import scorers
 
     def marks(entry: object, names: tuple[str, ...]) -> str:
         return ", ".join(n for n in names if getattr(entry, n)) or "-"

@@ -28,7 +28,7 @@ from pipeline.config.derived import jurors as derived_jurors
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
 from pipeline.config.workflows import workflow
-from pipeline.methods import poe_logit
+from pipeline.methods.scorers import poe_logit
 from pipeline.scoring.leaderboard import Board
 from pipeline.stages.card import Card
 from pipeline.stages.generation import Generate, LoadTasks, MakeCandidates

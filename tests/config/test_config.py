@@ -198,7 +198,7 @@ def test_the_pool_preset_composes_an_adaptive_run():
 
 def test_the_round_sizes_come_from_one_schedule():
     """The pipeline's rounds and bench-adaptive both size rounds with AdaptiveConfig.round_settings().schedule."""
-    from pipeline.config.rounds import AdaptiveConfig
+    from pipeline.config.adaptive_rounds import AdaptiveConfig
 
     def sizes(cfg: AdaptiveConfig, n: int, checkpoints: tuple[int, ...] = ()):
         return cfg.round_settings().schedule.sizes(n, checkpoints)

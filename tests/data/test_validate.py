@@ -8,7 +8,7 @@ import pytest
 
 from pipeline.contracts.errors import ConfigError, InputError
 from pipeline.data.load import Record, read_meta, read_records
-from pipeline.data.validate import ValidationRules, validate_records
+from pipeline.data.records import ValidationRules, validate_records
 
 RULES = ValidationRules(attributes=("coherence",))
 

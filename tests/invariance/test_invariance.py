@@ -219,7 +219,7 @@ def test_invariance_truth_a_judge_right_on_every_pair_ranks_every_context_right(
     (``average``, ``alpha``, ``balanced_threshold``), and without one where each ordering is scored as judged
     (``none``, ``mean_shift``: those hand the scorers each ordering's raw answer, whose position bias only the
     PoE-Gaussian scorers' shift removes). PoE-Laplace's least absolute deviations may tie two candidates (within
-    1e-9; its optimum is a face, not a point: ``pipeline.methods.poe_laplace``), never order them against the truth.
+    1e-9; its optimum is a face, not a point: ``pipeline.methods.scorers.poe_laplace``), never order them against the truth.
     """
     if world.debias in (Debias.none, Debias.mean_shift):
         bias = 0.0

@@ -13,8 +13,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pipeline.config.adaptive_rounds import AdaptiveConfig, BudgetConfig, StopConfig
 from pipeline.config.enums import RoundStrategy
-from pipeline.config.rounds import AdaptiveConfig, BudgetConfig, StopConfig
 from tests.invariance.test_invariance import assert_metrics_same, assert_tables_same, base, renamings
 from tests.invariance.world import Judge, Names, Order, World, rounds_run
 

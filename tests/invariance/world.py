@@ -34,7 +34,7 @@ from pipeline.config.run import RunConfig
 from pipeline.contracts.keys import COMPARE, PROMPT_KEY, stable_hash
 from pipeline.contracts.schemas import GENERATIONS, JUDGED_KEYS, REASONING_FIELDS, RESPONSES, TASKS
 from pipeline.data.load import Record
-from pipeline.data.validate import ValidationRules, validate_records
+from pipeline.data.records import ValidationRules, validate_records
 from pipeline.data.words import PromptWords
 from pipeline.judge.spec import JudgeSpec
 from pipeline.prompts.absolute import resolve_absolute
@@ -531,7 +531,7 @@ def rounds_run(
     be, its stores), then the product's score segment with the rounds' settings. Every table with a file."""
     from pipeline.config.assessment import PairsConfig
     from pipeline.config.judging import JudgeConfig
-    from pipeline.methods import poe_logit
+    from pipeline.methods.scorers import poe_logit
     from pipeline.runtime.local import LocalExecutor
     from pipeline.stages.judging import Judge as JudgeStage
     from pipeline.stages.rounds import Rounds

@@ -19,7 +19,7 @@ from pipeline.data.words import PromptWords
 from pipeline.judge.hf_engine import HFEngine
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.worker import JudgeWorker, Task
-from pipeline.methods.labels import p_a_wins, side_logprobs
+from pipeline.methods.verdicts.win_probability import p_a_wins, side_logprobs
 from pipeline.prompts.absolute import resolve_absolute
 from pipeline.prompts.labels import resolve_labels
 from pipeline.prompts.plan import plan_prompts

@@ -11,7 +11,7 @@ import pytest
 from pipeline.config.judging import ApiConfig
 from pipeline.contracts.engine import Request
 from pipeline.judge.api.sampled import first_word, sampled_logprobs, sampled_request
-from pipeline.methods.labels import p_a_wins, side_logprobs
+from pipeline.methods.verdicts.win_probability import p_a_wins, side_logprobs
 
 
 @pytest.mark.parametrize(

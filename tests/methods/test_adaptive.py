@@ -1,4 +1,4 @@
-"""Adaptive rounds (pipeline.methods.posterior, reorder, windowed, sorting, stopping, rounds) against brute force
+"""Adaptive rounds (pipeline.methods.scorers.posterior, reorder, windowed, sorting, stopping, rounds) against brute force
 on small cases and against a known truth on simulated pools."""
 
 from __future__ import annotations
@@ -10,32 +10,35 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau, spearmanr
 
-from pipeline.methods.poe_gaussian import fit_with_prior
-from pipeline.methods.posterior import (
-    DENSE_MAX_ITEMS,
-    LOGIT_CLIP,
-    expert_values,
-    fit_posterior,
-    huber_weights,
-)
-from pipeline.methods.reorder import neighbour_pairs, reorder_probability, select_reorder, take_diverse
-from pipeline.methods.rounds import (
-    Model,
+from pipeline.methods.adaptive.loop import (
     Pool,
-    Prior,
     RoundSettings,
     Schedule,
     first_pairs,
     rank_pool,
     round_schedule,
     run_rounds,
-    warm_start,
 )
-from pipeline.methods.selection import PairSet, pair_index
-from pipeline.methods.simulate import PoolJudge, pool_truth
-from pipeline.methods.sorting import merge_sort, repeated_quicksort
-from pipeline.methods.stopping import StopRule, criterion, expected_discordant, expected_tau
-from pipeline.methods.windowed import select_windowed
+from pipeline.methods.adaptive.reorder import (
+    neighbour_pairs,
+    reorder_probability,
+    select_reorder,
+    take_diverse,
+)
+from pipeline.methods.adaptive.selection import PairSet, pair_index
+from pipeline.methods.adaptive.sorting import merge_sort, repeated_quicksort
+from pipeline.methods.adaptive.stopping import StopRule, criterion, expected_discordant, expected_tau
+from pipeline.methods.adaptive.windowed import select_windowed
+from pipeline.methods.scorers.model_fit import Model, Prior, warm_start
+from pipeline.methods.scorers.poe_gaussian import fit_with_prior
+from pipeline.methods.scorers.posterior import (
+    DENSE_MAX_ITEMS,
+    LOGIT_CLIP,
+    expert_values,
+    fit_posterior,
+    huber_weights,
+)
+from pipeline.methods.simulation.simulate import PoolJudge, pool_truth
 
 
 def random_comparisons(n: int, k: int, rng: np.random.Generator):
@@ -56,7 +59,7 @@ def test_the_posterior_is_the_poe_with_priors_and_its_sparse_solver_agrees_with_
     # the ridge is a prior of mean 0: the combined prior has weight w + ridge and mean w m / (w + ridge)
     ref = fit_with_prior(40, i, j, p, w * m / (w + 0.05), w + 0.05, sigma2=0.2)
     assert np.allclose(post.mean, ref.scores)
-    from pipeline.methods._common import dense_laplacian
+    from pipeline.methods.scorers._common import dense_laplacian
 
     cov = 0.2 * np.linalg.inv(dense_laplacian(40, i, j) + np.diag(w + 0.05))
     a, b = np.triu_indices(40, k=1)
@@ -229,7 +232,7 @@ def test_a_long_chain_with_a_small_ridge_is_solved_densely_or_the_error_says_wha
 
 
 def hinge_objective(n, i, j, f, capped, ridge):
-    """The censored fit's objective (pipeline.methods.posterior, "Answers at the cap"), Gaussian experts."""
+    """The censored fit's objective (pipeline.methods.scorers.posterior, "Answers at the cap"), Gaussian experts."""
 
     def value(s):
         d = s[i] - s[j]

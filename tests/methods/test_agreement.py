@@ -11,7 +11,7 @@ import pytest
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
-from pipeline.methods.agreement import (
+from pipeline.methods.agreement.raters import (
     MISSING,
     bootstrap_interval,
     category_counts,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from pipeline.methods.calibration import (
+from pipeline.methods.quality.calibration import (
     T_MAX,
     T_MIN,
     apply_temperature,

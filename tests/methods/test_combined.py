@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from pipeline.methods import ComparisonError, poe_gaussian
-from pipeline.methods.combined import ContextData, combine, estimate
-from pipeline.methods.simulate import simulate_assessment
+from pipeline.methods import ComparisonError
+from pipeline.methods.scorers import poe_gaussian
+from pipeline.methods.scorers.poe_combined import ContextData, combine, estimate
+from pipeline.methods.simulation.simulate import simulate_assessment
 
 
 def contexts(sim):

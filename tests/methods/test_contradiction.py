@@ -1,4 +1,4 @@
-"""Contradicting orderings (pipeline.methods.contradiction): the rule on small cases worked by hand, against the
+"""Contradicting orderings (pipeline.methods.scorers.contradiction): the rule on small cases worked by hand, against the
 simulated judge's known flips, and what leaving them out does to the rounds' fit and to locate's fix pairs."""
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ import pytest
 from scipy.special import expit
 from scipy.stats import spearmanr
 
-from pipeline.methods.contradiction import MARGIN, contradicted, ordering_bias, read_orderings
-from pipeline.methods.locate import fix_pairs
-from pipeline.methods.posterior import Posterior
-from pipeline.methods.rounds import Model, RoundSettings, Schedule, fit_round, rank_pool
-from pipeline.methods.selection import PairSet
-from pipeline.methods.simulate import PoolJudge, pool_truth
+from pipeline.methods.adaptive.locate import fix_pairs
+from pipeline.methods.adaptive.loop import RoundSettings, Schedule, rank_pool
+from pipeline.methods.adaptive.selection import PairSet
+from pipeline.methods.scorers.contradiction import MARGIN, contradicted, ordering_bias, read_orderings
+from pipeline.methods.scorers.model_fit import Model, fit_round
+from pipeline.methods.scorers.posterior import Posterior
+from pipeline.methods.simulation.simulate import PoolJudge, pool_truth
 
 MODEL = Model(link="logit", robust=1.345, censor=True)
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.methods import debias, metrics, simulate, win_ratio
+from pipeline.methods.agreement import metrics
+from pipeline.methods.scorers import win_ratio
+from pipeline.methods.simulation import simulate
+from pipeline.methods.verdicts import debias
 
 from .conftest import full_ordered
 

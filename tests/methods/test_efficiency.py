@@ -5,15 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.methods import batched, efficiency, selection, simulate
-from pipeline.methods.average_probability import average_probability
-from pipeline.methods.bradley_terry import bradley_terry
-from pipeline.methods.metrics import per_context_correlation
-from pipeline.methods.poe_bt import poe_bt
-from pipeline.methods.poe_gaussian import poe_gaussian, poe_gaussian_hard
-from pipeline.methods.poe_laplace import laplace_objective, poe_laplace
-from pipeline.methods.validate import connected_components
-from pipeline.methods.win_ratio import win_ratio
+from pipeline.methods.adaptive import selection
+from pipeline.methods.agreement.metrics import per_context_correlation
+from pipeline.methods.scorers import batched
+from pipeline.methods.scorers.average_probability import average_probability
+from pipeline.methods.scorers.bradley_terry import bradley_terry
+from pipeline.methods.scorers.comparison_checks import connected_components
+from pipeline.methods.scorers.poe_bt import poe_bt
+from pipeline.methods.scorers.poe_gaussian import poe_gaussian, poe_gaussian_hard
+from pipeline.methods.scorers.poe_laplace import laplace_objective, poe_laplace
+from pipeline.methods.scorers.win_ratio import win_ratio
+from pipeline.methods.simulation import efficiency, simulate
 
 from .conftest import full_ordered
 

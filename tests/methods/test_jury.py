@@ -1,4 +1,4 @@
-"""The jury (pipeline.methods.jury) on simulated judges with a known truth: it recovers each judge's line, it is
+"""The jury (pipeline.methods.scorers.jury_poe) on simulated judges with a known truth: it recovers each judge's line, it is
 better than the best single judge when the judges are comparably informative and independent, and it gives a judge
 that is pure noise a weight near 0 (staying with the best judge where plain averaging falls behind). Majority vote
 and plain averaging on hand-worked cases."""
@@ -10,9 +10,9 @@ import pytest
 from scipy.special import expit
 from scipy.stats import spearmanr
 
-from pipeline.methods import poe_gaussian
-from pipeline.methods.jury import fit_jury, majority_vote, plain_average
-from pipeline.methods.selection import balanced_random
+from pipeline.methods.adaptive.selection import balanced_random
+from pipeline.methods.scorers import poe_gaussian
+from pipeline.methods.scorers.jury_poe import fit_jury, majority_vote, plain_average
 
 
 def simulate(seed: int, judges: list[tuple[float, float, float]], n: int = 80, per_item: int = 3):

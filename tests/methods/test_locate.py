@@ -1,4 +1,4 @@
-"""The locate strategy (pipeline.methods.locate): its sample, star and fix rounds against brute force on small
+"""The locate strategy (pipeline.methods.adaptive.locate): its sample, star and fix rounds against brute force on small
 cases, its rounds end to end on a simulated pool, and the pipeline's rounds stage choosing its pairs."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
+from pipeline.config.adaptive_rounds import AdaptiveConfig, BudgetConfig
 from pipeline.config.enums import RoundStrategy
-from pipeline.config.rounds import AdaptiveConfig, BudgetConfig
 from pipeline.contracts.keys import stable_hash
-from pipeline.methods.locate import (
+from pipeline.methods.adaptive.locate import (
     AMBIGUOUS,
     FIX_MAX_PAIRS,
     fix_pairs,
@@ -19,10 +19,11 @@ from pipeline.methods.locate import (
     select_locate,
     star_pairs,
 )
-from pipeline.methods.posterior import Posterior
-from pipeline.methods.rounds import Model, RoundSettings, Schedule, fit_round, rank_pool
-from pipeline.methods.selection import PairSet
-from pipeline.methods.simulate import PoolJudge, pool_truth
+from pipeline.methods.adaptive.loop import RoundSettings, Schedule, rank_pool
+from pipeline.methods.adaptive.selection import PairSet
+from pipeline.methods.scorers.model_fit import Model, fit_round
+from pipeline.methods.scorers.posterior import Posterior
+from pipeline.methods.simulation.simulate import PoolJudge, pool_truth
 
 MODEL = Model(link="logit", robust=1.345, censor=True)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from pipeline.methods import metrics
+from pipeline.methods.agreement import metrics
 
 
 def tau_b_brute(x, y):

@@ -10,9 +10,10 @@ from scipy.special import expit
 from scipy.stats import spearmanr
 
 from pipeline.config.enums import Debias
-from pipeline.methods import ComparisonError, poe_gaussian, poe_logit
-from pipeline.methods.selection import balanced_random
-from pipeline.methods.simulate import PoolJudge
+from pipeline.methods import ComparisonError
+from pipeline.methods.adaptive.selection import balanced_random
+from pipeline.methods.scorers import poe_gaussian, poe_logit
+from pipeline.methods.simulation.simulate import PoolJudge
 from pipeline.scoring.comparative import method_scores
 
 

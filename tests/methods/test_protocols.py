@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from pipeline.methods.alpaca_lc import lc_win_rate
-from pipeline.methods.bootstrap import statistical_ranks
-from pipeline.methods.debias import balanced_threshold, balancing_alpha, decision_threshold
-from pipeline.methods.efficiency import covered_uniform_batch
-from pipeline.methods.metrics import system_correlation
-from pipeline.methods.selection import all_pairs, balanced_random_batch
-from pipeline.methods.style import feature_differences, fit_controlled
+from pipeline.methods.adaptive.selection import all_pairs, balanced_random_batch
+from pipeline.methods.agreement.bootstrap import statistical_ranks
+from pipeline.methods.agreement.metrics import system_correlation
+from pipeline.methods.quality.alpaca_lc import lc_win_rate
+from pipeline.methods.quality.style import feature_differences, fit_controlled
+from pipeline.methods.simulation.efficiency import covered_uniform_batch
+from pipeline.methods.verdicts.debias import balanced_threshold, balancing_alpha, decision_threshold
 from tests.methods.conftest import round_robin
 
 

@@ -9,16 +9,16 @@ import pytest
 from scipy.optimize import check_grad, minimize
 
 from pipeline.methods import SCORERS, ComparisonError, score
-from pipeline.methods import bradley_terry as bt_module
-from pipeline.methods import poe_gaussian as pg
-from pipeline.methods.average_probability import average_probability
-from pipeline.methods.bradley_terry import bradley_terry
-from pipeline.methods.ml_ranking import ml_ranking, ranking_log_likelihood
-from pipeline.methods.poe_bt import poe_bt, poe_bt_gradient, poe_bt_objective
-from pipeline.methods.poe_gaussian import poe_gaussian, poe_gaussian_hard
-from pipeline.methods.poe_laplace import laplace_objective, poe_laplace
-from pipeline.methods.simulate import simulate_judge, simulate_outcomes
-from pipeline.methods.win_ratio import win_ratio
+from pipeline.methods.scorers import bradley_terry as bt_module
+from pipeline.methods.scorers import poe_gaussian as pg
+from pipeline.methods.scorers.average_probability import average_probability
+from pipeline.methods.scorers.bradley_terry import bradley_terry
+from pipeline.methods.scorers.ml_ranking import ml_ranking, ranking_log_likelihood
+from pipeline.methods.scorers.poe_bt import poe_bt, poe_bt_gradient, poe_bt_objective
+from pipeline.methods.scorers.poe_gaussian import poe_gaussian, poe_gaussian_hard
+from pipeline.methods.scorers.poe_laplace import laplace_objective, poe_laplace
+from pipeline.methods.scorers.win_ratio import win_ratio
+from pipeline.methods.simulation.simulate import simulate_judge, simulate_outcomes
 
 from .conftest import full_ordered, laplacian, random_connected
 
@@ -403,8 +403,8 @@ def test_identical_items_score_equal(rng):
 
 
 def test_dense_laplacian_helper_matches_incidence(rng):
-    from pipeline.methods._common import dense_laplacian
-    from pipeline.methods.selection import chain_inverse, log_det_information
+    from pipeline.methods.adaptive.selection import chain_inverse, log_det_information
+    from pipeline.methods.scorers._common import dense_laplacian
 
     i, j = random_connected(7, 20, rng)
     np.testing.assert_allclose(dense_laplacian(7, i, j), laplacian(7, i, j))

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from pipeline.methods import selection as sel
+from pipeline.methods.adaptive import selection as sel
 
 from .conftest import laplacian
 

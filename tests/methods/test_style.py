@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from pipeline.methods.style import feature_differences, fit_controlled, text_features, win_rates
+from pipeline.methods.quality.style import feature_differences, fit_controlled, text_features, win_rates
 from tests.methods.conftest import round_robin
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from pipeline.methods import SCORERS, ComparisonError, check_comparisons, score
-from pipeline.methods.validate import as_comparisons, check_connected, connected_components
+from pipeline.methods.scorers.comparison_checks import as_comparisons, check_connected, connected_components
 
 ALL = sorted(SCORERS)
 NEEDS_CONNECTED = ["bradley_terry", "poe_bt", "poe_gaussian", "poe_gaussian_hard", "poe_laplace"]

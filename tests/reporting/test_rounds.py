@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from pipeline.contracts.schemas import ROUNDS, SCORES
-from pipeline.reporting.rounds import SHOWN, ranking_table, ranking_text, rounds_text, z_of
+from pipeline.reporting.rounds_report import SHOWN, ranking_table, ranking_text, rounds_text, z_of
 
 
 def scores(n: int, method: str = "poe_logit", stderr: bool = True) -> pl.DataFrame:

@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 from pipeline.config.enums import Debias, Orderings
-from pipeline.methods.contradiction import contradicted
+from pipeline.methods.scorers.contradiction import contradicted
 from pipeline.scoring.reduce import reduce_judgments
 from tests.conftest import judge_engines, kill_in_a_batch, started_engines, stored_replies, worker_pid
 

@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from pipeline.judge.serve import LocalVLLMServer
-from pipeline.methods.poe_gaussian import poe_gaussian
+from pipeline.methods.scorers.poe_gaussian import poe_gaussian
 from pipeline.run.context import run
 from tests.conftest import compose
 

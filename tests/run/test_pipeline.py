@@ -21,8 +21,8 @@ import pytest
 from pipeline.contracts import schemas
 from pipeline.contracts.errors import ConfigError
 from pipeline.judge.hardware import engine_dtype
-from pipeline.methods import poe_gaussian
-from pipeline.methods.labels import p_a_wins, side_logprobs
+from pipeline.methods.scorers import poe_gaussian
+from pipeline.methods.verdicts.win_probability import p_a_wins, side_logprobs
 from pipeline.run.context import run
 from tests.conftest import ROOT, compose, run_notebook
 

@@ -21,7 +21,7 @@ import pytest
 
 from pipeline.config import backends, stage_plugins
 from pipeline.contracts.errors import ConfigError
-from pipeline.methods import registry
+from pipeline.methods.scorers import registry
 from pipeline.run.context import run
 from pipeline.workflows.describe import describe
 from tests.conftest import ROOT, compose
@@ -41,7 +41,7 @@ from pipeline.config.backends import BackendEntry
 from pipeline.config.stage_plugins import StageEntry
 from pipeline.contracts.engine import Result
 from pipeline.contracts.roles import Roles, declare
-from pipeline.methods.registry import ScorerEntry
+from pipeline.methods.scorers.registry import ScorerEntry
 from pipeline.stages import ports
 from pipeline.stages.base import Port, Stage
 

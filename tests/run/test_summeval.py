@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 from scipy.stats import spearmanr
 
-from pipeline.methods.metrics import merge_near_ties
+from pipeline.methods.agreement.metrics import merge_near_ties
 from pipeline.run.context import run
 from tests.conftest import compose
 

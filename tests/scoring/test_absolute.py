@@ -12,8 +12,13 @@ from pipeline.config.assessment import AbsoluteConfig, AbsoluteTemplateConfig
 from pipeline.config.enums import AbsoluteMode, Debias, Orderings
 from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.schemas import RESPONSES
-from pipeline.methods.absolute import expected_score, implicit_max, parse_score, yes_probability
-from pipeline.methods.labels import p_a_wins, p_tie, side_logprobs, tie_logprob
+from pipeline.methods.verdicts.absolute_scores import (
+    expected_score,
+    implicit_max,
+    parse_score,
+    yes_probability,
+)
+from pipeline.methods.verdicts.win_probability import p_a_wins, p_tie, side_logprobs, tie_logprob
 from pipeline.prompts.absolute import AbsoluteLabelError, resolve_absolute
 from pipeline.prompts.labels import resolve_labels
 from pipeline.scoring.comparative import method_scores
@@ -177,7 +182,7 @@ def test_ratings_keep_failures_and_never_score_them_zero(tokenizer):
 
 
 def test_averaged_samples_count_each_failure():
-    from pipeline.methods.absolute import sample_scores
+    from pipeline.methods.verdicts.absolute_scores import sample_scores
 
     score, values, failures = sample_scores([" 4", "8", "no idea", " 6 out of 10"], 1, 10)
     assert score == pytest.approx(6.0) and values == [4.0, 8.0, None, 6.0] and failures == ["no number"]

@@ -11,7 +11,7 @@ import pytest
 from scipy.special import expit
 
 from pipeline.config.enums import Debias
-from pipeline.scoring.card import calibrate_comparisons, card_tables
+from pipeline.scoring.card_table import calibrate_comparisons, card_tables
 from pipeline.scoring.comparative import score_comparisons
 
 N_CTX, N_CAND = 12, 8

@@ -7,7 +7,7 @@ import polars as pl
 import pytest
 
 from pipeline.config.enums import Debias, Orderings
-from pipeline.methods import poe_gaussian, poe_logit
+from pipeline.methods.scorers import poe_gaussian, poe_logit
 from pipeline.scoring.comparative import ranks, score_comparisons
 from pipeline.scoring.reduce import reduce_judgments
 from tests.conftest import judgment_rows, judgments_table
@@ -175,7 +175,7 @@ def test_poe_logit_fits_with_the_settings_it_is_given():
 def test_poe_logit_defaults_are_the_rounds_defaults():
     """One definition: the scorer's defaults are AdaptiveConfig's, so a run that changes nothing scores every
     workflow's poe_logit with the model its rounds fit."""
-    from pipeline.config.rounds import AdaptiveConfig
+    from pipeline.config.adaptive_rounds import AdaptiveConfig
 
     a = AdaptiveConfig()
     assert poe_logit.DEFAULTS == poe_logit.Settings(

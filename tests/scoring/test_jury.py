@@ -12,7 +12,7 @@ import pytest
 from scipy.special import expit
 from scipy.stats import spearmanr
 
-from pipeline.scoring.jury import JURY_METHODS, JuryError, jury_tables
+from pipeline.scoring.jury_table import JURY_METHODS, JuryError, jury_tables
 
 JURORS = [
     ("smollm", "cmp", 1.5, 0.3, 0.8),

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from pipeline.contracts.schemas import CANDIDATES
-from pipeline.methods.bootstrap import (
+from pipeline.methods.agreement.bootstrap import (
     bootstrap_counts,
     bootstrap_means,
     bootstrap_ratio,

@@ -13,8 +13,8 @@ import pytest
 
 from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.schemas import CANDIDATES, JUDGMENTS
+from pipeline.data.records import InputReport
 from pipeline.data.source import DatasetInfo
-from pipeline.data.validate import InputReport
 from pipeline.data.words import PromptWords
 from pipeline.judge.spec import JudgeSpec
 from pipeline.stages import ports

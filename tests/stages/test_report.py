@@ -11,7 +11,7 @@ import logging
 import pytest
 
 from pipeline.contracts.stats import JudgeStats
-from pipeline.data.validate import InputReport
+from pipeline.data.records import InputReport
 from pipeline.reporting import plots
 from pipeline.stages.reporting import Report
 from tests.invariance.test_invariance import base

@@ -1,11 +1,11 @@
 """One loop per algorithm: the adaptive rounds stage and ``make bench-adaptive`` run the same round loop
-(:func:`pipeline.methods.rounds.run_rounds`). With the same seeded simulated judge, the stage (its run folder,
+(:func:`pipeline.methods.adaptive.loop.run_rounds`). With the same seeded simulated judge, the stage (its run folder,
 its judge stage streaming prompts in-process, its store of judgments) and the benchmark's arm choose the same pairs
 round by round.
 
 The simulated judge stands in for the engine here (a mock, and the only one): a real engine has no known truth to
 compare the benchmark's simulation with. It answers each prompt's two label words with the log-probabilities of
-:class:`pipeline.methods.simulate.PoolJudge`'s P(slot A wins) for the prompt's two candidates.
+:class:`pipeline.methods.simulation.simulate.PoolJudge`'s P(slot A wins) for the prompt's two candidates.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import pyarrow as pa
 import pytest
 
 from pipeline.benchmarks import adaptive_arms as bench
+from pipeline.config.adaptive_rounds import AdaptiveConfig, BudgetConfig, StopConfig
 from pipeline.config.assessment import PairsConfig, PromptConfig
 from pipeline.config.enums import RoundStrategy
 from pipeline.config.judging import JudgeConfig
-from pipeline.config.rounds import AdaptiveConfig, BudgetConfig, StopConfig
 from pipeline.contracts.keys import PROMPT_KEY, content_key, context_key
 from pipeline.contracts.schemas import (
     CANDIDATES,
@@ -33,7 +33,7 @@ from pipeline.contracts.schemas import (
 )
 from pipeline.data.words import PromptWords
 from pipeline.judge.spec import JudgeSpec
-from pipeline.methods.simulate import PoolJudge, pool_truth
+from pipeline.methods.simulation.simulate import PoolJudge, pool_truth
 from pipeline.prompts.labels import Labels
 from pipeline.prompts.plan import plan_prompts
 from pipeline.runtime.local import LocalExecutor

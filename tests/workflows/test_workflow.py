@@ -129,7 +129,7 @@ def test_an_adaptive_run_without_the_rounds_model_among_its_methods_is_warned(ca
 def test_an_adaptive_run_scores_poe_logit_with_the_rounds_settings():
     """The rounds' adaptive.* model settings reach the score stage's poe_logit; other workflows keep the
     defaults."""
-    from pipeline.methods import poe_logit
+    from pipeline.methods.scorers import poe_logit
     from pipeline.workflows.catalog import adaptive, assessment
 
     overrides = [

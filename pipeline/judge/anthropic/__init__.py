@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pipeline.config.backends import BackendEntry
 from pipeline.config.judging import JudgeConfig
-from pipeline.judge.backends import endpoint_judge_problems
+from pipeline.judge.builtin_backends import endpoint_judge_problems
 
 
 def anthropic_problems(judge: JudgeConfig, key: str) -> list[str]:

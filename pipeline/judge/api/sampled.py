@@ -12,7 +12,7 @@ whitespace around them: " A" and "A" are one word). A word requested as several 
 probability evenly among them, so that a side's log-sum-exp is ``log p(w)``. Samples that say none of the words
 lower every word's share (the label mass), as the tokens that are not labels do in the log-probability read.
 
-The judge's name carries ``:sampled`` (:func:`pipeline.judge.models.resolve_api_judge`), so every table it
+The judge's name carries ``:sampled`` (:func:`pipeline.judge.models.resolve_endpoint`), so every table it
 reaches (judgments, comparisons, position bias, scores, correlations, cost, leaderboard, jurors) says that its
 probabilities are sampled, not read.
 """

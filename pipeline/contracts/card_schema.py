@@ -1,0 +1,64 @@
+"""The tables of a judge's report card (:mod:`pipeline.scoring.card_table`): how far to trust each judge, attribute and
+template, and the reliability diagram of its probabilities."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from pipeline.contracts.schemas import GROUP_FIELDS
+
+JUDGE_CARD = pa.schema(
+    [
+        *GROUP_FIELDS,
+        pa.field("n_pairs", pa.int64(), nullable=False),
+        # pairs people scored apart (their preference is known), and how often the judge's debiased verdict agrees
+        pa.field("n_human_pairs", pa.int64(), nullable=False),
+        pa.field("accuracy", pa.float64()),
+        # calibration of the debiased P(i beats j) against people's preferences
+        pa.field("ece", pa.float64()),
+        pa.field("brier", pa.float64()),
+        pa.field("log_loss", pa.float64()),
+        # the temperature fitted to people's preferences on every pair, and the calibration after the cross-fitted
+        # temperature (each context calibrated with one fitted on the other contexts; a pool's pairs on other pairs)
+        pa.field("temperature", pa.float64()),
+        # whether the fit stopped at a bound of its search (1e-3 or 1e3), and what the temperature means, in words
+        pa.field("temperature_at_bound", pa.bool_()),
+        pa.field("temperature_reading", pa.string()),
+        pa.field("ece_calibrated", pa.float64()),
+        pa.field("brier_calibrated", pa.float64()),
+        pa.field("log_loss_calibrated", pa.float64()),
+        # the share of pairs whose two orderings choose the same candidate; P(A) raw and debiased
+        pa.field("position_consistency", pa.float64()),
+        pa.field("p_a_raw", pa.float64()),
+        pa.field("p_a_debiased", pa.float64()),
+        # length: how often the judge prefers the longer text, how often people do, and the length coefficient of a
+        # logistic model of the judge's verdict (people's score difference beside it where there are human scores)
+        pa.field("n_length_pairs", pa.int64(), nullable=False),
+        pa.field("longer_share_judge", pa.float64()),
+        pa.field("longer_share_people", pa.float64()),
+        pa.field("length_coef", pa.float64()),
+        # self-preference (a judge that is also a generator of the run): pairs of its own output against another
+        # model's, the judge's mean probability for its own, and how often people preferred it
+        pa.field("n_self_pairs", pa.int64(), nullable=False),
+        pa.field("self_preference", pa.float64()),
+        pa.field("self_preference_people", pa.float64()),
+        # agreement with people: the Spearman of one scoring method's scores (per context, averaged)
+        pa.field("method", pa.string()),
+        pa.field("spearman", pa.float64()),
+    ]
+)
+
+
+JUDGE_RELIABILITY = pa.schema(
+    [
+        *GROUP_FIELDS,
+        # the judge's probabilities as given, or after the cross-fitted temperature
+        pa.field("calibrated", pa.bool_(), nullable=False),
+        pa.field("bin", pa.int32(), nullable=False),
+        pa.field("lower", pa.float64(), nullable=False),
+        pa.field("upper", pa.float64(), nullable=False),
+        pa.field("n", pa.int64(), nullable=False),
+        pa.field("mean_p", pa.float64()),
+        pa.field("frequency", pa.float64()),
+    ]
+)

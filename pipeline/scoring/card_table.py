@@ -1,0 +1,298 @@
+"""A judge's report card: how far to trust each judge, attribute and template (the maths is
+:mod:`pipeline.methods.quality.calibration` and :mod:`pipeline.methods.quality.style`).
+
+Per (judge, attribute, template), over its comparisons (one row per pair, the debiased P(i beats j)):
+
+- **agreement and calibration** against people's preferences, on the pairs people scored apart (``y = 1`` where
+  they scored ``i`` higher), each pair read both ways round (``(p, y)`` and ``(1 - p, 1 - y)``, so that nothing
+  depends on which candidate a pair calls i): the accuracy of the judge's verdict, the expected calibration error,
+  Brier score and log loss of its probability; the temperature fitted to people's preferences (what it means in
+  words, and whether it hit a bound of its search), and the same measures after the cross-fitted temperature (each
+  context calibrated with one fitted on the other contexts, in a single pool each pair with one fitted on other
+  pairs: a pair's own preference is never among those its temperature was fitted on); the reliability diagram
+  before and after (:data:`JUDGE_RELIABILITY`);
+- **position**: the share of pairs whose two orderings choose the same candidate, beside P(A) raw and debiased;
+- **length**: over the pairs whose texts differ in length, how often the judge's verdict prefers the longer text and
+  how often people's does; and the length coefficient of a logistic model of the judge's verdict on the
+  standardised length difference (``(L_i - L_j) / (L_i + L_j)``), with people's score difference (standardised)
+  beside it where there are human scores, so that it is the preference for length beyond quality;
+- **self-preference** (a judge that is also one of the run's generators): over the pairs of its own output against
+  another model's, its mean probability for its own, and how often people preferred its own;
+- **agreement with people**: one scoring method's Spearman (per context, averaged) from the correlations.
+
+Every measure is NaN where its pairs are none (no human scores, no texts of different length, no own outputs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from pipeline.contracts.card_schema import JUDGE_CARD, JUDGE_RELIABILITY
+from pipeline.contracts.keys import content_key, pair_key
+from pipeline.data.contexts import group_by_context
+from pipeline.methods.quality.calibration import (
+    brier_score,
+    cross_fit_temperature,
+    expected_calibration_error,
+    fit_temperature,
+    log_loss,
+    reliability,
+    temperature_at_bound,
+    temperature_reading,
+)
+from pipeline.methods.quality.style import logistic_fit
+from pipeline.methods.scorers.registry import ranked, scorers
+from pipeline.methods.scorers.win_ratio import hard_outcomes
+
+GROUP = ["judge", "attribute", "template_id"]
+
+
+@dataclass(frozen=True)
+class CardTables:
+    card: pl.DataFrame
+    reliability: pl.DataFrame
+
+
+def with_preferences(comparisons: pl.DataFrame, candidates: pa.Table, human: pl.DataFrame) -> pl.DataFrame:
+    """The comparisons with both candidates' characters (``len_i``, ``len_j``), systems, human scores (``h_i``,
+    ``h_j``; null where people scored none) and content keys (``key_i``, ``key_j``), and their context's content key
+    (``key_context``: :mod:`pipeline.contracts.keys`)."""
+    frame = pl.from_arrow(candidates.select(["context_id", "candidate_id", "system", "text"]))
+    contexts = {c.context_id: c.key for c in group_by_context(candidates)}
+    texts = frame.select(
+        "context_id",
+        "candidate_id",
+        "system",
+        length=pl.col("text").str.len_chars(),
+        key=pl.Series([content_key(t) for t in frame["text"].to_list()], dtype=pl.UInt64),
+    )
+    scored = human.select("context_id", "candidate_id", "attribute", "human_score")
+    out = comparisons
+    for side in ("i", "j"):
+        out = out.join(
+            texts.rename(
+                {
+                    "candidate_id": f"cand_{side}",
+                    "system": f"sys_{side}",
+                    "length": f"len_{side}",
+                    "key": f"key_{side}",
+                }
+            ),
+            on=["context_id", f"cand_{side}"],
+            how="left",
+        ).join(
+            scored.rename({"candidate_id": f"cand_{side}", "human_score": f"h_{side}"}),
+            on=["context_id", f"cand_{side}", "attribute"],
+            how="left",
+        )
+    return out.with_columns(
+        key_context=pl.col("context_id").replace_strict(contexts, default=None, return_dtype=pl.UInt64)
+    )
+
+
+def both_ways(*arrays: np.ndarray) -> list[np.ndarray]:
+    """Each pair read both ways round: every array (probabilities of i, people's preferences for i, as 0/1) followed
+    by its complement, ``(p, y)`` then ``(1 - p, 1 - y)``, so that no measure depends on which candidate a pair
+    calls i."""
+    return [np.concatenate([a, 1 - a]) for a in arrays]
+
+
+def calibrated_probabilities(frame: pl.DataFrame, seed: int = 0) -> np.ndarray:
+    """Every pair's P(i beats j) after the temperature cross-fitted on the pairs people scored apart: over contexts,
+    or in a single pool over pairs, drawn in the order of their content keys (``frame``: one group's
+    :func:`with_preferences` rows). A pair's own preference is never among those its temperature is fitted on (the
+    fit reads each pair once: read the other way round it adds the same loss term)."""
+    p = frame["p"].to_numpy()
+    h_i, h_j, known = _people(frame)
+    y = np.where(known, (h_i > h_j).astype(np.float64), 0.0)
+    pairs = [pair_key(a, b) for a, b in zip(frame["key_i"].to_list(), frame["key_j"].to_list(), strict=True)]
+    groups = frame["key_context"].to_numpy()
+    return cross_fit_temperature(p, y, groups, seed=seed, known=known, keys=np.array(pairs, dtype=np.uint64))[
+        0
+    ]
+
+
+def calibrate_comparisons(
+    comparisons: pl.DataFrame, candidates: pa.Table, human: pl.DataFrame
+) -> pl.DataFrame:
+    """The comparisons with ``p`` calibrated to people's preferences (``scoring.calibrate=temperature``): per judge,
+    attribute and template, the temperature cross-fitted over contexts (:func:`calibrated_probabilities`); a group
+    without pairs people scored apart keeps its ``p``."""
+    if not comparisons.height:
+        return comparisons
+    frame = with_preferences(comparisons, candidates, human)
+    parts = []
+    for _, group in frame.group_by(GROUP, maintain_order=True):
+        parts.append(group.with_columns(p=pl.Series(calibrated_probabilities(group), dtype=pl.Float64)))
+    return pl.concat(parts).select(comparisons.columns)
+
+
+def card_tables(
+    comparisons: pl.DataFrame,
+    position_bias: pl.DataFrame,
+    candidates: pa.Table,
+    human: pl.DataFrame,
+    correlations: pl.DataFrame,
+    own_systems: Mapping[str, Sequence[str]],
+    bins: int = 10,
+    seed: int = 0,
+) -> CardTables:
+    """The card (:data:`JUDGE_CARD`) and the reliability diagrams (:data:`JUDGE_RELIABILITY`), per group (module
+    docstring). ``own_systems``: per judge, the systems (generators) that run on the judge's own model."""
+    cards, bins_rows = [], []
+    frame = with_preferences(comparisons, candidates, human)
+    for key, group in frame.group_by(GROUP, maintain_order=True):
+        judge, attribute, template = (str(k) for k in key)
+        row: dict = {"judge": judge, "attribute": attribute, "template_id": template, "n_pairs": group.height}
+        row |= _calibration(group, seed, bins, bins_rows, (judge, attribute, template))
+        row |= _position(group, position_bias.filter(_is(judge, attribute, template)))
+        row |= _length(group)
+        row |= _self(group, own_systems.get(judge, ()))
+        row |= _agreement(correlations.filter(_is(judge, attribute, template)))
+        cards.append(row)
+    card = (
+        pl.DataFrame(cards, schema=_schema(JUDGE_CARD)) if cards else pl.DataFrame(schema=_schema(JUDGE_CARD))
+    )
+    table = pl.DataFrame(bins_rows, schema=_schema(JUDGE_RELIABILITY)) if bins_rows else None
+    return CardTables(card, table if table is not None else pl.DataFrame(schema=_schema(JUDGE_RELIABILITY)))
+
+
+def _schema(schema: pa.Schema) -> pl.Schema:
+    return pl.from_arrow(schema.empty_table()).schema
+
+
+def _is(judge: str, attribute: str, template: str) -> pl.Expr:
+    return (
+        (pl.col("judge") == judge) & (pl.col("attribute") == attribute) & (pl.col("template_id") == template)
+    )
+
+
+def _people(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """People's scores of each pair's two candidates (NaN where they scored none) and the pairs they scored apart
+    (those with a preference)."""
+    h_i, h_j = frame["h_i"].to_numpy().astype(float), frame["h_j"].to_numpy().astype(float)
+    return h_i, h_j, np.isfinite(h_i) & np.isfinite(h_j) & (h_i != h_j)
+
+
+def _nan_to_none(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
+def _calibration(group: pl.DataFrame, seed: int, bins: int, rows: list, key: tuple[str, str, str]) -> dict:
+    h_i, h_j, known = _people(group)
+    p = group["p"].to_numpy()[known]
+    y = (h_i > h_j)[known].astype(np.float64)
+    out: dict = {"n_human_pairs": int(known.sum())}
+    if not known.any():
+        return out
+    agree = np.where(y == 1, hard_outcomes(p), 1 - hard_outcomes(p))
+    temperature = fit_temperature(p, y)
+    # every pair both ways round: the measures do not depend on which candidate a pair calls i
+    p, y, calibrated = both_ways(p, y, calibrated_probabilities(group, seed)[known])
+    out |= {
+        "accuracy": float(agree.mean()),
+        "ece": expected_calibration_error(p, y, bins),
+        "brier": brier_score(p, y),
+        "log_loss": log_loss(p, y),
+        "temperature": _nan_to_none(temperature),
+        "temperature_at_bound": temperature_at_bound(temperature) if np.isfinite(temperature) else None,
+        "temperature_reading": temperature_reading(temperature),
+        "ece_calibrated": expected_calibration_error(calibrated, y, bins),
+        "brier_calibrated": brier_score(calibrated, y),
+        "log_loss_calibrated": log_loss(calibrated, y),
+    }
+    judge, attribute, template = key
+    for is_calibrated, values in ((False, p), (True, calibrated)):
+        r = reliability(values, y, bins)
+        for b in range(bins):
+            rows.append(
+                {
+                    "judge": judge,
+                    "attribute": attribute,
+                    "template_id": template,
+                    "calibrated": is_calibrated,
+                    "bin": b,
+                    "lower": float(r.lower[b]),
+                    "upper": float(r.upper[b]),
+                    "n": int(r.count[b]),
+                    "mean_p": _nan_to_none(r.mean_p[b]),
+                    "frequency": _nan_to_none(r.frequency[b]),
+                }
+            )
+    return out
+
+
+def _position(group: pl.DataFrame, bias: pl.DataFrame) -> dict:
+    both = group.filter(pl.col("p_ij").is_not_null() & pl.col("p_ji").is_not_null())
+    out: dict = {}
+    if both.height:
+        p_ij, p_ji = both["p_ij"].to_numpy(), both["p_ji"].to_numpy()
+        same = ((p_ij > 0.5) & (p_ji < 0.5)) | ((p_ij < 0.5) & (p_ji > 0.5))
+        out["position_consistency"] = float(same.mean())
+    if bias.height:
+        out |= {"p_a_raw": float(bias["p_a"][0]), "p_a_debiased": float(bias["p_a_debiased"][0])}
+    return out
+
+
+def _length(group: pl.DataFrame) -> dict:
+    lengths = group.filter(
+        pl.col("len_i").is_not_null() & pl.col("len_j").is_not_null() & (pl.col("len_i") != pl.col("len_j"))
+    )
+    out: dict = {"n_length_pairs": lengths.height}
+    if not lengths.height:
+        return out
+    l_i, l_j = lengths["len_i"].to_numpy().astype(float), lengths["len_j"].to_numpy().astype(float)
+    p = lengths["p"].to_numpy()
+    i_longer = l_i > l_j
+    p_longer = np.where(i_longer, p, 1 - p)
+    out["longer_share_judge"] = float(hard_outcomes(p_longer).mean())
+    h_i, h_j, known = _people(lengths)
+    if known.any():
+        out["longer_share_people"] = float(((h_i > h_j) == i_longer)[known].mean())
+    x = (l_i - l_j) / (l_i + l_j)
+    columns = [_standardised(x)]
+    if (
+        np.isfinite(h_i) & np.isfinite(h_j)
+    ).all():  # people's score difference beside it: length beyond quality
+        columns.append(_standardised(h_i - h_j))
+    if np.any(columns[0] != 0):  # no intercept: any length difference identifies the slope, whichever side
+        out["length_coef"] = float(logistic_fit(np.stack(columns, axis=1), p)[0])
+    return out
+
+
+def _standardised(x: np.ndarray) -> np.ndarray:
+    """Scaled to standard deviation 1 about 0 (not centred: a pair read the other way round flips its sign)."""
+    scale = np.sqrt(np.mean(x**2))
+    return x / scale if scale > 0 else x
+
+
+def _self(group: pl.DataFrame, own: Sequence[str]) -> dict:
+    if not own:
+        return {"n_self_pairs": 0}
+    mine_i = group["sys_i"].is_in(list(own)).fill_null(False)
+    mine_j = group["sys_j"].is_in(list(own)).fill_null(False)
+    pairs = group.filter(mine_i != mine_j)
+    out: dict = {"n_self_pairs": pairs.height}
+    if not pairs.height:
+        return out
+    i_mine = pairs["sys_i"].is_in(list(own)).to_numpy()
+    p = pairs["p"].to_numpy()
+    out["self_preference"] = float(np.where(i_mine, p, 1 - p).mean())
+    h_i, h_j, known = _people(pairs)
+    if known.any():
+        out["self_preference_people"] = float(((h_i > h_j) == i_mine)[known].mean())
+    return out
+
+
+def _agreement(correlations: pl.DataFrame) -> dict:
+    """The agreement with people of the scored method registered first in ``card_rank``."""
+    present = set(correlations["method"].to_list())
+    for method in ranked([m for m in scorers() if m in present], lambda entry: entry.card_rank):
+        row = correlations.filter(pl.col("method") == method)
+        return {"method": method, "spearman": row["spearman"][0]}
+    return {}
