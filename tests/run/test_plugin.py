@@ -28,26 +28,14 @@ from tests.conftest import ROOT, compose
 
 pytestmark = [pytest.mark.slow]
 
-PLUGIN = '''
-"""A package from outside: a scorer, a judge backend and a stage."""
-import hashlib
-import math
-
+COPELAND = '''
+"""Copeland's rule: wins minus losses, each comparison decided by p."""
 import numpy as np
-import polars as pl
-import pyarrow as pa
 
-from pipeline.config.backends import BackendEntry
-from pipeline.config.stage_plugins import StageEntry
-from pipeline.contracts.engine import Result
-from pipeline.contracts.roles import Roles, declare
 from pipeline.methods.scorers.registry import ScorerEntry
-from pipeline.stages import ports
-from pipeline.stages.base import Port, Stage
 
 
 def copeland(n, i, j, p, **_):
-    """Copeland's rule: wins minus losses, each comparison decided by p."""
     i, j, p = np.asarray(i), np.asarray(j), np.asarray(p, dtype=float)
     won = np.sign(p - 0.5)
     scores = np.zeros(n)
@@ -57,6 +45,15 @@ def copeland(n, i, j, p, **_):
 
 
 COPELAND = ScorerEntry("copeland", copeland, leaderboard=True, summary="Copeland: wins minus losses")
+'''
+
+HASHED = '''
+"""A judge that reads no model: label-word probabilities from a hash of the prompt."""
+import hashlib
+import math
+
+from pipeline.config.backends import BackendEntry
+from pipeline.contracts.engine import Result
 
 
 def hashed_logprobs(prompt, n):
@@ -66,8 +63,6 @@ def hashed_logprobs(prompt, n):
 
 
 class HashedEngine:
-    """Label-word log-probabilities from a hash of the prompt: a deterministic judge that reads no model."""
-
     inside = True
     start_seconds = 0.0
     dtype = "none"
@@ -86,21 +81,31 @@ class HashedEngine:
 
 HASHED = BackendEntry(
     name="hashed",
-    engine="ca_demo_plugin:HashedEngine",
+    engine="ca_demo_hashed:HashedEngine",
     resolve="pipeline.judge.models:resolve_local",
     prefill=False,
     generation=False,
     runs="inside the judge worker's process (no model)",
     summary="label-word probabilities from a hash of the prompt",
 )
+'''
 
-PAIR_COUNTS = declare(
+PAIR_COUNTS = '''
+"""How many pairs each context was judged on."""
+import polars as pl
+import pyarrow as pa
+
+from pipeline.config.stage_plugins import StageEntry
+from pipeline.contracts.roles import Roles, declare
+from pipeline.stages import ports
+from pipeline.stages.base import Port, Stage
+
+SCHEMA = declare(
     pa.schema([("context_id", pa.string()), ("attribute", pa.string()), ("pairs", pa.int64()),
                ("decided", pa.int64())]),
     Roles(),
 )
-PAIR_COUNTS_PORT = Port("pair_counts", "pairs judged per context and attribute", schema=PAIR_COUNTS,
-                        file="pair_counts")
+PORT = Port("pair_counts", "pairs judged per context and attribute", schema=SCHEMA, file="pair_counts")
 
 
 class PairCounts(Stage):
@@ -108,7 +113,7 @@ class PairCounts(Stage):
 
     name = "pair_counts"
     reads = (ports.COMPARISONS,)
-    writes = (PAIR_COUNTS_PORT,)
+    writes = (PORT,)
 
     def run(self, ctx, *, comparisons):
         out = (
@@ -125,36 +130,51 @@ def pair_counts(cfg, root):
     return PairCounts()
 
 
-PAIR_COUNTS_STAGE = StageEntry("pair_counts", "ca_demo_plugin:pair_counts", "score",
-                               summary="pairs judged per context and attribute")
+PAIR_COUNTS = StageEntry("pair_counts", "ca_demo_pair_counts:pair_counts", "score",
+                         summary="pairs judged per context and attribute")
 '''
 
-ENTRY_POINTS = """\
-[llm_comparative_assessment.scorers]
-copeland = ca_demo_plugin:COPELAND
-
-[llm_comparative_assessment.backends]
-hashed = ca_demo_plugin:HASHED
-
-[llm_comparative_assessment.stages]
-pair_counts = ca_demo_plugin:PAIR_COUNTS_STAGE
-"""
+# One module per kind, and the entry points (what the package's pyproject.toml declares): group -> (name, module).
+MODULES = {"ca_demo_copeland": COPELAND, "ca_demo_hashed": HASHED, "ca_demo_pair_counts": PAIR_COUNTS}
+ENTRIES = {
+    "llm_comparative_assessment.scorers": ("copeland", "ca_demo_copeland:COPELAND"),
+    "llm_comparative_assessment.backends": ("hashed", "ca_demo_hashed:HASHED"),
+    "llm_comparative_assessment.stages": ("pair_counts", "ca_demo_pair_counts:PAIR_COUNTS"),
+}
 
 
 @pytest.fixture
 def plugin_path(tmp_path, monkeypatch):
-    """The plugin installed on the path (its package and its dist-info), the registries read afresh."""
+    """The plugin installed on the path (its modules and its dist-info), the registries read afresh."""
     site = tmp_path / "site"
-    (site / "ca_demo_plugin").mkdir(parents=True)
-    (site / "ca_demo_plugin" / "__init__.py").write_text(textwrap.dedent(PLUGIN))
+    site.mkdir()
+    for module, source in MODULES.items():
+        (site / f"{module}.py").write_text(textwrap.dedent(source))
     info = site / "ca_demo_plugin-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ca-demo-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(ENTRY_POINTS)
+    (info / "entry_points.txt").write_text(
+        "".join(f"[{group}]\n{name} = {target}\n\n" for group, (name, target) in ENTRIES.items())
+    )
     monkeypatch.syspath_prepend(str(site))
     for module in (registry, backends, stage_plugins):
         monkeypatch.setattr(module, "REGISTRY", module.REGISTRY.fresh())
     return site
+
+
+def test_the_architecture_page_counts_the_files_a_plugin_takes():
+    """docs/architecture.md's table of what to add from outside: each kind the number of files this test's plugin
+    needs for it (its module and the pyproject.toml that names it)."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    rows = {}
+    for line in page.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[3].startswith("`llm_comparative_assessment."):
+            rows[cells[3].strip("`")] = int(cells[1])
+    footprint = {
+        group: 1 + 1 for group in ENTRIES
+    }  # one module of the kind, and the package's pyproject.toml
+    assert rows == footprint
 
 
 def plugin_run_overrides(judge_model, tmp_path, *extra: str) -> list[str]:
