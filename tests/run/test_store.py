@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from pipeline.config.derived import judgement_store
 from pipeline.run.context import run
 from tests.conftest import compose
 
@@ -55,10 +56,8 @@ def test_a_run_that_adds_a_context_judges_only_that_context(tmp_path):
     )  # the stored answers
     assert set(b.join(a, on=KEYS, how="anti")["context_id"]) == {"demo-2"}
     assert set(pl.read_parquet(tmp_path / "second" / "tables" / "scores.parquet")["method"]) == {"win_ratio"}
-    # judge.store=false: the engine judges everything
-    off = run(
-        compose(
-            [*common, "dataset.demo.n_contexts=1", "judge.store=false", f"paths.run_dir={tmp_path / 'off'}"]
-        )
-    )
-    assert off.judge_stats.reused == 0
+    # judge.store=false: no store, so the engine judges everything (every other run test composes it so, and counts
+    # each prompt judged by the engine once)
+    off = compose([*common, "judge.store=false"])
+    assert judgement_store(off, tmp_path, tmp_path) is None
+    assert judgement_store(compose(common), tmp_path, tmp_path) == store
