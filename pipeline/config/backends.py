@@ -21,7 +21,7 @@ Entry points are loaded once, the first time the registry is read (:func:`backen
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from pipeline.methods.plugins import Registry, load
@@ -42,6 +42,8 @@ class BackendEntry:
       giving a :class:`pipeline.contracts.engine.Engine`), imported where the engine runs;
     - ``resolve``: ``module:attr`` of ``f(judge_config, cache_dir, key) -> JudgeSpec`` (the model located, the
       settings the engine takes), run on the driver;
+    - ``settings``: the dataclass its ``judge.engine`` mapping is read into (a key that is not one of its fields is
+      refused, naming them); None: a mapping the backend checks itself (vLLM's, against ``vllm.EngineArgs``);
     - ``checks``: what is wrong with a judge config of this backend (messages naming ``key``, the config key of the
       judge: ``judge`` or ``jury.judges[k]``); run with every config check;
     - ``endpoint``: it answers behind an endpoint configured by ``judge.api`` (its replies kept in the reply cache,
@@ -58,6 +60,7 @@ class BackendEntry:
     name: str
     engine: str
     resolve: str
+    settings: type | None = None
     checks: Check | None = None
     endpoint: bool = False
     logprobs: bool = True
@@ -71,8 +74,17 @@ class BackendEntry:
     summary: str = ""
 
     def problems(self, judge: JudgeConfig, key: str) -> list[str]:
-        """What is wrong with ``judge`` (at ``key``) for this backend."""
-        return list(self.checks(judge, key)) if self.checks is not None else []
+        """What is wrong with ``judge`` (at ``key``) for this backend: settings it does not take, then its checks."""
+        problems = []
+        if self.settings is not None:
+            known = [f.name for f in fields(self.settings)]
+            extra = sorted(set(judge.engine) - set(known))
+            if extra:
+                problems.append(
+                    f"config {key}.engine has {extra}, which the {self.name} backend does not take (it takes "
+                    f"{', '.join(known) or 'none'})"
+                )
+        return problems + (list(self.checks(judge, key)) if self.checks is not None else [])
 
     def engine_factory(self) -> Callable[..., Any]:
         """The engine's class or factory (imported now)."""

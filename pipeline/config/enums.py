@@ -246,7 +246,3 @@ SAMPLING = frozenset(
         Strategy.symmetric,
     }
 )
-
-
-# Settings of the hf backend's engine mapping (judge.engine).
-HF_ENGINE_KEYS = ("dtype", "seed", "threads")

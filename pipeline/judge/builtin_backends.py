@@ -10,20 +10,22 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pipeline.config.backends import BackendEntry
 from pipeline.config.checks import endpoint_problems
-from pipeline.config.enums import HF_ENGINE_KEYS
 from pipeline.config.judging import JudgeConfig
 
 
-def hf_problems(judge: JudgeConfig, key: str) -> list[str]:
-    extra = sorted(set(judge.engine) - set(HF_ENGINE_KEYS))
-    if not extra:
-        return []
-    return [
-        f"config {key}.engine has {extra}, which the hf backend does not take (it takes "
-        f"{', '.join(HF_ENGINE_KEYS)}); use judge=hf's own engine settings or {key}.backend=vllm"
-    ]
+@dataclass(frozen=True)
+class HFSettings:
+    """The hf backend's settings (``judge.engine``): torch's dtype (``auto``: the checkpoint's; without one the dtype
+    chosen for this CPU, :mod:`pipeline.judge.hardware`), its threads (None: every core the process may use) and the
+    seed of its sampling."""
+
+    dtype: str = "auto"
+    threads: int | None = None
+    seed: int | None = None
 
 
 def endpoint_judge_problems(judge: JudgeConfig, key: str) -> list[str]:
@@ -56,7 +58,7 @@ HF = BackendEntry(
     name="hf",
     engine="pipeline.judge.hf_engine:HFEngine",
     resolve="pipeline.judge.models:resolve_local",
-    checks=hf_problems,
+    settings=HFSettings,
     token_ids=True,
     runs="inside the judge worker's process",
     summary="Hugging Face transformers, one prompt at a time (the papers' way)",

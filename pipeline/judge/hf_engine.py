@@ -9,6 +9,7 @@ from typing import Any
 
 from pipeline.contracts.engine import Request, Result
 from pipeline.contracts.frame import PromptFrame
+from pipeline.judge.builtin_backends import HFSettings
 from pipeline.judge.cores import apply_env
 from pipeline.judge.spec import JudgeSpec
 
@@ -29,15 +30,13 @@ class HFEngine:
 
         start = time.perf_counter()
         self.torch = torch
-        settings: dict[str, Any] = dict(spec.engine)
+        settings = HFSettings(**spec.engine)
         # every core this process may use unless set (an engine imported earlier may have lowered it)
-        torch.set_num_threads(int(settings.get("threads", len(os.sched_getaffinity(0)))))
-        if "seed" in settings:
-            torch.manual_seed(int(settings["seed"]))
+        torch.set_num_threads(int(settings.threads or len(os.sched_getaffinity(0))))
+        if settings.seed is not None:
+            torch.manual_seed(int(settings.seed))
         self.tokenizer: Any = AutoTokenizer.from_pretrained(spec.model_path)
-        self.model = AutoModelForCausalLM.from_pretrained(
-            spec.model_path, dtype=settings.get("dtype", "auto")
-        )
+        self.model = AutoModelForCausalLM.from_pretrained(spec.model_path, dtype=settings.dtype)
         self.model.eval()
         self.start_seconds = time.perf_counter() - start
 
