@@ -12,7 +12,7 @@ from typing import Any
 
 from pipeline.contracts.engine import Request
 from pipeline.judge.api.client import ApiClient
-from pipeline.judge.api.replies import MAX_COUNT, Answer, Reader, Refused, Usage
+from pipeline.judge.api.replies import Answer, Reader, Refused, Usage, token_count
 
 # The API version every request names (``anthropic-version``).
 VERSION = "2023-06-01"
@@ -71,26 +71,17 @@ def message_body(
     return body
 
 
-def _count(usage: dict[str, Any], name: str) -> int | None:
-    value = usage.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
-        raise Refused("bad_usage", f"usage.{name}={value!r} is not a token count")
-    return value
-
-
 def read_usage(body: dict[str, Any]) -> Usage:
     usage = body.get("usage")
     if usage is None:
         return Usage()
     if not isinstance(usage, dict):
         raise Refused("bad_usage", f"usage is a {type(usage).__name__}, not an object")
-    given = _count(usage, "input_tokens")
-    read = _count(usage, "cache_read_input_tokens")
-    written = _count(usage, "cache_creation_input_tokens")
+    given = token_count(usage.get("input_tokens"), "usage.input_tokens")
+    read = token_count(usage.get("cache_read_input_tokens"), "usage.cache_read_input_tokens")
+    written = token_count(usage.get("cache_creation_input_tokens"), "usage.cache_creation_input_tokens")
     prompt = None if given is None else given + (read or 0) + (written or 0)
-    return Usage(prompt, _count(usage, "output_tokens"), read)
+    return Usage(prompt, token_count(usage.get("output_tokens"), "usage.output_tokens"), read)
 
 
 def read_message(body: Any) -> Answer:

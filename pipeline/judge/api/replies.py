@@ -109,7 +109,8 @@ def _logprob(value: Any) -> float:
     return float(value)
 
 
-def _count(value: Any, name: str) -> int | None:
+def token_count(value: Any, name: str) -> int | None:
+    """A reply's token count: None when absent, else a non-negative integer below 2**31 (:class:`Refused` otherwise)."""
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
@@ -127,9 +128,9 @@ def read_usage(body: dict[str, Any]) -> Usage:
     if details is not None and not isinstance(details, dict):
         raise Refused("bad_usage", f"usage.prompt_tokens_details is a {type(details).__name__}")
     read = Usage(
-        _count(usage.get("prompt_tokens"), "usage.prompt_tokens"),
-        _count(usage.get("completion_tokens"), "usage.completion_tokens"),
-        _count((details or {}).get("cached_tokens"), "usage.prompt_tokens_details.cached_tokens"),
+        token_count(usage.get("prompt_tokens"), "usage.prompt_tokens"),
+        token_count(usage.get("completion_tokens"), "usage.completion_tokens"),
+        token_count((details or {}).get("cached_tokens"), "usage.prompt_tokens_details.cached_tokens"),
     )
     if (
         read.cached_tokens is not None
