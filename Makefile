@@ -15,6 +15,11 @@ PIP_TORCH := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
 ARGS ?=
 # Pytest selection, e.g. make test PYTEST_ARGS="-m 'not engine'"
 PYTEST_ARGS ?=
+# Test workers (pytest-xdist), each with its own local Ray: one judges while the other waits on an engine, a server
+# or a run starting. A file's tests stay on one worker (they share its engine or server); tests/conftest.py sends
+# the longest files first. TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= 2
+PYTEST_XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 # The headless browser of the review page's test (Debian's package; Playwright drives it, it downloads nothing).
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
@@ -52,10 +57,10 @@ stages: $(STAMP) ## print every workflow's segments, stages and the tables they 
 	$(BIN)/python -m pipeline.workflows.describe $(ARGS)
 
 test: $(STAMP) $(CHROMIUM) ## run every test: unit, config, real CPU vLLM engine, end to end on a local Ray, the review page in headless Chromium
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
 
 test-fast: $(STAMP) ## run the tests that need no engine and no Ray
-	$(BIN)/python -m pytest -m "not engine and not ray" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_XDIST) -m "not engine and not ray" $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff (lint and format), the layer contracts (import-linter) and the type checker (mypy)
 	$(BIN)/ruff check pipeline tests jobs

@@ -15,6 +15,18 @@ ROOT = Path(__file__).resolve().parent.parent
 DATASETS = Path(os.environ.get("CA_DATASETS", ROOT.parent / "shared" / "datasets"))
 
 
+def pytest_collection_modifyitems(config, items: list) -> None:
+    """The files with the most tests on a real engine or Ray first, each file's tests in their order: with the tests
+    spread over workers a file at a time (``make test``: pytest-xdist, ``--dist loadfile``), the long files start
+    at once and the short ones fill in around them, instead of one long file starting last."""
+    weight: dict[str, int] = {}
+    for item in items:
+        heavy = any(item.get_closest_marker(m) for m in ("engine", "ray", "slow"))
+        weight[item.nodeid.split("::")[0]] = weight.get(item.nodeid.split("::")[0], 0) + heavy
+    order = {item.nodeid: k for k, item in enumerate(items)}
+    items.sort(key=lambda item: (-weight[item.nodeid.split("::")[0]], order[item.nodeid]))
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT
@@ -70,6 +82,27 @@ def stored_replies(store: Path) -> int:
         return 0
 
 
+# Under pytest-xdist (``make test``) the workers share the machine: a test that looks for processes (a run's
+# engines) looks among its own worker's, which carry the worker's name in their environment as every process a
+# test starts (its local Ray, Ray's workers, their engines, a run in a subprocess) inherits it.
+XDIST_MARKS = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_TESTRUNUID")
+
+
+def ours(p) -> bool:
+    """Whether process ``p`` was started by this test process (by its environment's xdist marks; every process
+    is, outside xdist)."""
+    import psutil
+
+    mine = {key: os.environ.get(key) for key in XDIST_MARKS}
+    if mine[XDIST_MARKS[0]] is None:
+        return True
+    try:
+        env = p.environ()
+    except psutil.Error:
+        return False
+    return all(env.get(key) == value for key, value in mine.items())
+
+
 def ray_worker(p) -> bool:
     """Whether a process is a Ray worker: by its title (``ray::...``) or, where the title did not take, its command
     line (Ray's ``default_worker.py``)."""
@@ -80,7 +113,8 @@ def ray_worker(p) -> bool:
 
 
 def judge_engines(under: int | None = None) -> list:
-    """vLLM engine-core processes whose parent is a Ray worker (a judge actor's engine); with ``under``, only the
+    """vLLM engine-core processes of this test process's runs (:func:`ours`) whose parent is a Ray worker (a judge
+    actor's engine); with ``under``, only the
     descendants of that process (a run started as a subprocess: its own local Ray is below it). An engine is told
     as the watchdog tells it (``engine_like``: vLLM's title, or multiprocessing's spawn where the title did not
     take), a Ray worker by its title or its command line (``default_worker.py``).
@@ -97,7 +131,7 @@ def judge_engines(under: int | None = None) -> list:
     for pid in candidates:
         try:
             p = psutil.Process(pid)
-            if p.status() == psutil.STATUS_ZOMBIE or not engine_like(process_text(p)):
+            if p.status() == psutil.STATUS_ZOMBIE or not engine_like(process_text(p)) or not ours(p):
                 continue
             # the parent by its pid (psutil's ``parent()`` also compares start times, see ``descendants``)
             if ray_worker(psutil.Process(p.ppid())):
@@ -108,8 +142,8 @@ def judge_engines(under: int | None = None) -> list:
 
 
 def vllm_processes() -> str:
-    """Every process of the machine that looks like a vLLM engine's, with its parent, for a test's message when it
-    finds no engine."""
+    """Every process of this test process's runs (:func:`ours`) that looks like a vLLM engine's, with its parent,
+    for a test's message when it finds no engine."""
     import psutil
 
     from pipeline.judge.watchdog import engine_like, process_text
@@ -118,7 +152,7 @@ def vllm_processes() -> str:
     for pid in psutil.pids():
         try:
             p = psutil.Process(pid)
-            if engine_like(process_text(p)):
+            if engine_like(process_text(p)) and ours(p):
                 parent = psutil.Process(p.ppid())
                 lines.append(
                     f"{pid} {process_text(p)[:60]} {p.status()} under {parent.pid} {process_text(parent)[:60]}"

@@ -104,7 +104,7 @@ def test_a_judge_engine_killed_mid_run_is_replaced_and_nothing_is_judged_twice(t
     folder = tmp_path / "run"
     n_contexts, n_candidates = 3, 5
     n_prompts = n_contexts * n_candidates * (n_candidates - 1) * 2  # both orderings, two attributes
-    before = {identity(p) for p in judge_engines()}  # (none, unless another run shares the machine)
+    before = {identity(p) for p in judge_engines()}  # (none, unless a run of this worker is still ending)
     # an empty judgement store: every prompt goes to the engine
     with running(small_run(tmp_path, "judge.engine_process=own")) as (worker, result):
         log = folder / "run.log"
