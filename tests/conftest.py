@@ -166,7 +166,7 @@ def started_engines(events: Path) -> list[dict]:
     """The ``engine_started`` records of a run's ``logs/engine_events.jsonl`` (one per judge worker that started
     its engine): ``worker`` (host:pid of the worker's process), ``inside`` (the engine in that process) and
     ``pids`` (the engine's own processes otherwise)."""
-    from pipeline.judge.watchdog import read_events
+    from pipeline.storage.events import read_events
 
     return [e for e in read_events(events) if e.get("event") == "engine_started"]
 
@@ -180,7 +180,7 @@ def in_a_batch(events: Path, worker: str) -> bool:
     """Whether ``worker`` (``host:pid``) has started a batch it has not finished, by the run's events
     (``batch_started`` / ``batch_done``, pipeline.judge.worker). A worker is between batches for a moment after each
     one; a kill there loses no batch, so a test that kills a worker to see a batch judged again waits for this."""
-    from pipeline.judge.watchdog import read_events
+    from pipeline.storage.events import read_events
 
     marks = [e for e in read_events(events) if e.get("worker") == worker]
     done = {e["batch"] for e in marks if e.get("event") == "batch_done"}

@@ -103,7 +103,9 @@ class JudgeConfig:
     engine_process: EngineProcess = EngineProcess.auto
     # Prompts per engine call; larger batches let vLLM schedule more prompts that share a prefix.
     batch_size: int = 256
-    num_actors: int = 1
+    # Judge workers (Ray actors, an engine each): a number, or a range [least, most]: the pool starts with what the
+    # cluster has room for in between and grows onto nodes that join (pipeline.runtime.pool).
+    num_actors: Any = 1
     num_cpus_per_actor: float = 1.0
     num_gpus_per_actor: float = 0.0
     # backend=api: the endpoint, its model name, the key's environment variable, concurrency, retries, cache.
@@ -118,6 +120,14 @@ class JudgeConfig:
     # The comparative templates (ids of prompt.templates) this judge answers; None: every one. In a jury of
     # judges (jury.judges) each judge answers its own, e.g. one template per model.
     templates: list[str] | None = None
+
+    @property
+    def actors(self) -> tuple[int, int]:
+        """``num_actors`` as (least, most) workers (checked by the config's validation)."""
+        if isinstance(self.num_actors, int):
+            return self.num_actors, self.num_actors
+        least, most = self.num_actors
+        return int(least), int(most)
 
 
 @dataclass

@@ -37,6 +37,9 @@ class RuntimeConfig:
     # A judge worker whose engine dies is replaced this many times per worker (its unfinished batch judged
     # again by the new one); one more death stops the run with the error.
     max_engine_restarts: int = 3
+    # Seconds a step may wait with no worker running and work to do (a lost node not yet replaced, a pool
+    # waiting for a GPU node) before the run stops with the numbers; it says so every 30 s meanwhile.
+    placement_timeout_s: float = 900.0
 
 
 @dataclass

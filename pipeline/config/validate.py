@@ -130,10 +130,23 @@ def judge_problems(cfg: RunConfig) -> list[str]:
 def judge_config_problems(judge: JudgeConfig, key: str, cfg: RunConfig) -> list[str]:
     """What is wrong with one judge's config at ``key`` (``judge``, or a juror's ``jury.judges[k]``)."""
     problems: list[str] = []
-    for name in ("max_model_len", "batch_size", "num_actors"):
+    for name in ("max_model_len", "batch_size"):
         value = getattr(judge, name)
         if not isinstance(value, int) or value < 1:
             problems.append(f"config {key}.{name}={value!r} must be a positive integer")
+    actors = judge.num_actors
+    single = isinstance(actors, int) and not isinstance(actors, bool) and actors >= 1
+    ranged = (
+        isinstance(actors, list | tuple)
+        and len(actors) == 2
+        and all(isinstance(a, int) and not isinstance(a, bool) for a in actors)
+        and 1 <= actors[0] <= actors[1]
+    )
+    if not (single or ranged):
+        problems.append(
+            f"config {key}.num_actors={actors!r} must be a positive integer or a range [least, most] with "
+            "1 <= least <= most"
+        )
     if judge.num_cpus_per_actor < 0 or judge.num_gpus_per_actor < 0:
         problems.append(f"config {key}.num_cpus_per_actor and {key}.num_gpus_per_actor must be >= 0")
     for name in ("model", "max_model_len"):

@@ -39,6 +39,9 @@ class JudgeStats:
     # judge.api.batch: the batch jobs recorded in the run folder (api_batches.jsonl) by state (completed, expired,
     # failed, cancelled once read; open: submitted, not yet read)
     batches: tuple[tuple[str, int], ...] = ()
+    # what the run lost and judged again, by kind (nodes, workers, engine deaths, drained workers, prompts judged
+    # again; pipeline.judge.watchdog.Interruptions), those that happened
+    interruptions: tuple[tuple[str, int], ...] = ()
 
     @property
     def missing_share(self) -> float:

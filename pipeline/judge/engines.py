@@ -6,8 +6,8 @@ backend registered (so nothing that imports this module imports vLLM, torch or a
 way the papers' code judges (a baseline for the benchmark and a fallback); ``api`` answers through an
 OpenAI-compatible endpoint; plugins add their own. Each imports its heavy dependencies only when constructed, after
 setting the engine's environment (``judge.env``). What to read comes settled from the driver
-(:class:`pipeline.prompts.plan.PromptPlan`); the judgement store goes in front of any of them
-(:class:`pipeline.judge.stored.StoredEngine`).
+(:class:`pipeline.prompts.plan.PromptPlan`); the judgement store answers on the driver before any of them is
+asked (:class:`pipeline.judge.stored.StoreFront`).
 """
 
 from __future__ import annotations

@@ -13,7 +13,6 @@ main thread is interrupted instead, with everything stored so far on disk.
 from __future__ import annotations
 
 import atexit
-import json
 import logging
 import os
 import socket
@@ -21,8 +20,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
+
+from pipeline.storage.events import record_event
 
 log = logging.getLogger(__name__)
 
@@ -104,61 +104,57 @@ def in_ray_actor() -> bool:
         return False
 
 
-def record_event(path: str | os.PathLike | None, event: dict, sync: bool = True) -> None:
-    """Append one event (a JSON line) to the run's engine events file. ``sync``: fsync'd (a death record);
-    without it the line still survives the writer's process being killed (it is in the kernel's page cache), not
-    a crash of the machine."""
-    if not path:
-        return
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    line = (json.dumps(event) + "\n").encode()
-    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line)  # one write of an O_APPEND file: lines of several workers never interleave
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def read_events(path: str | os.PathLike) -> list[dict]:
-    """The events recorded so far (a torn last line skipped)."""
-    target = Path(path)
-    if not target.exists():
-        return []
-    events = []
-    for line in target.read_text(encoding="utf-8").splitlines():
-        try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return events
-
-
 @dataclass(frozen=True)
 class Interruptions:
     """What the events of a stage say was lost and judged again (:func:`interruptions`)."""
 
     engine_deaths: list[dict]
-    # workers that started a batch and never finished it, their engine not recorded dead: the whole actor
-    # (its process, its node) was lost
+    # workers lost with a batch unfinished, their engine not recorded dead: the whole actor (its process, its
+    # node) was lost
     lost_workers: list[str]
-    # rows of the batches a worker started and never finished: Ray gave them to another worker
+    # rows of the batches a worker started and never finished: judged again by another worker
     redone: int
+    # nodes lost with workers on them, and workers released from a drained node (pipeline.runtime.pool)
+    lost_nodes: list[str] = field(default_factory=list)
+    drained_workers: list[str] = field(default_factory=list)
+
+    def counts(self) -> tuple[tuple[str, int], ...]:
+        """The summary's line: what was lost, by kind."""
+        return (
+            ("node(s) lost", len(self.lost_nodes)),
+            ("worker(s) lost", len(self.lost_workers)),
+            ("engine death(s)", len(self.engine_deaths)),
+            ("worker(s) released from drained nodes", len(self.drained_workers)),
+            ("prompt(s) judged again", self.redone),
+        )
 
 
 def interruptions(events: list[dict]) -> Interruptions:
-    """Engine deaths, lost workers and redone rows from a stage's events (``batch_started`` / ``batch_done``
-    written by every judge worker around each batch, ``engine_died`` by :class:`EngineWatch`). A batch started by
-    a worker that has no ``batch_done`` for it from that worker was interrupted; its rows were judged again (rows
-    of that batch already in the judgement store come from there)."""
+    """Engine deaths, lost workers and nodes, and redone rows from a stage's events. The driver's pool records
+    every worker it lost (``worker_lost``: the rows of the batch it was judging) and node (``node_lost``); a judge
+    worker writes ``batch_started`` / ``batch_done`` around each batch and :class:`EngineWatch` ``engine_died``.
+    A worker the driver recorded lost is counted from that record; otherwise (a run folder other processes write
+    too) a batch it started and never finished counts as interrupted, its rows judged again."""
     deaths = [e for e in events if e.get("event") == "engine_died"]
+    by_driver = [e for e in events if e.get("event") == "worker_lost"]
+    lost_by_driver = {e["worker"] for e in by_driver}
     done = {(e["worker"], e["batch"]) for e in events if e.get("event") == "batch_done"}
-    cut = [e for e in events if e.get("event") == "batch_started" and (e["worker"], e["batch"]) not in done]
+    cut = [
+        e
+        for e in events
+        if e.get("event") == "batch_started"
+        and (e["worker"], e["batch"]) not in done
+        and e["worker"] not in lost_by_driver
+    ]
     dead = {e["worker"] for e in deaths}
-    lost = sorted({e["worker"] for e in cut} - dead)
-    return Interruptions(deaths, lost, sum(int(e.get("rows", 0)) for e in cut))
+    lost = sorted(({e["worker"] for e in cut} | lost_by_driver) - dead - {""})
+    return Interruptions(
+        deaths,
+        lost,
+        sum(int(e.get("rows", 0)) for e in [*cut, *by_driver]),
+        sorted({e["node"] for e in events if e.get("event") == "node_lost"}),
+        sorted({e["worker"] for e in events if e.get("event") == "worker_drained"}),
+    )
 
 
 class EngineWatch:

@@ -5,9 +5,10 @@ who answers (the judge, or a generator on the same engine), the frame around eve
 what the engine reads and generates (a :class:`pipeline.contracts.engine.Request`, from
 :meth:`pipeline.prompts.plan.PromptPlan.requests`). The engine settings are the worker's (:class:`JudgeSpec`); a
 kept-alive worker serves every stage of its model (generate, judge, give reasons), each with its task. One engine
-answers the comparative and the absolute prompts of a run, behind the judgement store when one is given. A batch is
-answered in one engine call per template (its rows in stream order), so each call holds prompts of one mode and
-its measured seconds are that mode's cost.
+answers the comparative and the absolute prompts of a run; the judgement store is the driver's
+(:class:`pipeline.judge.stored.StoreFront`): no worker opens it. A batch is answered in one engine call per
+template (its rows in stream order), so each call holds prompts of one mode and its measured seconds are that
+mode's cost.
 """
 
 from __future__ import annotations
@@ -29,9 +30,7 @@ from pipeline.contracts.schemas import PROMPTS, RESPONSES, check_schema
 from pipeline.judge.engines import open_engine
 from pipeline.judge.reasoning import ReasoningEngine
 from pipeline.judge.spec import JudgeSpec
-from pipeline.judge.stored import StoredEngine
 from pipeline.judge.watchdog import EngineWatch, Reaper, engine_processes, record_event
-from pipeline.storage.judgements import JudgementStore
 
 
 def batch_key(batch: pa.Table) -> str:
@@ -68,11 +67,10 @@ class JudgeWorker:
     """Callable class for ``Dataset.map_batches`` (one instance per actor) and for in-process runs: an engine made
     once (``spec``'s, named or not), each batch answered as its :class:`Task` says."""
 
-    def __init__(self, spec: JudgeSpec, events: str | None = None, store: str | None = None):
+    def __init__(self, spec: JudgeSpec, events: str | None = None):
         self.spec = engine_spec(spec)
         self.in_flight = 0
         self.events = events
-        self.store = store
         self.base: Engine = open_engine(spec)
         self.engines: dict[tuple[str, bool], Engine] = {}
         self.start_seconds = self.base.start_seconds
@@ -107,8 +105,8 @@ class JudgeWorker:
 
     def engine(self, task: Task) -> Engine:
         """The engine that answers ``task``: the worker's, with the reasoning in front when a request asks for it
-        (judge.reasoning) and the judgement store (the answers of earlier runs by content, under the task's judge's
-        identity) in front of that."""
+        (judge.reasoning). The judgement store is the driver's (:class:`pipeline.judge.stored.StoreFront`): no
+        worker opens it."""
         if engine_spec(task.judge) != self.spec:
             raise ValueError(
                 f"judge worker: {task.judge.name} runs on another engine than this worker's ({self.spec.model})"
@@ -117,10 +115,7 @@ class JudgeWorker:
         identity = json.dumps(task.judge.identity(), sort_keys=True, default=str)
         key = (identity, reasoning)
         if key not in self.engines:
-            engine = ReasoningEngine(self.base) if reasoning else self.base
-            if self.store:
-                engine = StoredEngine(engine, JudgementStore(self.store, task.judge.identity()))
-            self.engines[key] = engine
+            self.engines[key] = ReasoningEngine(self.base) if reasoning else self.base
         return self.engines[key]
 
     def close(self) -> None:
@@ -131,9 +126,7 @@ class JudgeWorker:
         reaper = self.__dict__.pop("reaper", None)
         if reaper is not None:
             reaper.stop()
-        for engine in self.__dict__.pop("engines", {}).values():
-            if isinstance(engine, StoredEngine):
-                engine.store.close()  # its engine is the base, closed once below
+        self.__dict__.pop("engines", None)  # the base's wrappers: the base is closed once below
         engine = self.__dict__.pop("base", None)
         if engine is not None:
             engine.close()
@@ -147,8 +140,7 @@ class JudgeWorker:
     def answer(
         self, engine: Engine, prompts: Sequence[str], request: Request, frame: PromptFrame
     ) -> tuple[list[Result], float]:
-        """The answers to prompts of one template, and the seconds the engine took (0 when every answer came from
-        the judgement store)."""
+        """The answers to prompts of one template, and the seconds the engine took."""
         started = time.perf_counter()
         self.in_flight = len(prompts)
         try:
@@ -159,8 +151,7 @@ class JudgeWorker:
             raise
         finally:
             self.in_flight = 0
-        took = time.perf_counter() - started
-        return results, 0.0 if all(r.source == "store" for r in results) else took
+        return results, time.perf_counter() - started
 
     def __call__(self, batch: pa.Table, task: Task) -> pa.Table:
         batch = check_schema(batch, PROMPTS, "judge stage input")
@@ -195,30 +186,37 @@ class JudgeWorker:
                 results[k] = result
                 seconds[k] = took / len(rows)
         done = [r for r in results if r is not None]
-        n = batch.num_rows
-        out = pa.table(
-            {
-                **{k: batch.column(k) for k in PROMPT_KEY},
-                "judge": pa.array([task.judge.name] * n, pa.string()),
-                "token_logprobs": pa.array([r.token_logprobs for r in done], pa.list_(pa.float64())),
-                "texts": pa.array([r.texts for r in done], pa.list_(pa.string())),
-                "prompt_tokens": pa.array([r.prompt_tokens for r in done], pa.int32()),
-                "cached_tokens": pa.array([r.cached_tokens for r in done], pa.int32()),
-                "generated_tokens": pa.array([r.generated_tokens for r in done], pa.int32()),
-                "finish_reasons": pa.array([r.finish_reasons for r in done], pa.list_(pa.string())),
-                "seconds": pa.array(seconds, pa.float64()),
-                "worker": pa.array([self.worker] * n, pa.string()),
-                "error": pa.array([r.error for r in done], pa.string()),
-                "source": pa.array([r.source for r in done], pa.string()),
-                "requests": pa.array([r.requests for r in done], pa.int32()),
-                "missing_logprobs": pa.array([r.missing for r in done], pa.int32()),
-                "failed_attempts": pa.array([list(r.failures) for r in done], pa.list_(pa.string())),
-                "usage_unknown": pa.array([r.usage_unknown for r in done], pa.bool_()),
-                "reasoning": pa.array([r.reasoning for r in done], pa.string()),
-                "reasoning_tokens": pa.array(
-                    [r.reasoning_tokens if r.reasoning is not None else None for r in done], pa.int32()
-                ),
-                "reasoning_cut": pa.array([r.reasoning_cut for r in done], pa.bool_()),
-            }
-        )
-        return check_schema(out, RESPONSES, "judge stage output")
+        return responses(batch, task.judge.name, done, seconds, self.worker)
+
+
+def responses(
+    batch: pa.Table, judge: str, results: Sequence[Result], seconds: Sequence[float], worker: str
+) -> pa.Table:
+    """RESPONSES rows: each PROMPTS row of ``batch`` with its result, the engine's seconds and who answered."""
+    done, n = results, batch.num_rows
+    out = pa.table(
+        {
+            **{k: batch.column(k) for k in PROMPT_KEY},
+            "judge": pa.array([judge] * n, pa.string()),
+            "token_logprobs": pa.array([r.token_logprobs for r in done], pa.list_(pa.float64())),
+            "texts": pa.array([r.texts for r in done], pa.list_(pa.string())),
+            "prompt_tokens": pa.array([r.prompt_tokens for r in done], pa.int32()),
+            "cached_tokens": pa.array([r.cached_tokens for r in done], pa.int32()),
+            "generated_tokens": pa.array([r.generated_tokens for r in done], pa.int32()),
+            "finish_reasons": pa.array([r.finish_reasons for r in done], pa.list_(pa.string())),
+            "seconds": pa.array(seconds, pa.float64()),
+            "worker": pa.array([worker] * n, pa.string()),
+            "error": pa.array([r.error for r in done], pa.string()),
+            "source": pa.array([r.source for r in done], pa.string()),
+            "requests": pa.array([r.requests for r in done], pa.int32()),
+            "missing_logprobs": pa.array([r.missing for r in done], pa.int32()),
+            "failed_attempts": pa.array([list(r.failures) for r in done], pa.list_(pa.string())),
+            "usage_unknown": pa.array([r.usage_unknown for r in done], pa.bool_()),
+            "reasoning": pa.array([r.reasoning for r in done], pa.string()),
+            "reasoning_tokens": pa.array(
+                [r.reasoning_tokens if r.reasoning is not None else None for r in done], pa.int32()
+            ),
+            "reasoning_cut": pa.array([r.reasoning_cut for r in done], pa.bool_()),
+        }
+    )
+    return check_schema(out, RESPONSES, "judge stage output")

@@ -99,6 +99,12 @@ def summary_text(correlations: pl.DataFrame, bias: pl.DataFrame, judge_stats: Ju
             + (f"{steady:.2f}/s after the first batch; " if _finite(steady) else "")
             + f"prefix cache served {judge_stats.cache_share:.1%} of prompt tokens"
         )
+        if judge_stats.interruptions:
+            lines.append(
+                "interrupted: "
+                + ", ".join(f"{n} {kind}" for kind, n in judge_stats.interruptions)
+                + " (nothing that had reached the driver was judged twice)"
+            )
         if judge_stats.requests or judge_stats.cached_replies:
             money = (
                 f", {judge_stats.money:.4f} at the configured prices" if judge_stats.money is not None else ""

@@ -16,6 +16,19 @@ from typing import Any, Protocol
 import pyarrow as pa
 
 
+class Front(Protocol):
+    """What the driver answers itself before a stateful step's batches go to its workers (e.g. the judgement
+    store, :class:`pipeline.judge.stored.StoreFront`), and keeps of what they answer."""
+
+    def answer(self, batch: pa.Table) -> tuple[pa.Table | None, pa.Table]:
+        """(rows answered here, in the step's output schema; the rows still to send to the workers)."""
+        ...
+
+    def keep(self, sent: pa.Table, out: pa.Table) -> None:
+        """Keep a worker's output ``out`` for the rows ``sent`` (row for row)."""
+        ...
+
+
 @dataclass(frozen=True)
 class MapStep:
     """One step of a streamed chain.
@@ -35,13 +48,21 @@ class MapStep:
     # rows (but the last) and its result streams back on its own, one batch at a time.
     batch_size: int | None = None
     exact_batches: bool = False
-    # A class: the number of workers (actors). A function: ignored (stateless tasks).
+    # A class: the number of workers (actors), or the least of them with ``max_workers``: the pool starts with
+    # what the cluster has room for in between and grows onto nodes that join. A function: ignored.
     workers: int = 1
+    max_workers: int | None = None
     num_cpus: float = 1.0
     num_gpus: float = 0.0
-    # A class on Ray: how many times a worker that died (its engine gone) is replaced, its unfinished batches
-    # given to the new one; after that the run stops with the error. None: Ray Data's default (no limit).
+    # A class on Ray: how many times a worker that died on a live node (its engine gone) is replaced, its
+    # unfinished batches given to the others; after that the run stops with the error. None: no limit. Workers
+    # lost with their node are always replaced (pipeline.runtime.pool).
     max_restarts: int | None = None
+    # A class on Ray: the run's events file, where the driver's pool records the workers and nodes it lost.
+    events: str | None = None
+    # A class: what the driver answers itself before batches go to the workers, and keeps of their answers; a
+    # stream it answers whole starts no worker. Not part of the workers' identity (step_key).
+    front: Front | None = None
     # A class, the last step of its chain: its workers outlive the stream, and a later stream of a step with the
     # same class, constructor kwargs and resources (whatever its name and call_kwargs) reuses them. An executor
     # keeps one set of workers at a time (an engine each): a stream that needs others releases them first.
@@ -76,4 +97,7 @@ def step_key(step: MapStep) -> str:
 
     fn = step.fn
     digest = hashlib.blake2b(pickle.dumps(dict(step.kwargs)), digest_size=16).hexdigest()
-    return f"{fn.__module__}.{fn.__qualname__}:{digest}:{step.workers}:{step.num_cpus}:{step.num_gpus}"
+    return (
+        f"{fn.__module__}.{fn.__qualname__}:{digest}:{step.workers}:{step.max_workers}:{step.num_cpus}:"
+        f"{step.num_gpus}"
+    )

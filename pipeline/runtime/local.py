@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
-from pipeline.runtime import MapStep, step_key
+from pipeline.runtime import Front, MapStep, step_key
 
 
 def batches(chunks: Iterable[pa.Table], batch_size: int | None) -> Iterator[pa.Table]:
@@ -26,6 +27,57 @@ def batches(chunks: Iterable[pa.Table], batch_size: int | None) -> Iterator[pa.T
             pending, rows = ([rest], rest.num_rows) if rest.num_rows else ([], 0)
     if rows:
         yield pa.concat_tables(pending)
+
+
+class Fronted:
+    """The rows of a stream that its step's front does not answer, re-cut into batches of ``batch_size``; the rows
+    the front answers wait in ``answered`` for the caller to yield (:meth:`drain`)."""
+
+    def __init__(self, front: Front | None, chunks: Iterable[pa.Table], batch_size: int | None):
+        self.front = front
+        self.answered: deque[pa.Table] = deque()
+        self._batches = batches(self._rest(chunks), batch_size)
+
+    def _rest(self, chunks: Iterable[pa.Table]) -> Iterator[pa.Table]:
+        for chunk in chunks:
+            if self.front is None:
+                yield chunk
+                continue
+            done, todo = self.front.answer(chunk)
+            if done is not None and done.num_rows:
+                self.answered.append(done)
+            if todo.num_rows:
+                yield todo
+
+    def __iter__(self) -> Iterator[pa.Table]:
+        return self
+
+    def __next__(self) -> pa.Table:
+        return next(self._batches)
+
+    def drain(self) -> Iterator[pa.Table]:
+        while self.answered:
+            yield self.answered.popleft()
+
+    def keep(self, sent: pa.Table, out: pa.Table) -> None:
+        if self.front is not None:
+            self.front.keep(sent, out)
+
+
+def as_table(result: pa.Table | Iterable[pa.Table]) -> pa.Table:
+    return result if isinstance(result, pa.Table) else pa.concat_tables(list(result))
+
+
+def _serve(stream: Iterable[pa.Table], step: MapStep, instance: Callable[[], object]) -> Iterator[pa.Table]:
+    """A stateful step in this process: the front's answers, then each remaining batch answered by the step's
+    instance (made on the first batch: a stream the front answers whole makes none)."""
+    work = Fronted(step.front, stream, step.batch_size)
+    for batch in work:
+        yield from work.drain()
+        out = as_table(instance()(batch, **step.call_kwargs))  # type: ignore[operator]
+        work.keep(batch, out)
+        yield out
+    yield from work.drain()
 
 
 def _apply(stream: Iterable[pa.Table], call, kwargs: dict, batch_size: int | None) -> Iterator[pa.Table]:
@@ -52,29 +104,37 @@ class LocalExecutor:
     def stream(self, blocks: Sequence[pa.Table], steps: Sequence[MapStep]) -> Iterator[pa.Table]:
         if not blocks:
             return
-        made = []
-        kwargs: dict[str, object]
+        made: list[object] = []
         try:
             stream: Iterable[pa.Table] = iter(blocks)
             for step in steps:
                 if step.stateful:
-                    key = step_key(step)
-                    self._release(but=key)  # one engine at a time
-                if step.stateful and step.keep_alive:
-                    if key not in self.kept:
-                        self.kept[key] = step.fn(**step.kwargs)
-                    call, kwargs = self.kept[key], dict(step.call_kwargs)
-                elif step.stateful:
-                    instance = step.fn(**step.kwargs)
-                    made.append(instance)
-                    call, kwargs = instance, dict(step.call_kwargs)
+                    self._release(but=step_key(step))  # one engine at a time
+                    stream = _serve(stream, step, self._instance(step, made))
                 else:
-                    call, kwargs = step.fn, dict(step.kwargs)
-                stream = _apply(stream, call, kwargs, step.batch_size)
+                    stream = _apply(stream, step.fn, dict(step.kwargs), step.batch_size)
             yield from stream
         finally:
             for instance in made:
                 _close(instance)
+
+    def _instance(self, step: MapStep, made: list[object]) -> Callable[[], object]:
+        """The step's instance, made when first asked for: kept for later streams (``keep_alive``) or closed at
+        the end of this one (``made``)."""
+        key = step_key(step)
+        own: list[object] = []
+
+        def get() -> object:
+            if step.keep_alive:
+                if key not in self.kept:
+                    self.kept[key] = step.fn(**step.kwargs)
+                return self.kept[key]
+            if not own:
+                own.append(step.fn(**step.kwargs))
+                made.append(own[0])
+            return own[0]
+
+        return get
 
 
 def _close(instance: object) -> None:

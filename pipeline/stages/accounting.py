@@ -14,9 +14,10 @@ import pyarrow.compute as pc
 
 from pipeline.config.judging import GenerateConfig
 from pipeline.contracts.errors import UserError
-from pipeline.judge.watchdog import Interruptions, interruptions, read_events
+from pipeline.judge.watchdog import Interruptions, interruptions
 from pipeline.runtime.logs import FILE_ONLY
 from pipeline.stages.base import StageContext
+from pipeline.storage.events import read_events
 
 log = logging.getLogger("pipeline")
 
@@ -217,12 +218,27 @@ def report_interruptions(ctx: StageContext, events: Path, seen: int) -> Interrup
             len(lost.lost_workers),
             ", ".join(lost.lost_workers),
         )
+    if lost.lost_nodes:
+        log.warning(
+            "%d node(s) were lost during the run with judge workers on them (%s): their workers were replaced "
+            "where there was room",
+            len(lost.lost_nodes),
+            ", ".join(node[:12] for node in lost.lost_nodes),
+        )
+    if lost.drained_workers:
+        log.warning(
+            "%d judge worker(s) were released from drained nodes after finishing their batches (%s)",
+            len(lost.drained_workers),
+            ", ".join(lost.drained_workers),
+        )
     if lost.redone:
         log.warning(
             "the %d prompt(s) of the unfinished batches went to new workers; nothing already stored was judged "
             "twice",
             lost.redone,
         )
+    ctx.metrics["judge/lost_nodes"] = float(len(lost.lost_nodes))
+    ctx.metrics["judge/drained_workers"] = float(len(lost.drained_workers))
     ctx.metrics["judge/engine_deaths"] = float(len(lost.engine_deaths))
     ctx.metrics["judge/lost_workers"] = float(len(lost.lost_workers))
     ctx.metrics["judge/redone_prompts"] = float(lost.redone)

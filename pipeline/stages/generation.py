@@ -27,6 +27,7 @@ from pipeline.judge.generators import (
     generator_request,
 )
 from pipeline.judge.models import resolve_judge
+from pipeline.judge.stored import StoreFront, closing_front
 from pipeline.judge.tokenizers import load_tokenizer
 from pipeline.judge.worker import JudgeWorker, Task, engine_spec
 from pipeline.prompts.generation import generation_prompts, generator_frame
@@ -161,21 +162,24 @@ class Generate(Stage):
                 keep_alive=self.keep_workers,
             )
             progress = Progress(prompts.num_rows, verb="generated", noun="outputs")
-            for batch in ctx.executor.stream(blocks, [step]):
-                if spec.api:
-                    done.usage.setdefault(group[0].name, ApiUsage()).add(batch)
-                done.reused += pc.sum(pc.equal(batch.column("source"), "store")).as_py() or 0
-                is_failed = pc.is_valid(batch.column("error"))
-                if pc.any(is_failed).as_py():  # requests that kept failing: not outputs, reported after
-                    done.failed.append(batch.filter(is_failed))
-                    batch = batch.filter(pc.invert(is_failed))
-                for (model,), part in pl.from_arrow(generation_rows(batch)).group_by(
-                    ["model"], maintain_order=True
-                ):
-                    stores[model].add(part.to_arrow())
-                progress.update(
-                    batch.num_rows, column_total(batch, "prompt_tokens"), column_total(batch, "cached_tokens")
-                )
+            with closing_front(step):
+                for batch in ctx.executor.stream(blocks, [step]):
+                    if spec.api:
+                        done.usage.setdefault(group[0].name, ApiUsage()).add(batch)
+                    done.reused += pc.sum(pc.equal(batch.column("source"), "store")).as_py() or 0
+                    is_failed = pc.is_valid(batch.column("error"))
+                    if pc.any(is_failed).as_py():  # requests that kept failing: not outputs, reported after
+                        done.failed.append(batch.filter(is_failed))
+                        batch = batch.filter(pc.invert(is_failed))
+                    for (model,), part in pl.from_arrow(generation_rows(batch)).group_by(
+                        ["model"], maintain_order=True
+                    ):
+                        stores[model].add(part.to_arrow())
+                    progress.update(
+                        batch.num_rows,
+                        column_total(batch, "prompt_tokens"),
+                        column_total(batch, "cached_tokens"),
+                    )
         wanted = tasks.column("input_id")
         for store in stores.values():
             store.flush()
@@ -273,22 +277,20 @@ def generation_step(
     with its own request and frame (the judge's actor resources), behind the judgement ``store`` for an
     in-process engine; ``keep_alive``: its workers stay for the next stage of the same engine (the judge's)."""
     spec = group[0].spec
+    task = Task(spec, {g.name: g.request for g in group}, frames[group[0].name], dict(frames))
     return MapStep(
         "generate",
         worker or JudgeWorker,
-        {
-            "spec": engine_spec(spec),
-            "events": str(events) if events else None,
-            "store": str(store) if store is not None and spec.api is None else None,
-        },
-        call_kwargs={
-            "task": Task(spec, {g.name: g.request for g in group}, frames[group[0].name], dict(frames))
-        },
+        {"spec": engine_spec(spec), "events": str(events) if events else None},
+        call_kwargs={"task": task},
         batch_size=batch_size,
         exact_batches=True,
-        workers=judge.num_actors,
+        workers=judge.actors[0],
+        max_workers=judge.actors[1],
         num_cpus=judge.num_cpus_per_actor,
         num_gpus=judge.num_gpus_per_actor,
         keep_alive=keep_alive,
         env=worker_process_env(spec),
+        events=str(events) if events else None,
+        front=StoreFront(store, task) if store is not None and spec.api is None else None,
     )

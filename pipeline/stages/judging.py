@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from pipeline.data.contexts import group_by_context
 from pipeline.judge.api.batch import RECORD_FILE, batch_states
 from pipeline.judge.cores import worker_process_env
 from pipeline.judge.spec import JudgeSpec
-from pipeline.judge.watchdog import read_events
+from pipeline.judge.stored import StoreFront, closing_front
 from pipeline.judge.worker import JudgeWorker, Task, engine_spec
 from pipeline.prompts.pairs import build_contexts, generate_prompts, k_adjustments, split_shards
 from pipeline.prompts.plan import PromptPlan
@@ -42,6 +42,7 @@ from pipeline.stages.accounting import (
     report_interruptions,
 )
 from pipeline.stages.base import Stage, StageContext
+from pipeline.storage.events import read_events
 from pipeline.storage.parts import JudgmentStore, RatingStore
 
 log = logging.getLogger("pipeline")
@@ -99,8 +100,10 @@ def judge_steps(
     keep_alive: bool = False,
 ) -> list[MapStep]:
     """The streamed chain: prompt generation per shard (tasks), then the judge (one engine per actor), one
-    engine batch per call so results reach the driver and the store batch by batch. A worker whose engine dies
-    records it in ``events`` and is replaced at most ``max_restarts`` times (its batch judged again)."""
+    engine batch per call so results reach the driver and the store batch by batch. The judgement ``store`` is
+    consulted and written on the driver (:class:`StoreFront`: close it after the stream). A worker whose engine
+    dies records it in ``events`` and is replaced at most ``max_restarts`` times (its batch judged again)."""
+    task = Task(spec, plan.requests(), plan.frame)
     return [
         MapStep(
             "prompts",
@@ -111,20 +114,19 @@ def judge_steps(
         MapStep(
             "judge",
             worker,
-            {
-                "spec": engine_spec(spec),
-                "events": str(events) if events else None,
-                "store": str(store) if store else None,
-            },
-            call_kwargs={"task": Task(spec, plan.requests(), plan.frame)},
+            {"spec": engine_spec(spec), "events": str(events) if events else None},
+            call_kwargs={"task": task},
             batch_size=judge.batch_size,
             exact_batches=True,
-            workers=judge.num_actors,
+            workers=judge.actors[0],
+            max_workers=judge.actors[1],
             num_cpus=judge.num_cpus_per_actor,
             num_gpus=judge.num_gpus_per_actor,
             max_restarts=max_restarts,
             keep_alive=keep_alive,
             env=worker_process_env(spec),
+            events=str(events) if events else None,
+            front=StoreFront(store, task) if store else None,
         ),
     ]
 
@@ -182,13 +184,14 @@ class Judge(Stage):
                 keep_alive=self.keep_workers,
             )
             try:
-                for batch in ctx.executor.stream(shards, steps):
-                    tally.add(batch, prompt_plan, store, rating_store)
-                    progress.update(
-                        batch.num_rows,
-                        column_total(batch, "prompt_tokens"),
-                        column_total(batch, "cached_tokens"),
-                    )
+                with closing_front(steps[-1]):
+                    for batch in ctx.executor.stream(shards, steps):
+                        tally.add(batch, prompt_plan, store, rating_store)
+                        progress.update(
+                            batch.num_rows,
+                            column_total(batch, "prompt_tokens"),
+                            column_total(batch, "cached_tokens"),
+                        )
             except Exception as exc:
                 store.flush()  # everything judged so far stays on disk
                 rating_store.flush()
@@ -206,11 +209,14 @@ class Judge(Stage):
         if progress.done != remaining:
             raise RuntimeError(f"the judge stage returned {progress.done} prompts, expected {remaining}")
         self._log(progress, tally.reused)
-        report_interruptions(ctx, events, seen_events)
+        lost = report_interruptions(ctx, events, seen_events)
         if tally.failed:
             raise_failed(pa.concat_tables(tally.failed), store.folder.parent)
         judgments, ratings = store.read(), rating_store.read()
-        stats = self._stats(judgments, ratings, progress, tally, ctx.run_dir)
+        stats = replace(
+            self._stats(judgments, ratings, progress, tally, ctx.run_dir),
+            interruptions=tuple((k, n) for k, n in lost.counts() if n),
+        )
         ctx.metrics.update(stats.metrics())
         return {"judgments": judgments, "ratings": ratings, "judge_stats": stats}
 

@@ -16,6 +16,7 @@ from pipeline.contracts.engine import Request
 from pipeline.contracts.schemas import REASONS
 from pipeline.judge.cores import worker_process_env
 from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.stored import StoreFront, closing_front
 from pipeline.judge.tokenizers import load_tokenizer
 from pipeline.judge.worker import JudgeWorker, Task, engine_spec
 from pipeline.prompts.plan import PromptPlan
@@ -64,27 +65,27 @@ class Reasons(Stage):
             chosen, candidates, prompt_plan, load_tokenizer(judge), as_messages=bool(judge.api)
         )
         # the judge's workers of the judge stage where they were kept (one engine per model and run)
+        task = Task(judge, {REASON: Request(max_tokens=self.max_tokens)}, prompt_plan.frame)
+        store = self.store_path if self.store_path is not None and judge.api is None else None
         step = MapStep(
             "reasons",
             JudgeWorker,
-            {
-                "spec": engine_spec(judge),
-                "events": str(ctx.run_dir / "logs" / ENGINE_EVENTS),
-                "store": str(self.store_path) if self.store_path is not None and judge.api is None else None,
-            },
-            call_kwargs={
-                "task": Task(judge, {REASON: Request(max_tokens=self.max_tokens)}, prompt_plan.frame)
-            },
+            {"spec": engine_spec(judge), "events": str(ctx.run_dir / "logs" / ENGINE_EVENTS)},
+            call_kwargs={"task": task},
             batch_size=self.judge_cfg.batch_size,
             exact_batches=True,
-            workers=self.judge_cfg.num_actors,
+            workers=self.judge_cfg.actors[0],
+            max_workers=self.judge_cfg.actors[1],
             num_cpus=self.judge_cfg.num_cpus_per_actor,
             num_gpus=self.judge_cfg.num_gpus_per_actor,
             keep_alive=True,
             env=worker_process_env(judge),
+            events=str(ctx.run_dir / "logs" / ENGINE_EVENTS),
+            front=StoreFront(store, task) if store is not None else None,
         )
         log.info("asking the judge why for %d comparison(s)", prompts.num_rows)
-        answers = pa.concat_tables(list(ctx.executor.stream([prompts], [step])))
+        with closing_front(step):
+            answers = pa.concat_tables(list(ctx.executor.stream([prompts], [step])))
         return {"reasons": with_reasons(chosen, answers)}
 
 

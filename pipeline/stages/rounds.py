@@ -42,7 +42,6 @@ from pipeline.contracts.schemas import ROUNDS, check_schema
 from pipeline.contracts.stats import JudgeStats
 from pipeline.data.contexts import Context, group_by_context
 from pipeline.judge.spec import JudgeSpec
-from pipeline.judge.watchdog import read_events
 from pipeline.methods.adaptive.loop import Pool, RoundRecord, run_rounds
 from pipeline.methods.adaptive.stopping import expected_tau
 from pipeline.methods.scorers.model_fit import Prior
@@ -65,6 +64,7 @@ from pipeline.stages.rounds_files import (
     write_round_pairs,
     write_rounds,
 )
+from pipeline.storage.events import read_events
 from pipeline.storage.parts import JudgmentStore, RatingStore
 
 log = logging.getLogger(__name__)

@@ -5,10 +5,10 @@ asked (the label words' token ids, an absolute read, a generation's sampling: a
 :class:`pipeline.contracts.engine.Request`) and the exact prompt text. :class:`JudgementStore` keeps the engine's
 answer under the SHA-256 of those three, in one SQLite file (``judge.store_path``, default
 ``paths.cache_dir/judgements.sqlite``) that every run of the project consults before judging: a run that adds
-contexts, changes the scorer or is repeated in another folder judges only the prompts no run has judged. Each
-judge worker opens the file itself (WAL, safe across processes on one machine; on a cluster put it on a file
-system with working locks, or set ``judge.store=false``). The engine in front of which it answers is
-:class:`pipeline.judge.stored.StoredEngine`.
+contexts, changes the scorer or is repeated in another folder judges only the prompts no run has judged. Only
+the driver opens the file (:class:`pipeline.judge.stored.StoreFront`: it answers what the store holds before
+prompts are sent to the workers, and keeps their answers as they come back), so a cluster's workers never need
+it: it lives on the driver's disk, never on a network file system.
 
 In-process engines only: a judge behind an API has its own reply cache (:mod:`pipeline.judge.api.client`).
 """

@@ -19,9 +19,8 @@ from pipeline.judge.watchdog import (
     descendants,
     engine_processes,
     interruptions,
-    read_events,
-    record_event,
 )
+from pipeline.storage.events import read_events, record_event
 
 
 def wait_until(condition, seconds: float = 20.0) -> bool:
@@ -219,3 +218,40 @@ def test_interrupted_batches_are_counted_once_per_worker_that_lost_them():
     assert found.redone == 8 + 6
     clean = interruptions([started("h:1", "a"), done("h:1", "a")])
     assert clean.engine_deaths == [] and clean.lost_workers == [] and clean.redone == 0
+
+
+def test_the_drivers_record_of_a_lost_worker_counts_once_beside_the_workers_own():
+    """The driver's pool records every worker it lost (pipeline.runtime.pool): that record counts, and the worker's
+    own unfinished batch (written where the run folder is shared) is not counted again; a worker the driver never
+    saw start ("") is no lost worker; nodes and drained workers are counted from the driver's records."""
+
+    def started(worker, batch, rows=8):
+        return {"event": "batch_started", "worker": worker, "batch": batch, "rows": rows}
+
+    lost = {
+        "event": "worker_lost",
+        "worker": "h:2",
+        "node": "n2",
+        "cause": "node",
+        "rows": 8,
+        "queued_rows": 8,
+    }
+    events = [
+        started("h:2", "a"),  # h:2's own line for the batch its node took with it
+        lost,
+        {"event": "node_lost", "node": "n2"},
+        {"event": "worker_lost", "worker": "", "node": "", "cause": "node", "rows": 0, "queued_rows": 0},
+        started("h:4", "x", 5),  # a worker of a folder the driver did not record (an older run's lines)
+        {"event": "worker_drained", "worker": "h:3", "node": "n3"},
+    ]
+    found = interruptions(events)
+    assert found.lost_workers == ["h:2", "h:4"]
+    assert found.redone == 8 + 5  # h:2's batch once (the driver's record), h:4's from its own line
+    assert found.lost_nodes == ["n2"] and found.drained_workers == ["h:3"]
+    assert dict(found.counts()) == {
+        "node(s) lost": 1,
+        "worker(s) lost": 2,
+        "engine death(s)": 0,
+        "worker(s) released from drained nodes": 1,
+        "prompt(s) judged again": 13,
+    }

@@ -99,7 +99,7 @@ def test_reasons_are_stored_beside_the_comparisons(generate_run):
 def test_the_model_that_generates_judges_and_gives_its_reasons_starts_one_engine(generate_run):
     """The generators run on the judge's model (SmolLM2 under three sampling settings): one engine, started once,
     generates every output, judges every comparison and rating, and gives the reasons."""
-    from pipeline.judge.watchdog import read_events
+    from pipeline.storage.events import read_events
 
     _, result = generate_run
     events = read_events(result.run_dir / "logs" / "engine_events.jsonl")

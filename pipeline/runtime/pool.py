@@ -1,0 +1,478 @@
+"""The workers of a stateful step on Ray, driven from the driver: a pool that loses and gains nodes.
+
+Batches go to the actors from this process, at most two in flight per actor (one running, one queued), and each
+result is yielded as soon as it arrives: once yielded it is the caller's (written to the run folder) and never
+asked for again. When an actor is lost (its process, its engine or its whole node) the batches it held go back to
+the front of the queue and a new actor takes its place wherever the cluster has room. A death on a node that is
+still alive (an engine that crashed) counts against the step's ``max_restarts``; a lost or drained node does not:
+a cluster of spot instances loses nodes as a matter of course. Actors on a node being drained (a preemption
+notice, ``ray drain-node``) get no new batch: they finish what they hold and are released, and their places are
+taken elsewhere.
+
+The pool starts with what the cluster has room for, at least ``workers`` and at most ``max_workers``, and grows
+onto nodes that join, never into the CPU slot its own upstream tasks need (:mod:`pipeline.runtime.capacity`). A
+pool that could never leave them one is refused before it starts; while no actor can be placed (a lost node not
+yet replaced) it says so every 30 s and stops with the numbers after ``placement_timeout`` seconds.
+
+What it saw goes to the run's events file (``worker_started``; ``worker_lost`` with the rows it was judging and
+those queued behind them, all given to others; ``node_lost``; ``worker_drained``), written by this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from pipeline.runtime import MapStep
+from pipeline.runtime.capacity import Resources, refusal, room
+from pipeline.runtime.local import Fronted
+from pipeline.runtime.logs import redirect_output
+from pipeline.storage.events import record_event
+
+log = logging.getLogger(__name__)
+
+
+class PoolError(RuntimeError):
+    """The pool cannot run: no room for its workers, or more engine deaths than the step allows."""
+
+
+def with_output_to(cls: type, log_dir: Path, step: str) -> type:
+    """``cls`` whose instances first send their process's output to a file in ``log_dir`` (an actor's own
+    output: the engine's log lines, warnings and progress bars)."""
+
+    def __init__(self, *args, **kwargs):  # noqa: N807
+        path = log_dir / f"{step}-{socket.gethostname()}-{os.getpid()}.log"
+        try:
+            redirect_output(path)
+        except OSError as exc:  # e.g. a cluster node without the run folder's file system
+            logging.getLogger(__name__).warning(
+                "output stays in Ray's worker logs: cannot write %s (%s)", path, exc
+            )
+        cls.__init__(self, *args, **kwargs)
+
+    return type(cls.__name__, (cls,), {"__init__": __init__})
+
+
+def runtime_env(step: MapStep) -> dict | None:
+    """The actors' runtime environment: the step's process environment (Ray merges it into the job's)."""
+    return {"env_vars": dict(step.env)} if step.env else None
+
+
+class _Kept:
+    """The actor: one instance of the step's class, called batch by batch."""
+
+    def __init__(self, cls: type, kwargs: dict):
+        self.inner = cls(**kwargs)
+
+    def ready(self) -> tuple[str, str]:
+        """Where this worker runs: ``host:pid`` (as the judge worker names itself) and its Ray node."""
+        import ray
+
+        return f"{socket.gethostname()}:{os.getpid()}", ray.get_runtime_context().get_node_id()
+
+    def run(self, batch: pa.Table, call_kwargs: dict) -> pa.Table:
+        out = self.inner(batch, **call_kwargs)
+        return out if isinstance(out, pa.Table) else pa.concat_tables(list(out))
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            close()
+
+
+@dataclass(eq=False)
+class Slot:
+    """One actor of the pool: starting (``starting``: its ``ready()`` call) or running, the batches it holds."""
+
+    actor: Any
+    starting: Any
+    worker: str = ""
+    node: str = ""
+    held: dict = field(default_factory=dict)  # ObjectRef of a call -> its batch
+    draining: bool = False
+
+
+# A worker lost while starting went with its node if a node was lost within this many seconds of it.
+NODE_WINDOW = 120.0
+
+
+@dataclass(eq=False)
+class Loss:
+    """A worker lost, its cause not settled yet: what it held, when, and a task placed on its node (its answer
+    says the node is alive)."""
+
+    slot: Slot
+    exc: BaseException
+    rows: int
+    queued: int
+    batches: int
+    at: float
+    probe: Any
+
+
+def _where() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
+
+
+def probe_node(node: str) -> Any:
+    """A task of no resources placed on ``node`` only: it answers if the node is alive (and fails, or never
+    answers, if it is gone)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    return (
+        ray.remote(_where)
+        .options(
+            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False), max_retries=0
+        )
+        .remote()
+    )
+
+
+def answered(ref: Any) -> bool:
+    """Whether a finished task answered (rather than failed)."""
+    import ray
+
+    try:
+        ray.get(ref)
+        return True
+    except Exception:
+        return False
+
+
+def cluster_resources() -> tuple[Resources, Resources]:
+    """(total of the alive nodes, free now)."""
+    import ray
+
+    total = Resources()
+    for node in ray.nodes():
+        if node.get("Alive"):
+            have = node.get("Resources", {})
+            total = Resources(total.cpus + have.get("CPU", 0.0), total.gpus + have.get("GPU", 0.0))
+    free = ray.available_resources()
+    return total, Resources(free.get("CPU", 0.0), free.get("GPU", 0.0))
+
+
+def alive_nodes() -> set[str]:
+    import ray
+
+    return {node["NodeID"] for node in ray.nodes() if node.get("Alive")}
+
+
+def draining_nodes() -> set[str]:
+    """The nodes being drained (a preemption notice, ``ray drain-node``), from Ray's control store; none where this
+    Ray cannot say."""
+    import ray
+
+    try:
+        client = ray._private.worker.global_worker.gcs_client
+        return set(client.get_draining_nodes(timeout=5))
+    except Exception as exc:  # an older or newer Ray without the call: drains are then seen as losses
+        log.debug("cannot read the draining nodes: %s", exc)
+        return set()
+
+
+def lost_actor_errors() -> tuple[type[BaseException], ...]:
+    """Errors that mean a call's actor, or the node that held its result, is gone (not an error of the call)."""
+    from ray import exceptions
+
+    return (exceptions.RayActorError, exceptions.ObjectLostError, exceptions.OwnerDiedError)
+
+
+class ActorPool:
+    """The actors of one stateful step (module docstring)."""
+
+    IN_FLIGHT = 2
+    TEND_EVERY = 2.0
+    SAY_EVERY = 30.0
+    # seconds the end of a stream waits for Ray to say why a worker went (a node's death takes Ray's health
+    # checks some 15-30 s to notice)
+    SETTLE_WAIT = 90.0
+
+    def __init__(
+        self,
+        step: MapStep,
+        log_dir: Path | None,
+        reserve_cpus: float = 0.0,
+        placement_timeout: float = 900.0,
+    ):
+        import ray
+
+        cls = with_output_to(step.fn, log_dir, step.name) if log_dir else step.fn  # type: ignore[arg-type]
+        self.remote = ray.remote(
+            num_cpus=step.num_cpus,
+            num_gpus=step.num_gpus,
+            max_restarts=0,  # the pool replaces its actors itself (wherever there is room), and counts them
+            max_task_retries=0,
+            runtime_env=runtime_env(step),
+        )(_Kept)
+        self.cls, self.kwargs = cls, dict(step.kwargs)
+        self.name = step.name
+        self.events = step.events
+        self.need = Resources(step.num_cpus, step.num_gpus)
+        self.reserve = reserve_cpus
+        self.least = max(1, step.workers)
+        self.most = max(self.least, step.max_workers or step.workers)
+        self.budget = step.max_restarts
+        self.placement_timeout = placement_timeout
+        self.deaths = 0
+        self.lost_nodes: dict[str, float] = {}  # node -> when its first worker was lost
+        self.unsettled: list[Loss] = []
+        self.slots: list[Slot] = []
+        total, free = cluster_resources()
+        problem = refusal(self.name, total, self.need, self.least, reserve_cpus)
+        if problem:
+            raise PoolError(problem)
+        for _ in range(max(self.least, room(free, self.need, reserve_cpus, 0, self.most))):
+            self._start()
+        self._tended = time.monotonic()
+        self._unplaced_since: float | None = None
+        self._said = 0.0
+
+    def _start(self) -> None:
+        actor = self.remote.remote(self.cls, self.kwargs)
+        self.slots.append(Slot(actor, actor.ready.remote()))
+
+    def _record(self, event: dict) -> None:
+        record_event(self.events, {**event, "step": self.name, "by": "driver"})
+
+    def run(
+        self, work: Iterator[pa.Table], call_kwargs: Any, front: Fronted | None = None
+    ) -> Iterator[pa.Table]:
+        """Yield the results of every batch of ``work``, each called with ``call_kwargs`` (put in Ray's object
+        store once per stream), whatever actors and nodes are lost on the way; with ``front``, the rows it answered
+        as they appear, and every result kept by it as it arrives."""
+        import ray
+
+        todo = iter(work)
+        again: deque[pa.Table] = deque()  # batches of lost actors: sent before new ones
+        exhausted = False
+        while True:
+            exhausted = self._send(todo, again, call_kwargs, exhausted)
+            if front is not None:
+                yield from front.drain()
+            held = {ref: slot for slot in self.slots for ref in slot.held}
+            if not held and exhausted and not again:
+                self._settle(wait=self.SETTLE_WAIT)  # the stream's account of its losses complete
+                return
+            self._tend(waiting=bool(again) or not exhausted)
+            starting = {slot.starting: slot for slot in self.slots if slot.starting is not None}
+            done, _ = ray.wait([*held, *starting], num_returns=1, timeout=1.0)
+            for ref in done:
+                if ref in starting:
+                    self._started(starting[ref])
+                    continue
+                slot = held[ref]
+                try:
+                    out = ray.get(ref)
+                except lost_actor_errors() as exc:
+                    if slot in self.slots:
+                        self._lose(slot, exc, again)
+                    continue
+                sent = slot.held.pop(ref)
+                if front is not None:
+                    front.keep(sent, out)
+                yield out
+                if slot.draining and not slot.held:
+                    self._release(slot, "worker_drained")
+
+    def _send(self, todo: Iterator[pa.Table], again: deque, call_kwargs: Any, exhausted: bool) -> bool:
+        """Give every running actor up to ``IN_FLIGHT`` batches (given-back ones first); whether ``todo`` ran out."""
+        for slot in self.slots:
+            if slot.starting is not None or slot.draining:
+                continue
+            while len(slot.held) < self.IN_FLIGHT:
+                if again:
+                    batch = again.popleft()
+                elif exhausted:
+                    return True
+                else:
+                    batch = next(todo, None)
+                    if batch is None:
+                        return True
+                slot.held[slot.actor.run.remote(batch, call_kwargs)] = batch
+        return exhausted
+
+    def _started(self, slot: Slot) -> None:
+        import ray
+
+        try:
+            slot.worker, slot.node = ray.get(slot.starting)
+        except lost_actor_errors() as exc:
+            if getattr(exc, "actor_init_failed", False):
+                raise  # the step's constructor failed (a bad model, a config): a new actor would fail the same way
+            slot.starting = None  # its node went (or its engine died) while it started
+            self._lose(slot, exc, deque())
+            return
+        slot.starting = None
+        self._record({"event": "worker_started", "worker": slot.worker, "node": slot.node})
+
+    def _lose(self, slot: Slot, exc: BaseException, again: deque) -> None:
+        """An actor gone: its batches back to the front of the queue, its place taken by a new actor, and why it
+        went settled as soon as Ray can say (:meth:`_settle`)."""
+        import ray
+
+        batches = list(slot.held.values())
+        slot.held.clear()
+        again.extendleft(reversed(batches))
+        self.slots.remove(slot)
+        with contextlib.suppress(Exception):
+            ray.kill(slot.actor, no_restart=True)
+        # an actor runs its calls in the order they were sent: the oldest it held was being judged (its rows are
+        # judged again), the others waited in its queue
+        rows = batches[0].num_rows if batches else 0
+        queued = sum(b.num_rows for b in batches[1:])
+        log.warning(
+            "%s worker %s lost with %d batch(es) of %d row(s): given to the other workers",
+            self.name,
+            slot.worker or "(starting)",
+            len(batches),
+            rows + queued,
+        )
+        probe = probe_node(slot.node) if slot.node else None
+        self.unsettled.append(Loss(slot, exc, rows, queued, len(batches), time.monotonic(), probe))
+        if len(self.slots) < self.least:
+            self._start()
+        self._settle()
+
+    def _settle(self, wait: float = 0.0) -> None:
+        """Say why each lost worker went, once Ray knows: its node gone (Ray's control store says so), its node
+        drained, or its node alive (a task placed there answered): its process died, which counts against the
+        step's restarts. A worker lost while starting (no node known yet) went with a node lost about then, or by
+        itself. ``wait``: seconds to wait for Ray to tell (the end of a stream)."""
+        import ray
+
+        deadline = time.monotonic() + wait
+        while self.unsettled:
+            alive, now = alive_nodes(), time.monotonic()
+            still = []
+            for loss in self.unsettled:
+                node = loss.slot.node
+                if loss.slot.draining or getattr(loss.exc, "preempted", False):
+                    self._settled(loss, "drain")
+                elif node and node not in alive:
+                    self._settled(loss, "node")
+                elif node and loss.probe is not None and ray.wait([loss.probe], timeout=0)[0]:
+                    self._settled(loss, "worker" if answered(loss.probe) else "node")
+                elif not node and not [other for other in self.unsettled if other.slot.node]:
+                    recent = any(now - at < NODE_WINDOW for at in self.lost_nodes.values())
+                    self._settled(loss, "node" if recent else "worker")
+                else:
+                    still.append(loss)
+            self.unsettled = still
+            if not still or time.monotonic() >= deadline:
+                return
+            time.sleep(0.5)
+
+    def _settled(self, loss: Loss, cause: str) -> None:
+        slot = loss.slot
+        self._record(
+            {
+                "event": "worker_lost",
+                "worker": slot.worker,
+                "node": slot.node,
+                "cause": cause,
+                "batches": loss.batches,
+                "rows": loss.rows,
+                "queued_rows": loss.queued,
+                "error": str(loss.exc).splitlines()[0][:300] if str(loss.exc) else type(loss.exc).__name__,
+            }
+        )
+        if cause == "node" and slot.node and slot.node not in self.lost_nodes:
+            self.lost_nodes[slot.node] = loss.at
+            self._record({"event": "node_lost", "node": slot.node})
+            log.warning("%s: node %s is gone, with its workers", self.name, slot.node[:12])
+        if cause == "worker":
+            self.deaths += 1
+            if self.budget is not None and self.deaths > self.budget:
+                raise loss.exc
+
+    def _release(self, slot: Slot, event: str) -> None:
+        """A drained node's actor that finished its batches: closed, its place taken elsewhere."""
+        import ray
+
+        self.slots.remove(slot)
+        with contextlib.suppress(Exception):
+            ray.get(slot.actor.close.remote(), timeout=60)
+        with contextlib.suppress(Exception):
+            ray.kill(slot.actor, no_restart=True)
+        self._record({"event": event, "worker": slot.worker, "node": slot.node})
+        log.info("%s worker %s released: its node is being drained", self.name, slot.worker)
+        if len(self.slots) < self.least:
+            self._start()
+
+    def _tend(self, waiting: bool) -> None:
+        """Every ``TEND_EVERY`` seconds: stop sending to actors on draining nodes, grow onto free room, and say
+        (then stop) when no actor can be placed."""
+        now = time.monotonic()
+        if now - self._tended < self.TEND_EVERY:
+            return
+        self._tended = now
+        self._settle()
+        draining = draining_nodes()
+        for slot in list(self.slots):
+            if slot.node in draining and not slot.draining:
+                slot.draining = True
+                log.info(
+                    "%s worker %s: its node is being drained, it takes no new batch", self.name, slot.worker
+                )
+                if not slot.held:
+                    self._release(slot, "worker_drained")
+        total, free = cluster_resources()
+        live = [s for s in self.slots if not s.draining]
+        if waiting:
+            # a starting actor may not be placed yet (its resources not yet taken from ``free``): each counts as
+            # taking one more worker's room, so the pool never asks for more than fits
+            starting = sum(1 for s in live if s.starting is not None)
+            fit = room(free, self.need, self.reserve, 0, self.most) - starting
+            for _ in range(max(0, min(self.most - len(live), fit))):
+                self._start()
+        running = [s for s in self.slots if s.starting is None and not s.draining]
+        if running or not waiting:
+            self._unplaced_since = None
+            return
+        # no worker running with work waiting: starting (an engine loading) or waiting for room (a lost node)
+        self._unplaced_since = self._unplaced_since or now
+        waited = now - self._unplaced_since
+        where = (
+            f"each needs {self.need.cpus:g} CPU(s) and {self.need.gpus:g} GPU(s) with {self.reserve:g} CPU(s) "
+            f"left for the step's tasks; the cluster has {free.cpus:g} of {total.cpus:g} CPU(s) and "
+            f"{free.gpus:g} of {total.gpus:g} GPU(s) free"
+        )
+        if waited > self.placement_timeout:
+            raise PoolError(
+                f"no {self.name} worker has run for {waited:.0f} s: {where} "
+                f"(runtime.placement_timeout_s={self.placement_timeout:g})"
+            )
+        if waited >= self.SAY_EVERY and now - self._said >= self.SAY_EVERY:
+            self._said = now
+            log.warning(
+                "no %s worker running for %.0f s (starting, or waiting for room): %s",
+                self.name,
+                waited,
+                where,
+            )
+
+    def close(self) -> None:
+        import ray
+
+        slots, self.slots = self.slots, []
+        try:
+            ray.get([s.actor.close.remote() for s in slots], timeout=120)
+        except Exception as exc:  # a dead actor has nothing to close; its engine's reaper ends the engine
+            log.debug("closing the %s workers: %s", self.name, exc)
+        for slot in slots:
+            with contextlib.suppress(Exception):
+                ray.kill(slot.actor)

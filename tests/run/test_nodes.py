@@ -1,0 +1,188 @@
+"""A cluster that loses and gains nodes (tests/run/nodes.py: a head with no CPU slot that runs the driver, worker
+nodes of their own raylets on this machine): the run, started as a user starts it (the CLI joined to the cluster),
+loses a worker node with its open batch, has a node drained under it, and takes up a node that joins; every time it
+ends 0 with every prompt judged once, and the summary and MLflow say what happened."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import mlflow
+import polars as pl
+import pytest
+
+from pipeline.storage.events import read_events
+from tests.conftest import ROOT, in_a_batch
+from tests.run.nodes import Nodes
+
+pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow, pytest.mark.cluster]
+
+KEYS = ["context_id", "attribute", "template_id", "cand_a", "cand_b"]
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory):
+    nodes = Nodes(tmp_path_factory.mktemp("ray-nodes"))
+    try:
+        yield nodes
+    finally:
+        nodes.stop()
+
+
+@pytest.fixture
+def nodes(head):
+    """The head with the worker nodes a test adds, lost again at its end (the next test adds its own)."""
+    before = len(head.processes)
+    yield head
+    for process in head.processes[before:]:
+        if process.poll() is None:
+            os.killpg(process.pid, 9)
+            process.wait(timeout=60)
+    del head.processes[before:]
+
+
+def n_prompts(n_contexts: int, n_candidates: int) -> int:
+    return n_contexts * n_candidates * (n_candidates - 1) * 2  # both orderings, two attributes
+
+
+def start_run(nodes: Nodes, folder: Path, n_contexts: int, *extra: str) -> subprocess.Popen:
+    command = [
+        sys.executable,
+        "-m",
+        "pipeline.cli",
+        f"runtime.address={nodes.address}",
+        f"dataset.demo.n_contexts={n_contexts}",
+        "dataset.demo.n_candidates=5",
+        "judge.batch_size=8",
+        "judge.max_model_len=2048",
+        "judge.env.VLLM_CPU_KVCACHE_SPACE=1",
+        f"judge.store_path={folder / 'judgements.sqlite'}",
+        f"paths.output_root={folder}",
+        f"paths.run_dir={folder / 'run'}",
+        *extra,
+    ]
+    return subprocess.Popen(
+        command, cwd=ROOT, env=nodes.env, stdout=open(folder / "console.log", "w"), stderr=subprocess.STDOUT
+    )
+
+
+def events(folder: Path) -> list[dict]:
+    return read_events(folder / "run" / "logs" / "engine_events.jsonl")
+
+
+def started(folder: Path) -> list[dict]:
+    """The judge workers the driver's pool saw start (worker host:pid, node)."""
+    return [e for e in events(folder) if e.get("event") == "worker_started"]
+
+
+def wait_for(condition, what: str, driver: subprocess.Popen, folder: Path, seconds: float = 400) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert driver.poll() is None, f"the run ended before {what}: {console(folder)[-3000:]}"
+        assert time.monotonic() < deadline, f"gave up waiting for {what}: {console(folder)[-3000:]}"
+        time.sleep(0.05)
+
+
+def console(folder: Path) -> str:
+    return (folder / "console.log").read_text(errors="replace")
+
+
+def finished(driver: subprocess.Popen, folder: Path, prompts: int) -> pl.DataFrame:
+    """The run ended 0 with every prompt judged exactly once in its table: its judgments."""
+    assert driver.wait(timeout=900) == 0, console(folder)[-4000:]
+    table = pl.read_parquet(folder / "run" / "tables" / "judgments.parquet")
+    assert table.height == prompts and table.select(KEYS).n_unique() == prompts
+    return table
+
+
+def metrics(folder: Path) -> dict[str, float]:
+    import json
+
+    tracking = json.loads((folder / "run" / "tracking.json").read_text())
+    return mlflow.MlflowClient(tracking["tracking_uri"]).get_run(tracking["run_id"]).data.metrics
+
+
+def test_node_loss_mid_judging_costs_its_open_batch_not_the_run(nodes, tmp_path):
+    """Two judge workers on two worker nodes; the node of one is killed whole (its raylet, object store and every
+    process) while that worker judges a batch: the run goes on with the other node and ends 0, the lost batch
+    judged again by another worker, nothing that had reached the driver judged twice (the driver's count would
+    not match), and the summary and MLflow say a node was lost and how many prompts were redone."""
+    nodes.add(cpus=2)
+    nodes.add(cpus=2)
+    prompts = n_prompts(6, 5)
+    driver = start_run(nodes, tmp_path, 6, "judge.num_actors=2")
+    wait_for(lambda: len(started(tmp_path)) == 2, "two judge workers", driver, tmp_path)
+    victim = started(tmp_path)[0]
+    log = tmp_path / "run" / "logs" / "engine_events.jsonl"
+    wait_for(lambda: in_a_batch(log, victim["worker"]), "a batch on the victim", driver, tmp_path)
+    nodes.kill_node_of(int(victim["worker"].rsplit(":", 1)[1]))
+
+    table = finished(driver, tmp_path, prompts)
+    lost = [e for e in events(tmp_path) if e.get("event") == "worker_lost"]
+    assert [(e["worker"], e["cause"]) for e in lost] == [(victim["worker"], "node")]
+    assert [e["node"] for e in events(tmp_path) if e.get("event") == "node_lost"] == [victim["node"]]
+    # the batch it was judging, judged again; those queued behind it had not been judged
+    assert lost[0]["rows"] == 8
+    # what the victim delivered before its node went was judged by no one else, and no survivor judged anything
+    # twice: the survivors' finished batches and the victim's rows in the table are every prompt once
+    survivors = sum(
+        e["rows"]
+        for e in events(tmp_path)
+        if e.get("event") == "batch_done" and e["worker"] != victim["worker"]
+    )
+    assert survivors + table.filter(pl.col("worker") == victim["worker"]).height == prompts
+    summary = (tmp_path / "run" / "summary.txt").read_text()
+    assert re.search(
+        r"interrupted: 1 node\(s\) lost, 1 worker\(s\) lost, 8 prompt\(s\) judged again", summary
+    )
+    got = metrics(tmp_path)
+    assert (
+        got["judge/lost_nodes"] == 1 and got["judge/redone_prompts"] == 8 and got["judge/engine_deaths"] == 0
+    )
+
+
+def test_node_added_mid_run_gets_a_worker_and_a_drain_loses_nothing(nodes, tmp_path):
+    """judge.num_actors=[1, 3] on one worker node (room for one worker beside the prompt tasks): a node that joins
+    while the run judges gets a worker of its own, which judges part of the prompts. Then a preemption notice
+    (``ray drain-node``) for the first node: its worker gets no new batch, finishes those it holds and is released,
+    and the node goes as the notice said; nothing is judged again, and the run ends 0 with every prompt once."""
+    first = nodes.add(cpus=2)
+    prompts = n_prompts(8, 5)
+    driver = start_run(nodes, tmp_path, 8, "judge.num_actors=[1,3]")
+    wait_for(lambda: "prompts to judge" in console(tmp_path), "the judge stage", driver, tmp_path)
+    assert len(started(tmp_path)) <= 1  # room for one beside the prompt tasks
+    nodes.add(cpus=2)
+    wait_for(
+        lambda: len({e["node"] for e in started(tmp_path)}) == 2, "a worker on the new node", driver, tmp_path
+    )
+    [old] = [e for e in started(tmp_path) if nodes.node_of(int(e["worker"].rsplit(":", 1)[1])) is first]
+    log = tmp_path / "run" / "logs" / "engine_events.jsonl"
+    wait_for(lambda: in_a_batch(log, old["worker"]), "a batch on the first node", driver, tmp_path)
+    nodes.drain(old["node"])
+    wait_for(
+        lambda: any(e.get("event") == "worker_drained" for e in events(tmp_path)),
+        "the drained worker's release",
+        driver,
+        tmp_path,
+    )
+    nodes.kill(first)  # the preemption itself
+
+    table = finished(driver, tmp_path, prompts)
+    assert [e["worker"] for e in events(tmp_path) if e.get("event") == "worker_drained"] == [old["worker"]]
+    assert not [e for e in events(tmp_path) if e.get("event") == "worker_lost"]
+    joined = {e["worker"] for e in started(tmp_path) if e["node"] != old["node"]}
+    by_worker = dict(table.group_by("worker").len().iter_rows())
+    assert by_worker.get(old["worker"], 0) > 0  # what it judged before and during the drain is kept
+    assert sum(by_worker.get(w, 0) for w in joined) > 0, by_worker  # the joined node's workers judged too
+    got = metrics(tmp_path)
+    assert (
+        got["judge/drained_workers"] == 1
+        and got["judge/redone_prompts"] == 0
+        and got["judge/lost_nodes"] == 0
+    )
+    assert "1 worker(s) released from drained nodes" in (tmp_path / "run" / "summary.txt").read_text()
