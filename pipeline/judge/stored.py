@@ -62,9 +62,9 @@ class StoreFront:
         if not found:
             return None, batch
         answered = sorted(found)
-        rest = [k for k in range(batch.num_rows) if k not in found]
+        rest = pa.array([k for k in range(batch.num_rows) if k not in found], pa.int64())
         done = responses(
-            batch.take(answered),
+            batch.take(pa.array(answered, pa.int64())),
             self.task.judge.name,
             [found[k] for k in answered],
             [0.0] * len(answered),

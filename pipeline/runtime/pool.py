@@ -108,8 +108,7 @@ NODE_WINDOW = 120.0
 
 @dataclass(eq=False)
 class Loss:
-    """A worker lost, its cause not settled yet: what it held, when, and a task placed on its node (its answer
-    says the node is alive)."""
+    """A worker lost, its cause not settled yet: what it held, and when."""
 
     slot: Slot
     exc: BaseException
@@ -117,39 +116,26 @@ class Loss:
     queued: int
     batches: int
     at: float
-    probe: Any
 
 
-def _where() -> str:
+def raylet_answers(node: str, timeout: float = 2.0) -> bool | None:
+    """Whether ``node``'s raylet takes a connection now: True (the node is up), False (refused: its raylet is gone
+    with the node), None (no answer in ``timeout``, or a node Ray no longer lists: wait for Ray to say)."""
     import ray
 
-    return ray.get_runtime_context().get_node_id()
-
-
-def probe_node(node: str) -> Any:
-    """A task of no resources placed on ``node`` only: it answers if the node is alive (and fails, or never
-    answers, if it is gone)."""
-    import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-    return (
-        ray.remote(_where)
-        .options(
-            num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False), max_retries=0
-        )
-        .remote()
-    )
-
-
-def answered(ref: Any) -> bool:
-    """Whether a finished task answered (rather than failed)."""
-    import ray
-
+    for info in ray.nodes():
+        if info.get("NodeID") == node:
+            address = (info.get("NodeManagerAddress"), int(info.get("NodeManagerPort") or 0))
+            break
+    else:
+        return None
     try:
-        ray.get(ref)
-        return True
-    except Exception:
+        with socket.create_connection(address, timeout=timeout):
+            return True
+    except ConnectionRefusedError:
         return False
+    except OSError:
+        return None
 
 
 def cluster_resources() -> tuple[Resources, Resources]:
@@ -341,31 +327,27 @@ class ActorPool:
             len(batches),
             rows + queued,
         )
-        probe = probe_node(slot.node) if slot.node else None
-        self.unsettled.append(Loss(slot, exc, rows, queued, len(batches), time.monotonic(), probe))
-        if len(self.slots) < self.least:
-            self._start()
+        self.unsettled.append(Loss(slot, exc, rows, queued, len(batches), time.monotonic()))
         self._settle()
 
     def _settle(self, wait: float = 0.0) -> None:
-        """Say why each lost worker went, once Ray knows: its node gone (Ray's control store says so), its node
-        drained, or its node alive (a task placed there answered): its process died, which counts against the
-        step's restarts. A worker lost while starting (no node known yet) went with a node lost about then, or by
-        itself. ``wait``: seconds to wait for Ray to tell (the end of a stream)."""
-        import ray
-
+        """Say why each lost worker went, once it can be told: its node drained; its node gone (its raylet refuses
+        connections, or Ray's control store says so); or its node up (its raylet answers): its process died,
+        which counts against the step's restarts. A worker lost while starting (no node known yet) went with a
+        node lost about then, or by itself. ``wait``: seconds to wait for an answer (the end of a stream)."""
         deadline = time.monotonic() + wait
         while self.unsettled:
             alive, now = alive_nodes(), time.monotonic()
             still = []
             for loss in self.unsettled:
                 node = loss.slot.node
+                up = raylet_answers(node) if node and node in alive else None
                 if loss.slot.draining or getattr(loss.exc, "preempted", False):
                     self._settled(loss, "drain")
-                elif node and node not in alive:
+                elif node and (node not in alive or up is False):
                     self._settled(loss, "node")
-                elif node and loss.probe is not None and ray.wait([loss.probe], timeout=0)[0]:
-                    self._settled(loss, "worker" if answered(loss.probe) else "node")
+                elif node and up:
+                    self._settled(loss, "worker")
                 elif not node and not [other for other in self.unsettled if other.slot.node]:
                     recent = any(now - at < NODE_WINDOW for at in self.lost_nodes.values())
                     self._settled(loss, "node" if recent else "worker")
@@ -398,6 +380,15 @@ class ActorPool:
             self.deaths += 1
             if self.budget is not None and self.deaths > self.budget:
                 raise loss.exc
+        self._refill()
+
+    def _refill(self) -> None:
+        """Start workers up to the least the step asks for, once no lost node is still listed alive (Ray would
+        place a new worker on it until its health checks notice)."""
+        if set(self.lost_nodes) & alive_nodes():
+            return
+        while len(self.slots) < self.least:
+            self._start()
 
     def _release(self, slot: Slot, event: str) -> None:
         """A drained node's actor that finished its batches: closed, its place taken elsewhere."""
@@ -410,8 +401,7 @@ class ActorPool:
             ray.kill(slot.actor, no_restart=True)
         self._record({"event": event, "worker": slot.worker, "node": slot.node})
         log.info("%s worker %s released: its node is being drained", self.name, slot.worker)
-        if len(self.slots) < self.least:
-            self._start()
+        self._refill()
 
     def _tend(self, waiting: bool) -> None:
         """Every ``TEND_EVERY`` seconds: stop sending to actors on draining nodes, grow onto free room, and say
@@ -430,9 +420,10 @@ class ActorPool:
                 )
                 if not slot.held:
                     self._release(slot, "worker_drained")
+        self._refill()
         total, free = cluster_resources()
         live = [s for s in self.slots if not s.draining]
-        if waiting:
+        if waiting and not set(self.lost_nodes) & alive_nodes():
             # a starting actor may not be placed yet (its resources not yet taken from ``free``): each counts as
             # taking one more worker's room, so the pool never asks for more than fits
             starting = sum(1 for s in live if s.starting is not None)
@@ -469,6 +460,11 @@ class ActorPool:
         import ray
 
         slots, self.slots = self.slots, []
+        for slot in slots:
+            if slot.starting is not None:  # an engine still loading: nothing to close gracefully
+                with contextlib.suppress(Exception):
+                    ray.kill(slot.actor)
+        slots = [s for s in slots if s.starting is None]
         try:
             ray.get([s.actor.close.remote() for s in slots], timeout=120)
         except Exception as exc:  # a dead actor has nothing to close; its engine's reaper ends the engine
