@@ -1,4 +1,4 @@
-"""Where streamed work runs (in this process, or Ray Data on a local Ray or a cluster), its logs and its progress.
+"""Where streamed work runs (in this process, or on a local Ray or a cluster: Ray Data tasks, then the driver's pool of judge workers that survives lost nodes and grows onto new ones), its logs and its progress.
 
 A stage that streams (pair generation feeding the judge) hands the executor its input blocks and a chain of
 :class:`MapStep` s, and reads the output batches as they finish. What runs is the step's function or class;

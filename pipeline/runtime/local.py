@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import queue
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -141,3 +145,40 @@ def _close(instance: object) -> None:
     close = getattr(instance, "close", None)
     if callable(close):
         close()
+
+
+class Feeder:
+    """The batches of a stream read ahead in a thread of their own, so that the pool's loop never waits on the
+    step's upstream tasks: a stream whose tasks get no CPU slot is seen and said, not waited on in silence."""
+
+    END = object()
+
+    def __init__(self, work: Iterator[pa.Table], ahead: int):
+        self.queue: queue.Queue = queue.Queue(maxsize=max(1, ahead))
+        self.error: BaseException | None = None
+        self.last = time.monotonic()  # when the last batch arrived
+        self._thread = threading.Thread(target=self._read, args=(work,), name="pool-feeder", daemon=True)
+        self._thread.start()
+
+    def _read(self, work: Iterator[pa.Table]) -> None:
+        try:
+            for batch in work:
+                self.queue.put(batch)
+        except BaseException as exc:  # the upstream's error, raised in the pool's loop
+            self.error = exc
+        finally:
+            self.queue.put(self.END)
+
+    def take(self, wait: float) -> Any:
+        """The next batch, ``END`` after the last, or None when none arrived within ``wait`` seconds."""
+        try:
+            batch = self.queue.get(timeout=wait) if wait > 0 else self.queue.get_nowait()
+        except queue.Empty:
+            return None
+        if batch is self.END:
+            self.queue.put(self.END)  # it stays the end for later calls
+            if self.error is not None:
+                raise self.error
+            return self.END
+        self.last = time.monotonic()
+        return batch

@@ -34,8 +34,15 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.runtime import MapStep
-from pipeline.runtime.capacity import Resources, refusal, room
-from pipeline.runtime.local import Fronted
+from pipeline.runtime.capacity import Resources, fits, refusal, room
+from pipeline.runtime.cluster import (
+    alive_nodes,
+    cluster_resources,
+    draining_nodes,
+    lost_actor_errors,
+    raylet_answers,
+)
+from pipeline.runtime.local import Feeder, Fronted
 from pipeline.runtime.logs import redirect_output
 from pipeline.storage.events import record_event
 
@@ -118,65 +125,6 @@ class Loss:
     at: float
 
 
-def raylet_answers(node: str, timeout: float = 2.0) -> bool | None:
-    """Whether ``node``'s raylet takes a connection now: True (the node is up), False (refused: its raylet is gone
-    with the node), None (no answer in ``timeout``, or a node Ray no longer lists: wait for Ray to say)."""
-    import ray
-
-    for info in ray.nodes():
-        if info.get("NodeID") == node:
-            address = (info.get("NodeManagerAddress"), int(info.get("NodeManagerPort") or 0))
-            break
-    else:
-        return None
-    try:
-        with socket.create_connection(address, timeout=timeout):
-            return True
-    except ConnectionRefusedError:
-        return False
-    except OSError:
-        return None
-
-
-def cluster_resources() -> tuple[Resources, Resources]:
-    """(total of the alive nodes, free now)."""
-    import ray
-
-    total = Resources()
-    for node in ray.nodes():
-        if node.get("Alive"):
-            have = node.get("Resources", {})
-            total = Resources(total.cpus + have.get("CPU", 0.0), total.gpus + have.get("GPU", 0.0))
-    free = ray.available_resources()
-    return total, Resources(free.get("CPU", 0.0), free.get("GPU", 0.0))
-
-
-def alive_nodes() -> set[str]:
-    import ray
-
-    return {node["NodeID"] for node in ray.nodes() if node.get("Alive")}
-
-
-def draining_nodes() -> set[str]:
-    """The nodes being drained (a preemption notice, ``ray drain-node``), from Ray's control store; none where this
-    Ray cannot say."""
-    import ray
-
-    try:
-        client = ray._private.worker.global_worker.gcs_client
-        return set(client.get_draining_nodes(timeout=5))
-    except Exception as exc:  # an older or newer Ray without the call: drains are then seen as losses
-        log.debug("cannot read the draining nodes: %s", exc)
-        return set()
-
-
-def lost_actor_errors() -> tuple[type[BaseException], ...]:
-    """Errors that mean a call's actor, or the node that held its result, is gone (not an error of the call)."""
-    from ray import exceptions
-
-    return (exceptions.RayActorError, exceptions.ObjectLostError, exceptions.OwnerDiedError)
-
-
 class ActorPool:
     """The actors of one stateful step (module docstring)."""
 
@@ -242,20 +190,22 @@ class ActorPool:
         as they appear, and every result kept by it as it arrives."""
         import ray
 
-        todo = iter(work)
+        feeder = Feeder(work, ahead=self.IN_FLIGHT * self.most)
         again: deque[pa.Table] = deque()  # batches of lost actors: sent before new ones
         exhausted = False
         while True:
-            exhausted = self._send(todo, again, call_kwargs, exhausted)
+            exhausted = self._send(feeder, again, call_kwargs, exhausted)
             if front is not None:
                 yield from front.drain()
             held = {ref: slot for slot in self.slots for ref in slot.held}
             if not held and exhausted and not again:
                 self._settle(wait=self.SETTLE_WAIT)  # the stream's account of its losses complete
                 return
-            self._tend(waiting=bool(again) or not exhausted)
+            self._tend(waiting=bool(again) or not exhausted, feeder=None if exhausted else feeder)
             starting = {slot.starting: slot for slot in self.slots if slot.starting is not None}
-            done, _ = ray.wait([*held, *starting], num_returns=1, timeout=1.0)
+            if not held and not starting:
+                continue  # nothing to wait on but the upstream (``_send`` waits for it)
+            done, _ = ray.wait([*held, *starting], num_returns=1, timeout=0.05 if self._room() else 1.0)
             for ref in done:
                 if ref in starting:
                     self._started(starting[ref])
@@ -274,8 +224,13 @@ class ActorPool:
                 if slot.draining and not slot.held:
                     self._release(slot, "worker_drained")
 
-    def _send(self, todo: Iterator[pa.Table], again: deque, call_kwargs: Any, exhausted: bool) -> bool:
-        """Give every running actor up to ``IN_FLIGHT`` batches (given-back ones first); whether ``todo`` ran out."""
+    def _room(self) -> bool:
+        """Whether a running actor could take another batch."""
+        return any(s.starting is None and not s.draining and len(s.held) < self.IN_FLIGHT for s in self.slots)
+
+    def _send(self, feeder: Feeder, again: deque, call_kwargs: Any, exhausted: bool) -> bool:
+        """Give every running actor up to ``IN_FLIGHT`` batches (given-back ones first, then what the upstream has
+        ready, waiting a moment for it when every actor is idle); whether the upstream has ended."""
         for slot in self.slots:
             if slot.starting is not None or slot.draining:
                 continue
@@ -285,9 +240,12 @@ class ActorPool:
                 elif exhausted:
                     return True
                 else:
-                    batch = next(todo, None)
-                    if batch is None:
+                    idle = not any(s.held for s in self.slots)
+                    batch = feeder.take(wait=0.2 if idle else 0.0)
+                    if batch is Feeder.END:
                         return True
+                    if batch is None:
+                        return exhausted
                 slot.held[slot.actor.run.remote(batch, call_kwargs)] = batch
         return exhausted
 
@@ -383,11 +341,13 @@ class ActorPool:
         self._refill()
 
     def _refill(self) -> None:
-        """Start workers up to the least the step asks for, once no lost node is still listed alive (Ray would
-        place a new worker on it until its health checks notice)."""
+        """Start workers up to the least the step asks for, as far as the cluster holds them beside the step's
+        tasks, once no lost node is still listed alive (Ray would place a new worker on it until its health
+        checks notice)."""
         if set(self.lost_nodes) & alive_nodes():
             return
-        while len(self.slots) < self.least:
+        total, _ = cluster_resources()
+        while len(self.slots) < min(self.least, fits(total, self.need, self.reserve)):
             self._start()
 
     def _release(self, slot: Slot, event: str) -> None:
@@ -403,14 +363,46 @@ class ActorPool:
         log.info("%s worker %s released: its node is being drained", self.name, slot.worker)
         self._refill()
 
-    def _tend(self, waiting: bool) -> None:
-        """Every ``TEND_EVERY`` seconds: stop sending to actors on draining nodes, grow onto free room, and say
-        (then stop) when no actor can be placed."""
+    def _tend(self, waiting: bool, feeder: Feeder | None) -> None:
+        """Every ``TEND_EVERY`` seconds: settle losses, stop sending to actors on draining nodes, fit the pool to
+        the cluster (refill, shrink, grow), and say (then stop) when nothing runs: no worker placed, or no batch
+        from the step's tasks."""
         now = time.monotonic()
         if now - self._tended < self.TEND_EVERY:
             return
         self._tended = now
         self._settle()
+        self._drain()
+        self._refill()
+        total, free = cluster_resources()
+        self._fit(total, free, waiting)
+        running = [s for s in self.slots if s.starting is None and not s.draining]
+        where = (
+            f"each worker needs {self.need.cpus:g} CPU(s) and {self.need.gpus:g} GPU(s) with {self.reserve:g} "
+            f"CPU(s) left for the step's tasks; the cluster has {free.cpus:g} of {total.cpus:g} CPU(s) and "
+            f"{free.gpus:g} of {total.gpus:g} GPU(s) free"
+        )
+        if running:
+            self._unplaced_since = None
+        if running and feeder is not None and not any(s.held for s in running):
+            self._stalled(now - feeder.last, f"no batch from the {self.name} step's tasks", where)
+        elif not running and waiting:  # no worker running: starting (an engine loading) or waiting for room
+            self._unplaced_since = self._unplaced_since or now
+            self._stalled(now - self._unplaced_since, f"no {self.name} worker running", where)
+
+    def _stalled(self, waited: float, what: str, where: str) -> None:
+        """Say ``what`` every ``SAY_EVERY`` seconds it lasts; stop the run after ``placement_timeout``."""
+        if waited > self.placement_timeout:
+            raise PoolError(
+                f"{what} for {waited:.0f} s: {where} (runtime.placement_timeout_s={self.placement_timeout:g})"
+            )
+        now = time.monotonic()
+        if waited >= self.SAY_EVERY and now - self._said >= self.SAY_EVERY:
+            self._said = now
+            log.warning("%s for %.0f s: %s", what, waited, where)
+
+    def _drain(self) -> None:
+        """Actors on nodes being drained take no new batch; those holding none are released."""
         draining = draining_nodes()
         for slot in list(self.slots):
             if slot.node in draining and not slot.draining:
@@ -420,41 +412,29 @@ class ActorPool:
                 )
                 if not slot.held:
                     self._release(slot, "worker_drained")
-        self._refill()
-        total, free = cluster_resources()
-        live = [s for s in self.slots if not s.draining]
-        if waiting and not set(self.lost_nodes) & alive_nodes():
-            # a starting actor may not be placed yet (its resources not yet taken from ``free``): each counts as
-            # taking one more worker's room, so the pool never asks for more than fits
-            starting = sum(1 for s in live if s.starting is not None)
-            fit = room(free, self.need, self.reserve, 0, self.most) - starting
-            for _ in range(max(0, min(self.most - len(live), fit))):
-                self._start()
-        running = [s for s in self.slots if s.starting is None and not s.draining]
-        if running or not waiting:
-            self._unplaced_since = None
+
+    def _fit(self, total: Resources, free: Resources, waiting: bool) -> None:
+        """Grow onto free room while there is work; never keep more starting actors than the cluster holds beside
+        the step's tasks (after a node is lost, an actor Ray places later would take the tasks' slot)."""
+        import ray
+
+        cap = fits(total, self.need, self.reserve)
+        for slot in [s for s in self.slots if s.starting is not None][::-1]:
+            if len(self.slots) <= max(cap, 1):
+                break
+            self.slots.remove(slot)
+            with contextlib.suppress(Exception):
+                ray.kill(slot.actor)
+            log.warning("%s: the cluster holds %d worker(s) beside the step's tasks", self.name, cap)
+        if not waiting or set(self.lost_nodes) & alive_nodes():
             return
-        # no worker running with work waiting: starting (an engine loading) or waiting for room (a lost node)
-        self._unplaced_since = self._unplaced_since or now
-        waited = now - self._unplaced_since
-        where = (
-            f"each needs {self.need.cpus:g} CPU(s) and {self.need.gpus:g} GPU(s) with {self.reserve:g} CPU(s) "
-            f"left for the step's tasks; the cluster has {free.cpus:g} of {total.cpus:g} CPU(s) and "
-            f"{free.gpus:g} of {total.gpus:g} GPU(s) free"
-        )
-        if waited > self.placement_timeout:
-            raise PoolError(
-                f"no {self.name} worker has run for {waited:.0f} s: {where} "
-                f"(runtime.placement_timeout_s={self.placement_timeout:g})"
-            )
-        if waited >= self.SAY_EVERY and now - self._said >= self.SAY_EVERY:
-            self._said = now
-            log.warning(
-                "no %s worker running for %.0f s (starting, or waiting for room): %s",
-                self.name,
-                waited,
-                where,
-            )
+        live = [s for s in self.slots if not s.draining]
+        # a starting actor may not be placed yet (its resources not yet taken from ``free``): each counts as taking
+        # one more worker's room, so the pool never asks for more than fits
+        starting = sum(1 for s in live if s.starting is not None)
+        fit = room(free, self.need, self.reserve, 0, self.most) - starting
+        for _ in range(max(0, min(self.most - len(live), fit))):
+            self._start()
 
     def close(self) -> None:
         import ray

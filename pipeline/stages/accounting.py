@@ -202,9 +202,9 @@ def judge_failure_hint(exc: BaseException, lost: Interruptions, max_restarts: in
     return "See the workers' logs in logs/."
 
 
-def report_interruptions(ctx: StageContext, events: Path, seen: int) -> Interruptions:
-    """Log and record (MLflow metrics) the engine deaths, lost workers and redone prompts of this stage's events
-    (those after the first ``seen``)."""
+def report_interruptions(ctx: StageContext, events: Path, seen: int, stage: str = "judge") -> Interruptions:
+    """Log and record (MLflow metrics under ``stage/``) the engine deaths, lost workers and nodes, drained workers
+    and redone prompts of this stage's events (those after the first ``seen``)."""
     lost = interruptions(read_events(events)[seen:])
     if lost.engine_deaths:
         log.warning(
@@ -237,9 +237,9 @@ def report_interruptions(ctx: StageContext, events: Path, seen: int) -> Interrup
             "twice",
             lost.redone,
         )
-    ctx.metrics["judge/lost_nodes"] = float(len(lost.lost_nodes))
-    ctx.metrics["judge/drained_workers"] = float(len(lost.drained_workers))
-    ctx.metrics["judge/engine_deaths"] = float(len(lost.engine_deaths))
-    ctx.metrics["judge/lost_workers"] = float(len(lost.lost_workers))
-    ctx.metrics["judge/redone_prompts"] = float(lost.redone)
+    ctx.metrics[f"{stage}/lost_nodes"] = float(len(lost.lost_nodes))
+    ctx.metrics[f"{stage}/drained_workers"] = float(len(lost.drained_workers))
+    ctx.metrics[f"{stage}/engine_deaths"] = float(len(lost.engine_deaths))
+    ctx.metrics[f"{stage}/lost_workers"] = float(len(lost.lost_workers))
+    ctx.metrics[f"{stage}/redone_prompts"] = float(lost.redone)
     return lost

@@ -41,8 +41,10 @@ from pipeline.stages.accounting import (
     column_total,
     raise_failed,
     report_generator_usage,
+    report_interruptions,
 )
 from pipeline.stages.base import Stage, StageContext
+from pipeline.storage.events import read_events
 from pipeline.storage.parts import PartStore
 
 log = logging.getLogger("pipeline")
@@ -101,12 +103,17 @@ class Generate(Stage):
                 ctx.planned_run_dir / "generations" / g.name, identities[g.name], GENERATIONS
             ).check_identity()
         done = Generated()
+        events = ctx.run_dir / "logs" / ENGINE_EVENTS
+        seen_events = len(read_events(events))
         for group in engine_groups(generators):
             stores = {
                 g.name: PartStore(ctx.run_dir / "generations" / g.name, identities[g.name], GENERATIONS)
                 for g in group
             }
             self._generate(ctx, group, tasks, stores, done)
+        report_interruptions(
+            ctx, events, seen_events, stage="generate"
+        )  # nodes and workers lost, outputs redone
         report_generator_usage(done.usage, self.generate, ctx.metrics)
         if done.failed:
             raise_failed(pa.concat_tables(done.failed), ctx.run_dir, what="generated")

@@ -1,9 +1,8 @@
-"""Adaptive rounds end to end with the real CPU judge (vLLM on a local Ray): a pool built from the shared SummEval
-data (dataset.pool, the summeval_pool preset), ranked in rounds; its judge worker (the engine inside it, the CPU
-default) killed in round 0 (the kept worker of the rounds replaced by Ray, the batch judged again), the whole run
-killed in the middle of round 1 and
-resumed by the same command in the same folder, with every prompt judged once; the rounds' curve in MLflow as a
-step series."""
+"""Adaptive rounds end to end with the real CPU judge on a multi-node Ray cluster on this machine
+(tests/run/nodes.py): a pool built from the shared SummEval data (dataset.pool, the summeval_pool preset), ranked in
+rounds; the node of its judge worker lost whole in round 0 (the kept worker of the rounds replaced on the other
+node, the batch judged again), the whole run killed in the middle of round 1 and resumed by the same command in the
+same folder, with every prompt judged once; the rounds' curve in MLflow as a step series."""
 
 from __future__ import annotations
 
@@ -18,16 +17,18 @@ import pytest
 from pipeline.config.enums import Debias, Orderings
 from pipeline.methods.scorers.contradiction import contradicted
 from pipeline.scoring.reduce import reduce_judgments
-from tests.conftest import judge_engines, kill_in_a_batch, started_engines, stored_replies, worker_pid
+from tests.conftest import in_a_batch, started_engines, stored_replies, worker_pid
 
-pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
+pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow, pytest.mark.cluster]
 
 KEYS = ["context_id", "attribute", "template_id", "cand_a", "cand_b"]
 
 
-def test_a_pool_ranked_in_rounds_survives_a_kill_mid_round_and_judges_every_prompt_once(
-    tmp_path, root, datasets
+def test_node_loss_in_round_0_and_a_killed_driver_in_round_1_judge_every_prompt_once(
+    tmp_path, root, datasets, nodes
 ):
+    nodes.add(cpus=2)
+    nodes.add(cpus=2)
     folder = tmp_path / "run"
     store = tmp_path / "judgements.sqlite"
     n_items = 16  # the summaries of one SummEval article
@@ -35,6 +36,8 @@ def test_a_pool_ranked_in_rounds_survives_a_kill_mid_round_and_judges_every_prom
         sys.executable,
         "-m",
         "pipeline.cli",
+        f"runtime.address={nodes.address}",
+        "judge.env.VLLM_CPU_KVCACHE_SPACE=1",
         "experiment=summeval_pool",
         f"dataset.path={datasets / 'summeval' / 'summeval.jsonl'}",
         "dataset.max_contexts=1",
@@ -52,18 +55,23 @@ def test_a_pool_ranked_in_rounds_survives_a_kill_mid_round_and_judges_every_prom
     def judged() -> int:
         return stored_replies(store)
 
-    driver = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    driver = subprocess.Popen(
+        command, cwd=root, env=nodes.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.monotonic() + 600
-    # the judge worker killed inside round 0 (after its first batch is stored), as a crash of the engine inside it
-    # would end it: Ray starts the round's kept worker again, with a new engine, and gives it the unfinished batches
+    # the judge worker's node lost inside round 0 (after its first batch is stored): the pool starts the rounds' kept
+    # worker again on the other node, with a new engine, and gives it the unfinished batches
     while judged() < 4:
         assert driver.poll() is None, "the run ended before its engine was killed"
         assert time.monotonic() < deadline, "the run judged nothing"
         time.sleep(0.2)
     [started] = started_engines(folder / "logs" / "engine_events.jsonl")
-    assert started["inside"] is True and not judge_engines(under=driver.pid)
     killed = worker_pid(started)
-    kill_in_a_batch(folder / "logs" / "engine_events.jsonl", started["worker"], killed)
+    events = folder / "logs" / "engine_events.jsonl"
+    while not in_a_batch(events, started["worker"]):
+        assert driver.poll() is None and time.monotonic() < deadline, "the worker started no batch in round 0"
+        time.sleep(0.01)
+    nodes.kill_node_of(killed)
     assert not (folder / "rounds" / "round-00001.parquet").exists()  # still in round 0
     # killed inside round 1: its pairs chosen (on disk) and some, not all, of its 16 prompts judged
     while not ((folder / "rounds" / "round-00001.parquet").exists() and judged() >= 16 + 4):
@@ -78,8 +86,9 @@ def test_a_pool_ranked_in_rounds_survives_a_kill_mid_round_and_judges_every_prom
     assert "1 judge worker(s) were lost during the run with a batch unfinished (" in first
     assert f":{killed})" in first
     assert "prompt(s) of the unfinished batches went to new workers" in first
+    assert "1 node(s) were lost during the run with judge workers on them" in first
 
-    again = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=1200)
+    again = subprocess.run(command, cwd=root, env=nodes.env, capture_output=True, text=True, timeout=1200)
     assert again.returncode == 0, again.stderr[-4000:]
     log = (folder / "run.log").read_text()
     assert "continuing adaptive rounds in" in log

@@ -1,6 +1,6 @@
 """Faults on a real local Ray with the real vLLM engine: the engine process of the judge actor is killed
 mid-run, and the run carries on (a new actor, a new engine) with every prompt judged exactly once in the final
-table and the redone prompts reported."""
+table and the redone prompts reported. A whole actor lost (with its node) is tests/run/test_nodes.py's."""
 
 from __future__ import annotations
 
@@ -128,36 +128,6 @@ def test_a_judge_engine_killed_mid_run_is_replaced_and_nothing_is_judged_twice(t
     events = Path(folder / "logs" / "engine_events.jsonl").read_text()
     assert f'"pids": [{engine.pid}]' in events
     assert not [p for p in judge_engines() if identity(p) not in before]  # the new engine ends with the run
-
-
-def test_a_judge_actor_killed_whole_is_replaced_and_its_batch_counted_as_redone(tmp_path, ray_cluster):
-    """The whole actor process is killed with SIGKILL, as a lost node or a crash of the engine inside it would be
-    (the CPU default, judge.engine_process=auto: the engine runs in the actor): Ray starts a new one, its batch is
-    judged again and counted from the batch records, and nothing is judged twice."""
-    folder = tmp_path / "run"
-    n_prompts = 3 * 5 * 4 * 2
-    before = {identity(p) for p in judge_engines()}
-    with running(small_run(tmp_path)) as (worker, result):
-        log = folder / "run.log"
-        wait_for_a_first_batch(log, worker)
-        [started] = started_engines(folder / "logs" / "engine_events.jsonl")
-        assert started["inside"] is True and started["pids"] == []  # no engine process beside the actor
-        assert not [p for p in judge_engines() if identity(p) not in before]
-        actor = psutil.Process(worker_pid(started))
-        assert ray_worker(actor)
-        kill_in_a_batch(folder / "logs" / "engine_events.jsonl", started["worker"], actor.pid)
-        worker.join(timeout=900)
-    assert not worker.is_alive(), "the run hangs after its actor died"
-    assert "error" not in result, result.get("error")
-    done = result["value"]
-    table = pl.read_parquet(folder / "tables" / "judgments.parquet")
-    assert table.height == n_prompts and table.select(KEYS).n_unique() == n_prompts
-    assert done.metrics["judge/lost_workers"] == 1 and done.metrics["judge/engine_deaths"] == 0
-    assert done.metrics["judge/redone_prompts"] == 8
-    text = log.read_text(errors="replace")
-    assert "1 judge worker(s) were lost during the run with a batch unfinished (" in text
-    assert f":{actor.pid})" in text
-    assert "the 8 prompt(s) of the unfinished batches went to new workers" in text
 
 
 def test_an_engine_killed_more_often_than_allowed_stops_the_run_with_what_was_judged_on_disk(

@@ -5,7 +5,6 @@ ends 0 with every prompt judged once, and the summary and MLflow say what happen
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -25,39 +24,21 @@ pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow, pytest.mark
 KEYS = ["context_id", "attribute", "template_id", "cand_a", "cand_b"]
 
 
-@pytest.fixture(scope="module")
-def head(tmp_path_factory):
-    nodes = Nodes(tmp_path_factory.mktemp("ray-nodes"))
-    try:
-        yield nodes
-    finally:
-        nodes.stop()
-
-
-@pytest.fixture
-def nodes(head):
-    """The head with the worker nodes a test adds, lost again at its end (the next test adds its own)."""
-    before = len(head.processes)
-    yield head
-    for process in head.processes[before:]:
-        if process.poll() is None:
-            os.killpg(process.pid, 9)
-            process.wait(timeout=60)
-    del head.processes[before:]
-
-
 def n_prompts(n_contexts: int, n_candidates: int) -> int:
     return n_contexts * n_candidates * (n_candidates - 1) * 2  # both orderings, two attributes
 
 
-def start_run(nodes: Nodes, folder: Path, n_contexts: int, *extra: str) -> subprocess.Popen:
+def start_run(nodes: Nodes, folder: Path, n_contexts: int | None, *extra: str) -> subprocess.Popen:
+    """The CLI joined to the cluster (the demo's ``n_contexts`` contexts of 5 candidates, or what ``extra`` says)."""
+    demo = (
+        [] if n_contexts is None else [f"dataset.demo.n_contexts={n_contexts}", "dataset.demo.n_candidates=5"]
+    )
     command = [
         sys.executable,
         "-m",
         "pipeline.cli",
         f"runtime.address={nodes.address}",
-        f"dataset.demo.n_contexts={n_contexts}",
-        "dataset.demo.n_candidates=5",
+        *demo,
         "judge.batch_size=8",
         "judge.max_model_len=2048",
         "judge.env.VLLM_CPU_KVCACHE_SPACE=1",
@@ -186,3 +167,45 @@ def test_node_added_mid_run_gets_a_worker_and_a_drain_loses_nothing(nodes, tmp_p
         and got["judge/lost_nodes"] == 0
     )
     assert "1 worker(s) released from drained nodes" in (tmp_path / "run" / "summary.txt").read_text()
+
+
+def test_node_loss_mid_generation_costs_its_open_batch_not_the_run(nodes, tmp_path):
+    """Generate, then evaluate (the generate_demo preset) with two workers on two worker nodes: the node of one is
+    lost while it generates a batch; the outputs it held are generated again by the other worker, the judge stage
+    runs on the workers the generation kept, and the run ends 0 with every output and every prompt once."""
+    nodes.add(cpus=2)
+    nodes.add(cpus=2)
+    inputs, models = 6, 3
+    driver = start_run(
+        nodes,
+        tmp_path,
+        None,
+        "experiment=generate_demo",
+        f"generate.max_inputs={inputs}",
+        "generate.batch_size=2",
+        *[f"generate.models.{k}.max_tokens=24" for k in range(models)],
+        "reasons.n=0",
+        "judge.num_actors=2",
+    )
+    wait_for(lambda: len(started(tmp_path)) == 2, "two generating workers", driver, tmp_path)
+    victim = started(tmp_path)[0]
+    assert victim["step"] == "generate"
+    log = tmp_path / "run" / "logs" / "engine_events.jsonl"
+    wait_for(lambda: in_a_batch(log, victim["worker"]), "a batch on the victim", driver, tmp_path)
+    nodes.kill_node_of(int(victim["worker"].rsplit(":", 1)[1]))
+
+    assert driver.wait(timeout=900) == 0, console(tmp_path)[-4000:]
+    generations = pl.read_parquet(tmp_path / "run" / "tables" / "generations.parquet")
+    assert generations.height == inputs * models
+    assert generations.select("input_id", "model").n_unique() == inputs * models
+    judgments = pl.read_parquet(tmp_path / "run" / "tables" / "judgments.parquet")
+    assert judgments.height == judgments.select(KEYS).n_unique() > 0
+    lost = [e for e in events(tmp_path) if e.get("event") == "worker_lost"]
+    assert [(e["worker"], e["cause"], e["step"]) for e in lost] == [(victim["worker"], "node", "generate")]
+    assert lost[0]["rows"] == 2  # the batch it was generating
+    got = metrics(tmp_path)
+    assert got["generate/lost_nodes"] == 1 and got["generate/redone_prompts"] == 2
+    assert (
+        "1 node(s) were lost during the run with judge workers on them"
+        in (tmp_path / "run" / "run.log").read_text()
+    )
