@@ -37,20 +37,35 @@ def room(free: Resources, need: Resources, reserve_cpus: float, have: int, most:
 
 
 def refusal(step: str, total: Resources, need: Resources, least: int, reserve_cpus: float) -> str | None:
-    """Why ``least`` workers of ``need`` would leave the step's own tasks (``reserve_cpus`` each) no CPU slot on a
-    cluster of ``total`` resources, with the numbers and the fix; None when they fit."""
-    if need.cpus <= 0 or least * need.cpus + reserve_cpus <= total.cpus + 1e-9:
+    """Why not even one worker of ``need`` fits on a cluster of ``total`` resources beside the step's own tasks
+    (``reserve_cpus``), with the numbers and the fix; None when one does."""
+    if fits(total, need, reserve_cpus) >= 1:
         return None
+    return (
+        f"the {step} step's workers need {need.cpus:g} CPU(s) each and its own tasks {reserve_cpus:g}, but the "
+        f"cluster has {total.cpus:g} CPU slot(s): nothing would run. Ask for "
+        + ", or ".join(_fixes(total, need, least, reserve_cpus))
+    )
+
+
+def shortfall(step: str, total: Resources, need: Resources, least: int, reserve_cpus: float) -> str:
+    """The warning of a pool that runs with fewer workers than the ``least`` asked for: the cluster holds only
+    :func:`fits` of them beside the step's own tasks."""
+    most = fits(total, need, reserve_cpus)
+    return (
+        f"the {step} step's {least} worker(s) of {need.cpus:g} CPU(s) each would take {least * need.cpus:g} of "
+        f"the cluster's {total.cpus:g} CPU slot(s), leaving {max(0.0, total.cpus - least * need.cpus):g} for its "
+        f"own tasks, which need {reserve_cpus:g}: it runs with {most} (and grows as nodes join). Ask for "
+        + ", or ".join(_fixes(total, need, least, reserve_cpus))
+    )
+
+
+def _fixes(total: Resources, need: Resources, least: int, reserve_cpus: float) -> list[str]:
     most = fits(total, need, reserve_cpus)
     fixes = [f"at most {most} worker(s)"] if most >= 1 else []
     per_worker = (total.cpus - reserve_cpus) / least
     if per_worker > 0:
         fixes.append(f"{math.floor(per_worker * 100) / 100:g} CPU(s) per worker or fewer")
-    fixes.append("a range of workers [1, N] (the pool then grows only into the room there is)")
-    fixes.append("more CPUs in the cluster")
-    return (
-        f"the {step} step's {least} worker(s) of {need.cpus:g} CPU(s) each would take {least * need.cpus:g} of "
-        f"the cluster's {total.cpus:g} CPU slot(s), leaving {max(0.0, total.cpus - least * need.cpus):g} for its "
-        f"own tasks, which need {reserve_cpus:g}: nothing would run. Ask for " + ", or ".join(fixes) + " "
-        "(judge.num_actors, judge.num_cpus_per_actor)"
-    )
+    fixes.append("a range of workers [1, N] (the pool grows only into the room there is)")
+    fixes.append("more CPUs in the cluster (judge.num_actors, judge.num_cpus_per_actor)")
+    return fixes

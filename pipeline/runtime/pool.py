@@ -34,7 +34,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.runtime import MapStep
-from pipeline.runtime.capacity import Resources, fits, refusal, room
+from pipeline.runtime.capacity import Resources, fits, refusal, room, shortfall
 from pipeline.runtime.cluster import (
     alive_nodes,
     cluster_resources,
@@ -165,12 +165,13 @@ class ActorPool:
         self.lost_nodes: dict[str, float] = {}  # node -> when its first worker was lost
         self.unsettled: list[Loss] = []
         self.slots: list[Slot] = []
-        total, free = cluster_resources()
+        total, _ = cluster_resources()
         problem = refusal(self.name, total, self.need, self.least, reserve_cpus)
         if problem:
             raise PoolError(problem)
-        for _ in range(max(self.least, room(free, self.need, reserve_cpus, 0, self.most))):
-            self._start()
+        self._short_said = False
+        # no actor yet: the first batch for the workers starts them (:meth:`_begin`), so a stream the driver answers
+        # whole starts no engine
         self._tended = time.monotonic()
         self._unplaced_since: float | None = None
         self._said = 0.0
@@ -231,6 +232,13 @@ class ActorPool:
     def _send(self, feeder: Feeder, again: deque, call_kwargs: Any, exhausted: bool) -> bool:
         """Give every running actor up to ``IN_FLIGHT`` batches (given-back ones first, then what the upstream has
         ready, waiting a moment for it when every actor is idle); whether the upstream has ended."""
+        if not self.slots and not again and not exhausted:
+            batch = feeder.take(wait=0.2)
+            if batch is Feeder.END:
+                return True
+            if batch is not None:
+                again.append(batch)
+                self._begin()
         for slot in self.slots:
             if slot.starting is not None or slot.draining:
                 continue
@@ -340,6 +348,15 @@ class ActorPool:
                 raise loss.exc
         self._refill()
 
+    def _begin(self) -> None:
+        """The first workers: what the cluster has room for now, at least the least asked for (as far as the
+        cluster holds them beside the step's tasks) and at most the most."""
+        total, free = cluster_resources()
+        want = max(self.least, room(free, self.need, self.reserve, 0, self.most))
+        for _ in range(min(want, fits(total, self.need, self.reserve))):
+            self._start()
+        self._refill()
+
     def _refill(self) -> None:
         """Start workers up to the least the step asks for, as far as the cluster holds them beside the step's
         tasks, once no lost node is still listed alive (Ray would place a new worker on it until its health
@@ -347,7 +364,11 @@ class ActorPool:
         if set(self.lost_nodes) & alive_nodes():
             return
         total, _ = cluster_resources()
-        while len(self.slots) < min(self.least, fits(total, self.need, self.reserve)):
+        cap = fits(total, self.need, self.reserve)
+        if cap < self.least and not self._short_said:
+            self._short_said = True
+            log.warning("%s", shortfall(self.name, total, self.need, self.least, self.reserve))
+        while len(self.slots) < min(self.least, cap):
             self._start()
 
     def _release(self, slot: Slot, event: str) -> None:

@@ -8,7 +8,6 @@ errors still reach the driver as exceptions.
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -96,11 +95,8 @@ class RayDataExecutor:
         last, upstream_steps = steps[-1], steps[:-1]
         upstream = self._stream_tasks(blocks, upstream_steps) if upstream_steps else iter(blocks)
         work = Fronted(last.front, upstream, last.batch_size)
-        first = next(work, None)
-        yield from work.drain()
-        if first is None:  # every row answered on the driver: no worker started
-            return
         key = step_key(last)
+        # a new pool starts its workers with its first batch for them: none when the driver answers every row
         pool = self.kept.pop(key, None) or ActorPool(
             last,
             self.log_dir,
@@ -108,7 +104,7 @@ class RayDataExecutor:
             placement_timeout=self.runtime.placement_timeout_s,
         )
         try:
-            yield from pool.run(itertools.chain([first], work), ray.put(dict(last.call_kwargs)), work)
+            yield from pool.run(work, ray.put(dict(last.call_kwargs)), work)
         except BaseException:
             pool.close()  # a pool that failed is not reused: the next stream starts a new one
             raise

@@ -7,18 +7,28 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.runtime.capacity import Resources, fits, refusal, room
+from pipeline.runtime.capacity import Resources, fits, refusal, room, shortfall
 
 
-def test_the_issues_stalled_pool_is_refused_with_its_numbers_and_the_fix():
-    # two worker nodes of one CPU slot each, two judge workers of one CPU: the prompt tasks (0.25) get no slot
-    message = refusal("judge", Resources(cpus=2), Resources(cpus=1), least=2, reserve_cpus=0.25)
-    assert message is not None
+def test_the_issues_stalled_pool_runs_with_what_fits_and_says_so_with_the_fix():
+    # two worker nodes of one CPU slot each, two judge workers of one CPU: the prompt tasks (0.25) would get no
+    # slot: the pool runs with one worker beside them and says why, with the numbers and the fix
+    assert fits(Resources(cpus=2), Resources(cpus=1), 0.25) == 1
+    assert refusal("judge", Resources(cpus=2), Resources(cpus=1), least=2, reserve_cpus=0.25) is None
+    message = shortfall("judge", Resources(cpus=2), Resources(cpus=1), least=2, reserve_cpus=0.25)
     assert "2 worker(s) of 1 CPU(s) each would take 2 of the cluster's 2 CPU slot(s), leaving 0" in message
-    assert "which need 0.25" in message
+    assert "which need 0.25: it runs with 1" in message
     assert "at most 1 worker(s)" in message and "0.87 CPU(s) per worker or fewer" in message
     assert "judge.num_actors" in message and "[1, N]" in message
-    assert refusal("judge", Resources(cpus=2), Resources(cpus=1), least=1, reserve_cpus=0.25) is None
+
+
+def test_a_pool_of_which_not_one_worker_fits_beside_its_tasks_is_refused():
+    message = refusal("judge", Resources(cpus=1), Resources(cpus=1), least=1, reserve_cpus=0.25)
+    assert (
+        message is not None
+        and "nothing would run" in message
+        and "0.75 CPU(s) per worker or fewer" in message
+    )
     assert refusal("judge", Resources(cpus=2), Resources(cpus=0.5), least=2, reserve_cpus=0.25) is None
     # a worker that needs no CPU slot (an API judge with num_cpus_per_actor=0) leaves every slot to the tasks
     assert refusal("judge", Resources(cpus=0), Resources(cpus=0), least=4, reserve_cpus=0.25) is None
