@@ -440,13 +440,25 @@ class ActorPool:
         import ray
 
         cap = fits(total, self.need, self.reserve)
-        for slot in [s for s in self.slots if s.starting is not None][::-1]:
+        # the surplus let go: starting actors first, then idle ones (a kept pool serving a stream whose tasks need a
+        # slot its last stream's did not)
+        surplus = [s for s in self.slots if s.starting is not None][::-1]
+        surplus += [s for s in self.slots if s.starting is None and not s.held]
+        for slot in surplus:
             if len(self.slots) <= max(cap, 1):
                 break
             self.slots.remove(slot)
+            if slot.starting is None:
+                with contextlib.suppress(Exception):
+                    ray.get(slot.actor.close.remote(), timeout=60)
             with contextlib.suppress(Exception):
                 ray.kill(slot.actor)
-            log.warning("%s: the cluster holds %d worker(s) beside the step's tasks", self.name, cap)
+            log.warning(
+                "%s: the cluster holds %d worker(s) beside the step's tasks: %s let go",
+                self.name,
+                cap,
+                slot.worker,
+            )
         if not waiting or set(self.lost_nodes) & alive_nodes():
             return
         live = [s for s in self.slots if not s.draining]

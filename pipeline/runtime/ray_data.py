@@ -97,12 +97,11 @@ class RayDataExecutor:
         work = Fronted(last.front, upstream, last.batch_size)
         key = step_key(last)
         # a new pool starts its workers with its first batch for them: none when the driver answers every row
+        reserve = max((s.num_cpus for s in upstream_steps), default=0.0)
         pool = self.kept.pop(key, None) or ActorPool(
-            last,
-            self.log_dir,
-            reserve_cpus=max((s.num_cpus for s in upstream_steps), default=0.0),
-            placement_timeout=self.runtime.placement_timeout_s,
+            last, self.log_dir, reserve_cpus=reserve, placement_timeout=self.runtime.placement_timeout_s
         )
+        pool.reserve = reserve  # a kept pool serves this stream's tasks: it leaves them their slot
         try:
             yield from pool.run(work, ray.put(dict(last.call_kwargs)), work)
         except BaseException:

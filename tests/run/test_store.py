@@ -1,5 +1,6 @@
 """The judgement store on the real vLLM engine: a second run, in another folder, that adds one context to a
-first run judges only the new context's prompts; the others come from the store, with the same answers."""
+first run judges only the new context's prompts; the others come from the store, with the same answers; a third
+run whose prompts are all stored starts no engine."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from pipeline.config.derived import judgement_store
 from pipeline.run.context import run
+from pipeline.storage.events import read_events
 from tests.conftest import compose
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -56,6 +58,17 @@ def test_a_run_that_adds_a_context_judges_only_that_context(tmp_path):
     )  # the stored answers
     assert set(b.join(a, on=KEYS, how="anti")["context_id"]) == {"demo-2"}
     assert set(pl.read_parquet(tmp_path / "second" / "tables" / "scores.parquet")["method"]) == {"win_ratio"}
+    # the first run again in a third folder: every prompt answered from the store on the driver, and no engine
+    # started for it (no judge worker made: its engine would have recorded its start)
+    third = run(compose([*common, "dataset.demo.n_contexts=2", f"paths.run_dir={tmp_path / 'third'}"]))
+    assert third.judge_stats.reused == third.judge_stats.judged_now == 2 * PER_CONTEXT
+    events = tmp_path / "third" / "logs" / "engine_events.jsonl"
+    assert not [e for e in read_events(events) if e.get("event") == "engine_started"]
+    assert [
+        e
+        for e in read_events(tmp_path / "first" / "logs" / "engine_events.jsonl")
+        if e.get("event") == "engine_started"
+    ]
     # judge.store=false: no store, so the engine judges everything (every other run test composes it so, and counts
     # each prompt judged by the engine once)
     off = compose([*common, "judge.store=false"])
