@@ -4,9 +4,9 @@ vLLM runs its engine core in a child process of the judge actor. When that proce
 fault, a kill), the engine's client logs "engine core exited unexpectedly" and the call waiting for it may never
 return, so the actor hangs and the run with it. :class:`EngineWatch` watches the engine's processes from a
 thread; when one is gone it records the death (the worker, how many prompts were in flight) in the run's
-events file and ends the actor's process. Ray then starts a new actor (a new engine) and gives it the batches
-the dead one held (``max_restarts`` / ``max_task_retries`` of the actor pool, :mod:`pipeline.runtime.ray_data`):
-what was being judged is judged again; what reached the store is not. Outside an actor (the local executor) the
+events file and ends the actor's process. The driver's pool then starts a new actor (a new engine) and gives the
+batches the dead one held to the workers (:mod:`pipeline.runtime.pool`): what was being judged is judged again;
+what reached the driver is not. Outside an actor (the local executor) the
 main thread is interrupted instead, with everything stored so far on disk.
 """
 
