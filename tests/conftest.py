@@ -21,7 +21,16 @@ def pytest_collection_modifyitems(config, items: list) -> None:
     at once and the short ones fill in around them, instead of one long file starting last."""
     weight: dict[str, int] = {}
     for item in items:
-        heavy = any(item.get_closest_marker(m) for m in ("engine", "ray", "slow"))
+        # a test on a cluster of its own (nodes, a job server) takes minutes; an end-to-end run one or two; a test
+        # with an engine or a Ray tens of seconds
+        heavy = max(
+            [
+                w
+                for marker, w in (("cluster", 10), ("slow", 2), ("engine", 1), ("ray", 1))
+                if item.get_closest_marker(marker)
+            ]
+            or [0]
+        )
         weight[item.nodeid.split("::")[0]] = weight.get(item.nodeid.split("::")[0], 0) + heavy
     order = {item.nodeid: k for k, item in enumerate(items)}
     items.sort(key=lambda item: (-weight[item.nodeid.split("::")[0]], order[item.nodeid]))
