@@ -26,7 +26,9 @@ def free_port() -> int:
 
 
 def own_ports() -> list[str]:
-    """Each node's agents on ports of their own (the defaults are held by the other local Rays of the session)."""
+    """Each node's agents on ports of their own: the defaults (52365 for the dashboard agent's HTTP server, which
+    takes the jobs) are held by the session's local Rays of the other end-to-end tests, and a head would then have
+    no job agent ("No available agent to submit job")."""
     return [
         f"--dashboard-agent-listen-port={free_port()}",
         f"--dashboard-agent-grpc-port={free_port()}",

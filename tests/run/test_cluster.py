@@ -13,7 +13,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,16 +21,9 @@ import polars as pl
 import pytest
 
 from tests.conftest import ROOT
+from tests.run.nodes import BIN, free_port, own_ports
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow, pytest.mark.cluster]
-
-BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -57,17 +49,6 @@ def cluster(tmp_path_factory):
         "--object-store-memory=300000000",
         f"--temp-dir={temp}",
     ]
-
-    def own_ports() -> list[str]:
-        # each node's agents on ports of their own: the defaults (52365 for the dashboard agent's HTTP server,
-        # which takes the jobs) are already held by the session's local Ray of the other end-to-end tests, and
-        # the head would then have no job agent ("No available agent to submit job")
-        return [
-            f"--dashboard-agent-listen-port={free_port()}",
-            f"--dashboard-agent-grpc-port={free_port()}",
-            f"--runtime-env-agent-port={free_port()}",
-            f"--metrics-export-port={free_port()}",
-        ]
 
     head = subprocess.Popen(
         [
