@@ -36,6 +36,19 @@ def room(free: Resources, need: Resources, reserve_cpus: float, have: int, most:
     return max(0, min(most - have, fits(free, need, reserve_cpus)))
 
 
+def spread_to(nodes: dict[str, Resources], workers: dict[str, int], need: Resources) -> str | None:
+    """The node for one more worker of ``need``: of the ``nodes`` (id -> total resources) whose total holds their
+    ``workers`` and one more, the one with the fewest workers (then the most room, then the id). A pool spread this
+    way loses as few workers as it can with a node. None when no node holds one more."""
+    ranked = []
+    for node, total in nodes.items():
+        have = workers.get(node, 0)
+        holds = fits(total, need, 0.0)
+        if holds > have:
+            ranked.append((have, -(holds - have), node))
+    return min(ranked)[2] if ranked else None
+
+
 def refusal(step: str, total: Resources, need: Resources, least: int, reserve_cpus: float) -> str | None:
     """Why not even one worker of ``need`` fits on a cluster of ``total`` resources beside the step's own tasks
     (``reserve_cpus``), with the numbers and the fix; None when one does."""

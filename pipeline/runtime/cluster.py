@@ -44,6 +44,17 @@ def cluster_resources() -> tuple[Resources, Resources]:
     return total, Resources(free.get("CPU", 0.0), free.get("GPU", 0.0))
 
 
+def node_resources() -> dict[str, Resources]:
+    """Each alive node's total resources."""
+    import ray
+
+    return {
+        node["NodeID"]: Resources(node["Resources"].get("CPU", 0.0), node["Resources"].get("GPU", 0.0))
+        for node in ray.nodes()
+        if node.get("Alive")
+    }
+
+
 def alive_nodes() -> set[str]:
     import ray
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import logging.handlers
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -171,3 +172,20 @@ def redirect_output(path: Path) -> None:
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)
+
+
+def with_output_to(cls: type, log_dir: Path, step: str) -> type:
+    """``cls`` whose instances first send their process's output to a file in ``log_dir`` (an actor's own
+    output: the engine's log lines, warnings and progress bars)."""
+
+    def __init__(self, *args, **kwargs):  # noqa: N807
+        path = log_dir / f"{step}-{socket.gethostname()}-{os.getpid()}.log"
+        try:
+            redirect_output(path)
+        except OSError as exc:  # e.g. a cluster node without the run folder's file system
+            logging.getLogger(__name__).warning(
+                "output stays in Ray's worker logs: cannot write %s (%s)", path, exc
+            )
+        cls.__init__(self, *args, **kwargs)
+
+    return type(cls.__name__, (cls,), {"__init__": __init__})

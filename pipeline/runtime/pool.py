@@ -34,16 +34,17 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.runtime import MapStep
-from pipeline.runtime.capacity import Resources, fits, refusal, room, shortfall
+from pipeline.runtime.capacity import Resources, fits, refusal, room, shortfall, spread_to
 from pipeline.runtime.cluster import (
     alive_nodes,
     cluster_resources,
     draining_nodes,
     lost_actor_errors,
+    node_resources,
     raylet_answers,
 )
 from pipeline.runtime.local import Feeder, Fronted
-from pipeline.runtime.logs import redirect_output
+from pipeline.runtime.logs import with_output_to
 from pipeline.storage.events import record_event
 
 log = logging.getLogger(__name__)
@@ -51,23 +52,6 @@ log = logging.getLogger(__name__)
 
 class PoolError(RuntimeError):
     """The pool cannot run: no room for its workers, or more engine deaths than the step allows."""
-
-
-def with_output_to(cls: type, log_dir: Path, step: str) -> type:
-    """``cls`` whose instances first send their process's output to a file in ``log_dir`` (an actor's own
-    output: the engine's log lines, warnings and progress bars)."""
-
-    def __init__(self, *args, **kwargs):  # noqa: N807
-        path = log_dir / f"{step}-{socket.gethostname()}-{os.getpid()}.log"
-        try:
-            redirect_output(path)
-        except OSError as exc:  # e.g. a cluster node without the run folder's file system
-            logging.getLogger(__name__).warning(
-                "output stays in Ray's worker logs: cannot write %s (%s)", path, exc
-            )
-        cls.__init__(self, *args, **kwargs)
-
-    return type(cls.__name__, (cls,), {"__init__": __init__})
 
 
 def runtime_env(step: MapStep) -> dict | None:
@@ -105,6 +89,7 @@ class Slot:
     starting: Any
     worker: str = ""
     node: str = ""
+    target: str = ""  # the node it was sent to (:meth:`ActorPool._start`)
     held: dict = field(default_factory=dict)  # ObjectRef of a call -> its batch
     draining: bool = False
 
@@ -177,8 +162,23 @@ class ActorPool:
         self._said = 0.0
 
     def _start(self) -> None:
-        actor = self.remote.remote(self.cls, self.kwargs)
-        self.slots.append(Slot(actor, actor.ready.remote()))
+        """One more actor, on the node of the fewest of the pool's workers that holds one more (:func:`spread_to`): a
+        lost node then costs as few workers as it can. The affinity is soft: Ray places it elsewhere if that node
+        goes; while the node's slots are taken by the step's tasks it waits for one of them to end."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        out = set(self.lost_nodes) | {s.node for s in self.slots if s.draining}
+        nodes = {node: have for node, have in node_resources().items() if node not in out}
+        workers: dict[str, int] = {}
+        for slot in self.slots:
+            where = slot.node or slot.target
+            workers[where] = workers.get(where, 0) + 1
+        target = spread_to(nodes, workers, self.need)
+        remote = self.remote
+        if target is not None:
+            remote = remote.options(scheduling_strategy=NodeAffinitySchedulingStrategy(target, soft=True))
+        actor = remote.remote(self.cls, self.kwargs)
+        self.slots.append(Slot(actor, actor.ready.remote(), target=target or ""))
 
     def _record(self, event: dict) -> None:
         record_event(self.events, {**event, "step": self.name, "by": "driver"})

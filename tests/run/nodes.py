@@ -154,6 +154,26 @@ class Nodes:
                 process.send_signal(signal.SIGKILL)
         node.wait(timeout=60)
 
+    @staticmethod
+    @contextlib.contextmanager
+    def paused(pid: int):
+        """A worker that stops answering for a while (a slow or overloaded machine): process ``pid`` and every process
+        below it (its engine) SIGSTOPped inside the block and SIGCONTed after. Ray sees nothing: its node and raylet
+        answer; only the batches the worker holds wait. A test pauses a worker so that the run cannot end before
+        something slow on a loaded machine (a node that joins) has happened."""
+        import psutil
+
+        top = psutil.Process(pid)
+        processes = [top, *top.children(recursive=True)]
+        for process in processes:
+            process.suspend()
+        try:
+            yield
+        finally:
+            for process in processes:
+                with contextlib.suppress(psutil.Error):
+                    process.resume()
+
     def drain(self, node_id: str, deadline_s: int = 120) -> None:
         """A preemption notice for a node (``ray drain-node``): no new work there, and it goes at the deadline."""
         done = subprocess.run(

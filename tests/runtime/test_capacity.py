@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.runtime.capacity import Resources, fits, refusal, room, shortfall
+from pipeline.runtime.capacity import Resources, fits, refusal, room, shortfall, spread_to
 
 
 def test_the_issues_stalled_pool_runs_with_what_fits_and_says_so_with_the_fix():
@@ -56,3 +56,33 @@ def test_room_never_takes_the_reserve_nor_passes_the_most(free, cpus, reserve, h
     # one more would not fit, unless the most stopped it
     if add < most - have:
         assert (add + 1) * cpus + reserve > free - 1e-6
+
+
+@given(
+    nodes=st.lists(
+        st.tuples(st.integers(0, 4), st.integers(0, 2), st.integers(0, 5)), min_size=0, max_size=6
+    ),
+    gpus=st.sampled_from([0.0, 1.0]),
+)
+def test_spread_to_puts_a_worker_where_the_fewest_are_and_never_past_a_nodes_total(nodes, gpus):
+    """Placing workers one by one with :func:`spread_to` fills every node up to what its total holds, never past it,
+    and keeps the pool even: no node gets a worker while another that holds one more has fewer. Node names do not
+    change the counts per node (placement depends on the names only to break ties)."""
+    need = Resources(cpus=1.0, gpus=gpus)
+    totals = {f"n{k}": Resources(cpus=c, gpus=g) for k, (c, g, _) in enumerate(nodes)}
+    workers = {f"n{k}": min(w, fits(totals[f"n{k}"], need, 0.0)) for k, (_, _, w) in enumerate(nodes)}
+    while (node := spread_to(totals, workers, need)) is not None:
+        open_ = [n for n in totals if fits(totals[n], need, 0.0) > workers[n]]
+        assert workers[node] == min(workers[n] for n in open_)
+        workers[node] += 1
+        assert workers[node] <= fits(totals[node], need, 0.0)
+    assert all(workers[n] == fits(totals[n], need, 0.0) for n in totals)
+
+
+def test_spread_to_the_issues_two_nodes_one_worker_each_before_a_second_anywhere():
+    """Two worker nodes of 2 CPUs and a head of none: the first two workers go one to each node."""
+    totals = {"head": Resources(), "a": Resources(cpus=2), "b": Resources(cpus=2)}
+    first = spread_to(totals, {}, Resources(cpus=1))
+    second = spread_to(totals, {first: 1}, Resources(cpus=1))
+    assert {first, second} == {"a", "b"}
+    assert spread_to(totals, {"a": 2, "b": 2}, Resources(cpus=1)) is None
