@@ -79,6 +79,11 @@ class ReasoningConfig:
     stop: list[str] = field(default_factory=list)
 
 
+# Marks a field that says where and how a judge runs, not what it judges: a run may continue another
+# (``paths.run_dir=latest``) whose values differ there (pipeline.run.folder).
+PLACEMENT = {"placement": True}
+
+
 @dataclass
 class JudgeConfig:
     """The LLM judge and how its engines are placed."""
@@ -97,17 +102,17 @@ class JudgeConfig:
     # in bfloat16 where the CPU has native bfloat16 and in float32 elsewhere (pipeline.judge.hardware).
     engine: dict[str, Any] = field(default_factory=dict)
     # Environment of the engine's process, set before the engine is imported (CPU KV cache size, threads).
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict, metadata=PLACEMENT)
     # vllm: where the engine runs: auto | worker (inside the judge worker's process) | own (processes of its own,
     # watched by the worker): see EngineProcess. auto is worker for a CPU engine on a Ray actor, else own.
-    engine_process: EngineProcess = EngineProcess.auto
+    engine_process: EngineProcess = field(default=EngineProcess.auto, metadata=PLACEMENT)
     # Prompts per engine call; larger batches let vLLM schedule more prompts that share a prefix.
-    batch_size: int = 256
+    batch_size: int = field(default=256, metadata=PLACEMENT)
     # Judge workers (Ray actors, an engine each): a number, or a range [least, most]: the pool starts with what the
     # cluster has room for in between and grows onto nodes that join (pipeline.runtime.pool).
-    num_actors: Any = 1
-    num_cpus_per_actor: float = 1.0
-    num_gpus_per_actor: float = 0.0
+    num_actors: Any = field(default=1, metadata=PLACEMENT)
+    num_cpus_per_actor: float = field(default=1.0, metadata=PLACEMENT)
+    num_gpus_per_actor: float = field(default=0.0, metadata=PLACEMENT)
     # backend=api: the endpoint, its model name, the key's environment variable, concurrency, retries, cache.
     api: ApiConfig = field(default_factory=ApiConfig)
     # Keep every answer of an in-process judge by content (judge identity, read, exact prompt) in one SQLite

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from datetime import datetime
 from pathlib import Path
 
 from pipeline.config.derived import resolve_path
+from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
 from pipeline.config.workflows import workflow
 
@@ -19,17 +20,22 @@ log = logging.getLogger(__name__)
 LATEST = "latest"
 
 
-# What may differ between a run and the one it continues (where it runs, how it logs and is tracked).
+# What may differ between a run and the one it continues (where it runs, how it logs and is tracked): these sections,
+# and the judge's fields marked as placement (its workers, their engines' processes and environment, batch size).
 _NOT_COMPARED = {"paths", "runtime", "tracking", "verbose", "log_level"}
+_JUDGE_PLACEMENT = {f.name for f in fields(JudgeConfig) if f.metadata.get("placement")}
 
 
 def _compared(config: dict) -> dict:
-    return {k: v for k, v in config.items() if k not in _NOT_COMPARED}
+    kept = {k: v for k, v in config.items() if k not in _NOT_COMPARED}
+    if isinstance(kept.get("judge"), dict):
+        kept["judge"] = {k: v for k, v in kept["judge"].items() if k not in _JUDGE_PLACEMENT}
+    return kept
 
 
 def latest_matching_run(cfg: RunConfig, root: Path) -> Path | None:
     """The newest run folder under ``<output_root>/runs`` whose ``config.json`` is this configuration (apart
-    from where and how it runs: paths, runtime, tracking, logging)."""
+    from where and how it runs: paths, runtime, tracking, logging, the judge's placement)."""
     wanted = _compared(json.loads(json.dumps(asdict(cfg), default=str)))
     folders = sorted(
         (resolve_path(cfg.paths.output_root, root) / "runs").glob("*/*/config.json"),

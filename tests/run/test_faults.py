@@ -1,6 +1,7 @@
-"""Faults on a real local Ray with the real vLLM engine: the engine process of the judge actor is killed
-mid-run, and the run carries on (a new actor, a new engine) with every prompt judged exactly once in the final
-table and the redone prompts reported. A whole actor lost (with its node) is tests/run/test_nodes.py's."""
+"""Faults on a real local Ray with the real vLLM engine: a killed driver, and the rerun that continues its folder
+with its judge worker killed mid-run: the run carries on (a new worker, a new engine) with every prompt judged
+exactly once in the final table and the redone prompts reported. An engine process that dies more often than
+allowed, or cannot start, stops the run. A whole actor lost (with its node) is tests/run/test_nodes.py's."""
 
 from __future__ import annotations
 
@@ -98,38 +99,6 @@ def small_run(tmp_path, *extra: str):
     )
 
 
-def test_a_judge_engine_killed_mid_run_is_replaced_and_nothing_is_judged_twice(tmp_path, ray_cluster):
-    """judge.engine_process=own (vLLM's engine processes beside the worker, the default on a GPU): the engine
-    process is killed with SIGKILL; the worker's watchdog records it and ends the worker, Ray starts a new one."""
-    folder = tmp_path / "run"
-    n_contexts, n_candidates = 3, 5
-    n_prompts = n_contexts * n_candidates * (n_candidates - 1) * 2  # both orderings, two attributes
-    before = {identity(p) for p in judge_engines()}  # (none, unless a run of this worker is still ending)
-    # an empty judgement store: every prompt goes to the engine
-    with running(small_run(tmp_path, "judge.engine_process=own")) as (worker, result):
-        log = folder / "run.log"
-        wait_for_a_first_batch(log, worker)
-        engine = new_engine(before)
-        [started] = started_engines(folder / "logs" / "engine_events.jsonl")
-        assert engine.pid in started["pids"]  # the worker watches the engine this test found
-        kill_in_a_batch(folder / "logs" / "engine_events.jsonl", started["worker"], engine.pid)
-        worker.join(timeout=900)
-    assert not worker.is_alive(), "the run hangs after its engine died"
-    assert "error" not in result, result.get("error")
-    done = result["value"]
-    table = pl.read_parquet(folder / "tables" / "judgments.parquet")
-    assert table.height == n_prompts and table.select(KEYS).n_unique() == n_prompts
-    assert done.metrics["judge/engine_deaths"] == 1 and done.metrics["judge/lost_workers"] == 0
-    redone = done.metrics["judge/redone_prompts"]
-    assert redone == 8  # the batch in the engine when it died
-    text = log.read_text(errors="replace")
-    assert "1 judge engine(s) died during the run" in text
-    assert "the 8 prompt(s) of the unfinished batches went to new workers" in text
-    events = Path(folder / "logs" / "engine_events.jsonl").read_text()
-    assert f'"pids": [{engine.pid}]' in events
-    assert not [p for p in judge_engines() if identity(p) not in before]  # the new engine ends with the run
-
-
 def test_an_engine_killed_more_often_than_allowed_stops_the_run_with_what_was_judged_on_disk(
     tmp_path, ray_cluster
 ):
@@ -193,13 +162,21 @@ def test_an_engine_that_cannot_start_stops_the_run_at_once(tmp_path, ray_cluster
     )
 
 
-def test_a_killed_driver_leaves_no_engine_behind_and_the_same_command_continues_its_run(tmp_path, root):
-    """The run as a user starts it (the CLI, its own local Ray), killed with SIGKILL after its first batches;
-    its engine does not outlive it; the same command with paths.run_dir=latest finds the folder, and nothing
-    judged before the kill is judged again (it comes from the judgement store); its console shows only the pipeline's
-    lines."""
+def test_a_killed_driver_leaves_no_engine_behind_and_the_rerun_replaces_a_killed_worker_judging_nothing_twice(
+    tmp_path, root
+):
+    """The run as a user starts it (the CLI, its own local Ray), killed with SIGKILL after its first batches; its
+    engine does not outlive it. The same command with paths.run_dir=latest finds the folder, and nothing judged
+    before the kill is judged again (it comes from the judgement store). In that rerun the judge worker's process,
+    its engine inside it (the CPU default), is SIGKILLed inside a batch: the pool starts a new worker, the batch is
+    judged again, and the run ends 0 with every prompt once, the loss and the redone prompts in its log and MLflow.
+    (An engine of its own processes, the GPU default, killed: the next test, whose watchdog path is the same up
+    to the worker's end.) Its console shows only the pipeline's lines."""
+    import json
     import subprocess
     import sys
+
+    import mlflow
 
     n_contexts, n_candidates = 3, 5
     n_prompts = n_contexts * n_candidates * (n_candidates - 1) * 2
@@ -216,6 +193,7 @@ def test_a_killed_driver_leaves_no_engine_behind_and_the_same_command_continues_
         f"paths.output_root={tmp_path}",
         "paths.run_dir=latest",
     ]
+    before = {identity(p) for p in judge_engines()}  # (none, unless a run of this worker is still ending)
     driver = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
     def judged() -> int:
@@ -227,7 +205,8 @@ def test_a_killed_driver_leaves_no_engine_behind_and_the_same_command_continues_
         assert time.monotonic() < deadline, "the run judged nothing"
         time.sleep(0.5)
     # the run's engine: inside its judge actor (the CPU default), no engine process beside it
-    [started] = started_engines(next((tmp_path / "runs").glob("*/*/logs/engine_events.jsonl")))
+    events = next((tmp_path / "runs").glob("*/*/logs/engine_events.jsonl"))
+    [started] = started_engines(events)
     assert started["inside"] is True and not judge_engines(under=driver.pid)
     ours = [psutil.Process(worker_pid(started))]
     assert ray_worker(ours[0])
@@ -241,11 +220,26 @@ def test_a_killed_driver_leaves_no_engine_behind_and_the_same_command_continues_
     stored = judged()
     assert 16 <= stored < n_prompts
 
-    again = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=900)
-    assert again.returncode == 0, again.stderr[-3000:]
+    rerun = subprocess.Popen(
+        command,
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    output: dict = {}
+    reader = threading.Thread(
+        target=lambda: output.update(zip(("stdout", "stderr"), rerun.communicate(), strict=True))
+    )
+    reader.start()
+    wait_for(lambda: len(started_engines(events)) == 2, "the rerun's engine", alive=reader)
+    started = started_engines(events)[1]
+    kill_in_a_batch(events, started["worker"], worker_pid(started))  # the worker, its engine inside it
+    reader.join(timeout=900)
+    assert rerun.returncode == 0, output["stderr"][-3000:]
     assert [folder] == list((tmp_path / "runs").glob("*/*"))  # the same folder, continued
     log = (folder / "run.log").read_text()
-    assert f"paths.run_dir=latest: continuing {folder}" in again.stderr + again.stdout + log
+    assert f"paths.run_dir=latest: continuing {folder}" in output["stderr"] + output["stdout"] + log
     table = pl.read_parquet(folder / "tables" / "judgments.parquet")
     assert table.height == n_prompts and table.select(KEYS).n_unique() == n_prompts
     assert judged() == n_prompts  # every prompt judged once by an engine, across the two runs
@@ -253,13 +247,25 @@ def test_a_killed_driver_leaves_no_engine_behind_and_the_same_command_continues_
     skipped = re.search(r"(\d+) prompts already judged in", log)
     reused = re.search(r"(\d+) of the \d+ prompt\(s\) were answered from the judgement store", log)
     assert (int(skipped[1]) if skipped else 0) + (int(reused[1]) if reused else 0) == stored
+    # the killed worker: recorded, replaced, its batch judged again, and no engine left when the run ends
+    assert f"1 judge worker(s) were lost during the run with a batch unfinished ({started['worker']})" in log
+    assert "the 8 prompt(s) of the unfinished batches went to new workers" in log
+    tracking = json.loads((folder / "tracking.json").read_text())
+    metrics = mlflow.MlflowClient(tracking["tracking_uri"]).get_run(tracking["run_id"]).data.metrics
+    assert metrics["judge/lost_workers"] == 1 and metrics["judge/lost_nodes"] == 0
+    assert metrics["judge/redone_prompts"] == 8  # the batch in the engine when it died
+    wait_for(
+        lambda: not [p for p in judge_engines() if identity(p) not in before],
+        "the engines to end",
+        seconds=60,
+    )
 
     # a quiet console: the pipeline's own lines and the summary (with the judge's card), no engine or Ray output;
     # that output is in the run folder
-    assert "prompts to judge" in again.stderr
-    assert "outputs:" in again.stdout and "MLflow run" in again.stdout
-    console = (again.stdout + again.stderr).splitlines()
-    assert len(console) <= 48, "\n".join(console)
+    assert "prompts to judge" in output["stderr"]
+    assert "outputs:" in output["stdout"] and "MLflow run" in output["stdout"]
+    console = (output["stdout"] + output["stderr"]).splitlines()
+    assert len(console) <= 52, "\n".join(console)
     noises = (
         "MapWorker",
         "EngineCore",
