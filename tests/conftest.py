@@ -15,6 +15,22 @@ ROOT = Path(__file__).resolve().parent.parent
 DATASETS = Path(os.environ.get("CA_DATASETS", ROOT.parent / "shared" / "datasets"))
 
 
+def pytest_configure(config) -> None:
+    """With the tests spread over workers (pytest-xdist), each worker's engines compute on cores of their own
+    (``VLLM_CPU_OMP_THREADS_BIND``, which conf/judge/smollm2_cpu.yaml takes from the environment): two engines each
+    binding every core would spin their OpenMP threads against each other's. A user's own setting is kept."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    cores = sorted(os.sched_getaffinity(0))
+    if (
+        worker.startswith("gw")
+        and 1 < workers <= len(cores)
+        and "VLLM_CPU_OMP_THREADS_BIND" not in os.environ
+    ):
+        k, share = int(worker[2:]) % workers, len(cores) // workers
+        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = ",".join(str(c) for c in cores[k * share : (k + 1) * share])
+
+
 def pytest_collection_modifyitems(config, items: list) -> None:
     """The files with the most tests on a real engine or Ray first, each file's tests in their order: with the tests
     spread over workers a file at a time (``make test``: pytest-xdist, ``--dist loadfile``), the long files start
