@@ -73,6 +73,9 @@ class MapStep:
     # (``LD_PRELOAD``, see pipeline.judge.cores.worker_process_env). The local executor runs the step in this
     # process, already started, and cannot apply it.
     env: Mapping[str, str] = field(default_factory=dict)
+    # A class: its one instance runs in the driver's process on every executor, Ray's too (an endpoint's client:
+    # waiting on HTTP, it needs no worker of its own, and its reply cache is then opened by the driver alone).
+    on_driver: bool = False
 
     @property
     def stateful(self) -> bool:

@@ -105,6 +105,16 @@ class LocalExecutor:
         for key in [k for k in self.kept if k != but]:
             _close(self.kept.pop(key))
 
+    def serve(self, stream: Iterable[pa.Table], step: MapStep) -> Iterator[pa.Table]:
+        """The stateful ``step`` on ``stream`` in this process (another executor's step that runs on the driver)."""
+        made: list[object] = []
+        try:
+            self._release(but=step_key(step))
+            yield from _serve(stream, step, self._instance(step, made))
+        finally:
+            for instance in made:
+                _close(instance)
+
     def stream(self, blocks: Sequence[pa.Table], steps: Sequence[MapStep]) -> Iterator[pa.Table]:
         if not blocks:
             return

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from pipeline.config.run import RuntimeConfig
 from pipeline.runtime import MapStep, step_key
-from pipeline.runtime.local import Fronted
+from pipeline.runtime.local import Fronted, LocalExecutor
 from pipeline.runtime.pool import ActorPool
 
 log = logging.getLogger(__name__)
@@ -45,6 +45,7 @@ class RayDataExecutor:
         self.runtime = runtime
         self.log_dir = log_dir
         self.kept: dict[str, ActorPool] = {}
+        self.driver = LocalExecutor()  # the steps that run on the driver (MapStep.on_driver)
 
     def close(self) -> None:
         self._release(but=None)
@@ -53,6 +54,7 @@ class RayDataExecutor:
         """Close the kept workers but those of key ``but``."""
         for key in [k for k in self.kept if k != but]:
             self.kept.pop(key).close()
+        self.driver._release(but)
 
     def stream(self, blocks: Sequence[pa.Table], steps: Sequence[MapStep]) -> Iterator[pa.Table]:
         if not blocks:
@@ -61,7 +63,11 @@ class RayDataExecutor:
         stateful = [k for k, step in enumerate(steps) if step.stateful]
         if stateful and stateful != [len(steps) - 1]:
             raise ValueError(f"a chain's one stateful step comes last: {[s.name for s in steps]}")
-        if stateful:
+        if stateful and steps[-1].on_driver:
+            self._release(but=step_key(steps[-1]))
+            upstream = self._stream_tasks(blocks, steps[:-1]) if len(steps) > 1 else iter(blocks)
+            yield from self.driver.serve(upstream, steps[-1])
+        elif stateful:
             self._release(but=step_key(steps[-1]))  # one set of engine workers at a time
             yield from self._stream_pool(blocks, steps)
         else:

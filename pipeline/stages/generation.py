@@ -300,4 +300,5 @@ def generation_step(
         env=worker_process_env(spec),
         events=str(events) if events else None,
         front=StoreFront(store, task) if store is not None and spec.api is None else None,
+        on_driver=spec.api is not None,
     )

@@ -127,6 +127,7 @@ def judge_steps(
             env=worker_process_env(spec),
             events=str(events) if events else None,
             front=StoreFront(store, task) if store else None,
+            on_driver=spec.api is not None,
         ),
     ]
 

@@ -82,6 +82,7 @@ class Reasons(Stage):
             env=worker_process_env(judge),
             events=str(ctx.run_dir / "logs" / ENGINE_EVENTS),
             front=StoreFront(store, task) if store is not None else None,
+            on_driver=judge.api is not None,
         )
         log.info("asking the judge why for %d comparison(s)", prompts.num_rows)
         with closing_front(step):

@@ -6,6 +6,8 @@ and started again costs retries, not prompts."""
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
 from pathlib import Path
@@ -17,6 +19,8 @@ import pytest
 from pipeline.judge.serve import LocalVLLMServer
 from pipeline.methods.scorers.poe_gaussian import poe_gaussian
 from pipeline.run.context import run
+from pipeline.stages.accounting import ENGINE_EVENTS
+from pipeline.storage.events import read_events
 from tests.conftest import compose
 
 pytestmark = [pytest.mark.api, pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
@@ -90,6 +94,11 @@ def test_the_demo_through_the_server_matches_the_in_process_engine_and_reruns_fr
         pl.max_horizontal("cand_a", "cand_b").alias("hi"),
     )
     assert pairs.n_unique() == N_PROMPTS // 2
+    # the endpoint's client ran in the driver (this process): no judge worker, and its reply cache opened by the
+    # driver alone (no worker on another node needs the file)
+    assert set(table["worker"].to_list()) == {f"{socket.gethostname()}:{os.getpid()}"}
+    events = read_events(first.run_dir / "logs" / ENGINE_EVENTS)
+    assert not [e for e in events if e.get("event") == "worker_started"]
     stats = first.judge_stats
     assert stats.cached_replies == 0 and stats.requests == N_PROMPTS
     assert stats.billed_prompt_tokens == table["prompt_tokens"].sum() > 0

@@ -74,3 +74,45 @@ def test_a_pool_spreads_over_two_actors(tmp_path, monkeypatch, ray_cluster):
     assert corr["n_contexts"].to_list() == [1] * corr.height
     # the pool template holds no context text: every prompt is two questions and the question
     assert j["prompt_tokens"].max() < 200
+
+
+class WhereAnswered:
+    """A stateful step that says which process answered each row."""
+
+    def __call__(self, batch):
+        import os
+
+        import pyarrow as pa
+
+        return pa.table({"x": batch.column("x"), "pid": [os.getpid()] * batch.num_rows})
+
+
+def add_one(batch):
+    import pyarrow as pa
+
+    return pa.table({"x": [v + 1 for v in batch.column("x").to_pylist()]})
+
+
+def test_a_step_on_the_driver_runs_in_the_drivers_process_after_rays_tasks(ray_cluster, tmp_path):
+    """MapStep.on_driver (an endpoint's client, whose reply cache only the driver may open): on Ray's executor the
+    upstream tasks run on Ray, the step's one instance in the driver's process, and no worker pool starts."""
+    import os
+
+    import pyarrow as pa
+
+    from pipeline.config.run import RuntimeConfig
+    from pipeline.runtime import MapStep
+    from pipeline.runtime.ray_data import RayDataExecutor
+
+    executor = RayDataExecutor(RuntimeConfig(), tmp_path)
+    steps = [
+        MapStep("add", add_one, num_cpus=0.25),
+        MapStep("where", WhereAnswered, batch_size=2, exact_batches=True, on_driver=True),
+    ]
+    try:
+        out = pa.concat_tables(executor.stream([pa.table({"x": [1, 2, 3]}), pa.table({"x": [4]})], steps))
+    finally:
+        executor.close()
+    assert sorted(out.column("x").to_pylist()) == [2, 3, 4, 5]
+    assert set(out.column("pid").to_pylist()) == {os.getpid()}
+    assert executor.kept == {}  # no pool
