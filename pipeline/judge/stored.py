@@ -103,6 +103,15 @@ def as_result(row: dict) -> Result:
     return Result(**fields)
 
 
+def on_the_driver(task: Task, store: str | Path | None) -> dict[str, Any]:
+    """What the driver does for a step of ``task``'s engine (the step's ``front`` and ``on_driver``): an endpoint's
+    client runs there whole, its reply cache opened by the driver alone (the judgement store is not an endpoint's);
+    an engine of this machine's has the judgement ``store`` (None: off) in front of its workers."""
+    if task.judge.api is not None:
+        return {"front": None, "on_driver": True}
+    return {"front": StoreFront(store, task) if store is not None else None, "on_driver": False}
+
+
 @contextmanager
 def closing_front(step: Any) -> Iterator[None]:
     """Close the step's store front (if it has one) when its stream ends, however it ends."""

@@ -63,12 +63,12 @@ class RayDataExecutor:
         stateful = [k for k, step in enumerate(steps) if step.stateful]
         if stateful and stateful != [len(steps) - 1]:
             raise ValueError(f"a chain's one stateful step comes last: {[s.name for s in steps]}")
+        if stateful:
+            self._release(but=step_key(steps[-1]))  # one set of engine workers at a time
         if stateful and steps[-1].on_driver:
-            self._release(but=step_key(steps[-1]))
             upstream = self._stream_tasks(blocks, steps[:-1]) if len(steps) > 1 else iter(blocks)
             yield from self.driver.serve(upstream, steps[-1])
         elif stateful:
-            self._release(but=step_key(steps[-1]))  # one set of engine workers at a time
             yield from self._stream_pool(blocks, steps)
         else:
             yield from self._stream_tasks(blocks, steps)

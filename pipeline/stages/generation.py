@@ -27,7 +27,7 @@ from pipeline.judge.generators import (
     generator_request,
 )
 from pipeline.judge.models import resolve_judge
-from pipeline.judge.stored import StoreFront, closing_front
+from pipeline.judge.stored import closing_front, on_the_driver
 from pipeline.judge.tokenizers import load_tokenizer
 from pipeline.judge.worker import JudgeWorker, Task, engine_spec
 from pipeline.prompts.generation import generation_prompts, generator_frame
@@ -299,6 +299,5 @@ def generation_step(
         keep_alive=keep_alive,
         env=worker_process_env(spec),
         events=str(events) if events else None,
-        front=StoreFront(store, task) if store is not None and spec.api is None else None,
-        on_driver=spec.api is not None,
+        **on_the_driver(task, store),
     )

@@ -23,7 +23,7 @@ from pipeline.data.contexts import group_by_context
 from pipeline.judge.api.batch import RECORD_FILE, batch_states
 from pipeline.judge.cores import worker_process_env
 from pipeline.judge.spec import JudgeSpec
-from pipeline.judge.stored import StoreFront, closing_front
+from pipeline.judge.stored import closing_front, on_the_driver
 from pipeline.judge.worker import JudgeWorker, Task, engine_spec
 from pipeline.prompts.pairs import build_contexts, generate_prompts, k_adjustments, split_shards
 from pipeline.prompts.plan import PromptPlan
@@ -126,8 +126,7 @@ def judge_steps(
             keep_alive=keep_alive,
             env=worker_process_env(spec),
             events=str(events) if events else None,
-            front=StoreFront(store, task) if store else None,
-            on_driver=spec.api is not None,
+            **on_the_driver(task, store),
         ),
     ]
 

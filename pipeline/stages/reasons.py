@@ -16,7 +16,7 @@ from pipeline.contracts.engine import Request
 from pipeline.contracts.schemas import REASONS
 from pipeline.judge.cores import worker_process_env
 from pipeline.judge.spec import JudgeSpec
-from pipeline.judge.stored import StoreFront, closing_front
+from pipeline.judge.stored import closing_front, on_the_driver
 from pipeline.judge.tokenizers import load_tokenizer
 from pipeline.judge.worker import JudgeWorker, Task, engine_spec
 from pipeline.prompts.plan import PromptPlan
@@ -66,7 +66,6 @@ class Reasons(Stage):
         )
         # the judge's workers of the judge stage where they were kept (one engine per model and run)
         task = Task(judge, {REASON: Request(max_tokens=self.max_tokens)}, prompt_plan.frame)
-        store = self.store_path if self.store_path is not None and judge.api is None else None
         step = MapStep(
             "reasons",
             JudgeWorker,
@@ -81,8 +80,7 @@ class Reasons(Stage):
             keep_alive=True,
             env=worker_process_env(judge),
             events=str(ctx.run_dir / "logs" / ENGINE_EVENTS),
-            front=StoreFront(store, task) if store is not None else None,
-            on_driver=judge.api is not None,
+            **on_the_driver(task, self.store_path),
         )
         log.info("asking the judge why for %d comparison(s)", prompts.num_rows)
         with closing_front(step):
