@@ -264,6 +264,7 @@ def candidates_table(sizes: dict[str, int]) -> pa.Table:
             rows["candidate_index"].append(k)
             rows["system"].append(None)
             rows["text"].append(f"text {cid} {k}")
+            rows["category"].append(None)
     return pa.table(rows, schema=CANDIDATES)
 
 

@@ -41,6 +41,10 @@ class DatasetConfig:
     meta_path: str | None = None
     # Attributes to judge; None means every attribute in meta.json (or the data).
     attributes: list[str] | None = None
+    # A folder of split files (``<name>-<split>.jsonl`` or ``.parquet``, e.g. judgebench-gpt.jsonl): the splits to
+    # read; a name that begins splits reads all of them ("adversarial": every adversarial-* split). None: every
+    # data file of the folder.
+    splits: list[str] | None = None
     # Keep only the first N contexts (in file order).
     max_contexts: int | None = None
     # Keep only the first N candidates of each context (in file order).
@@ -55,6 +59,15 @@ class DatasetConfig:
     empty_text: EmptyText = EmptyText.error
     empty_markers: list[str] = field(default_factory=list)
     placeholder: str = "(no text)"
+    # The candidate field that names the model (system) that wrote it: the leaderboard ranks them, system-level
+    # correlations average over them. null: the candidates name none (a judge benchmark's "response_A"/"output_1"
+    # say where a candidate is listed, not who wrote it).
+    system_field: str | None = "system"
+    # The context field read as each context's category (results are split by it where they are: a judge
+    # benchmark's sources or subsets), and prefixes that group categories: a category is reported under the first
+    # prefix it begins with (JudgeBench's groups its "mmlu-pro-law", "mmlu-pro-math", ... sources as "mmlu-pro").
+    category_field: str = "category"
+    category_groups: list[str] = field(default_factory=list)
     # An empty context is an error unless allowed (a single pool of items may have no shared context).
     allow_empty_context: bool = False
     # true: the candidates of every selected context become one pool (context "pool", no shared text; candidate

@@ -39,7 +39,12 @@ class BackendEntry:
     """A judge backend and what it can do.
 
     - ``engine``: ``module:attr`` of its engine (a class or function taking a :class:`pipeline.judge.spec.JudgeSpec`,
-      giving a :class:`pipeline.contracts.engine.Engine`), imported where the engine runs;
+      giving a :class:`pipeline.contracts.engine.Engine`), imported where the engine runs; empty for a backend that
+      ``answers`` by key;
+    - ``answers``: ``module:attr`` of a class taking ``(spec, labels)`` whose instance answers every prompt by its key
+      on the driver (:class:`pipeline.contracts.engine.KeyedAnswers`: recorded verdicts), checked against the run
+      before anything runs; no engine starts, and a prompt's text is never read (its prompts are settled without a
+      tokenizer and their lengths are not checked); empty: an engine answers;
     - ``resolve``: ``module:attr`` of ``f(judge_config, cache_dir, key) -> JudgeSpec`` (the model located, the
       settings the engine takes), run on the driver;
     - ``settings``: the dataclass its ``judge.engine`` mapping is read into (a key that is not one of its fields is
@@ -51,7 +56,8 @@ class BackendEntry:
     - ``logprobs``: it reads label-word log-probabilities from the first generated token; ``token_ids``: it takes
       prompts as token ids; ``prefill``: it can continue a prefilled answer (reasoning before the verdict);
       ``sampled``: it can sample verdicts and count their words; ``batch``: it has batch jobs at a batch price;
-      ``generation``: it can generate candidates;
+      ``generation``: it can generate candidates (and give its reasons); ``absolute``: it can rate a candidate on
+      its own (``absolute.modes``);
     - ``worker_env``: its CPU engine may run inside the judge worker's process, whose environment (threads bound,
       OpenMP preloaded) is set as the process starts (:func:`pipeline.judge.cores.worker_process_env`);
     - ``runs``: where its engine runs and what processes it has, in words (``make stages``, the docs).
@@ -60,6 +66,7 @@ class BackendEntry:
     name: str
     engine: str
     resolve: str
+    answers: str = ""
     settings: type | None = None
     checks: Check | None = None
     endpoint: bool = False
@@ -69,6 +76,7 @@ class BackendEntry:
     sampled: bool = False
     batch: bool = False
     generation: bool = True
+    absolute: bool = True
     worker_env: bool = False
     runs: str = ""
     summary: str = ""
@@ -88,7 +96,17 @@ class BackendEntry:
 
     def engine_factory(self) -> Callable[..., Any]:
         """The engine's class or factory (imported now)."""
+        if not self.engine:
+            raise RuntimeError(
+                f"backend {self.name} has no engine: it answers every prompt by its key on the driver ({self.answers})"
+            )
         return load(self.engine, f"backend {self.name}'s engine")
+
+    def answerer(self) -> Callable[..., Any]:
+        """The class whose instance answers by key (imported now): ``answerer()(spec, labels)``."""
+        if not self.answers:
+            raise RuntimeError(f"backend {self.name} answers with an engine, not by key")
+        return load(self.answers, f"backend {self.name}'s answers")
 
     def resolver(self) -> Callable[..., Any]:
         """The resolver (imported now)."""

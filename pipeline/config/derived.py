@@ -43,10 +43,11 @@ def to_flat_dict(cfg: RunConfig) -> dict[str, Any]:
 
 
 def reasons_per_group(cfg: RunConfig) -> int:
-    """How many comparisons per attribute and template get the judge's reasons (``reasons.n`` or its default)."""
+    """How many comparisons per attribute and template get the judge's reasons (``reasons.n``, or the workflow's
+    default where the judge's backend can generate them)."""
     if cfg.reasons.n is not None:
         return cfg.reasons.n
-    return workflow(cfg.workflow).reasons
+    return workflow(cfg.workflow).reasons if backend(cfg.judge.backend).generation else 0
 
 
 def leaderboard_methods(cfg: RunConfig) -> list[str]:
@@ -110,9 +111,11 @@ def judgement_store(
     cfg: RunConfig, root: Path, cache_dir: Path, judge: JudgeConfig | None = None
 ) -> Path | None:
     """Where an in-process judge (``judge``, default ``cfg.judge``) keeps its answers across runs
-    (``judge.store``); None: off, or a judge behind an API (its reply cache does this)."""
+    (``judge.store``); None: off, a judge behind an API (its reply cache does this), or one that answers by key
+    (its answers are what it holds)."""
     judge = judge or cfg.judge
-    if not judge.store or backend(judge.backend).endpoint:
+    entry = backend(judge.backend)
+    if not judge.store or entry.endpoint or entry.answers:
         return None
     return resolve_path(judge.store_path, root) if judge.store_path else cache_dir / "judgements.sqlite"
 

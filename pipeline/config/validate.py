@@ -123,8 +123,24 @@ def prompt_problems(cfg: RunConfig) -> list[str]:
 
 
 def judge_problems(cfg: RunConfig) -> list[str]:
-    """The judge's sizes, engine settings and environment, its endpoint and its templates."""
-    return judge_config_problems(cfg.judge, "judge", cfg)
+    """The judge's sizes, engine settings and environment, its endpoint and its templates; what the run asks of the
+    judge's backend beyond its verdicts (absolute scores, reasons)."""
+    problems = judge_config_problems(cfg.judge, "judge", cfg)
+    try:
+        entry = backend(cfg.judge.backend)
+    except ValueError:
+        return problems  # named above
+    name = f"judge.backend={entry.name}"
+    if cfg.absolute.modes and not entry.absolute:
+        problems.append(
+            f"config absolute.modes={[str(m) for m in cfg.absolute.modes]}: {name} cannot rate a candidate on its own; "
+            "remove absolute.modes (or judge them with another backend)"
+        )
+    if cfg.reasons.n and not entry.generation:
+        problems.append(
+            f"config reasons.n={cfg.reasons.n}: {name} cannot generate its reasons; set reasons.n=0"
+        )
+    return problems
 
 
 def judge_config_problems(judge: JudgeConfig, key: str, cfg: RunConfig) -> list[str]:
@@ -269,6 +285,7 @@ def backend_problems(entry: BackendEntry, judge: JudgeConfig, key: str) -> list[
         problems.append(
             f"config {key}.reasoning: {name} cannot continue a prefilled answer; turn reasoning off"
         )
+
     if entry.endpoint:
         api, path = judge.api, judge.api.path
         if api.batch and not entry.batch:

@@ -1,5 +1,6 @@
 """The tables of a judge's report card (:mod:`pipeline.scoring.card_table`): how far to trust each judge, attribute and
-template, and the reliability diagram of its probabilities."""
+template, and the reliability diagram of its probabilities; and the judge measured as the judge benchmarks measure
+it (:mod:`pipeline.scoring.meta_table`)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,12 @@ JUDGE_CARD = pa.schema(
         # agreement with people: the Spearman of one scoring method's scores (per context, averaged)
         pa.field("method", pa.string()),
         pa.field("spearman", pa.float64()),
+        # where the human scores are an objective label: the pairs with one right candidate, and the judge's numbers
+        # as the judge benchmarks count them (META_EVALUATION, every category together)
+        pa.field("n_objective_pairs", pa.int64(), nullable=False),
+        pa.field("benchmark_accuracy", pa.float64()),
+        pa.field("ordering_accuracy", pa.float64()),
+        pa.field("positional_agreement", pa.float64()),
     ]
 )
 
@@ -60,5 +67,36 @@ JUDGE_RELIABILITY = pa.schema(
         pa.field("n", pa.int64(), nullable=False),
         pa.field("mean_p", pa.float64()),
         pa.field("frequency", pa.float64()),
+    ]
+)
+
+
+# A judge measured as the judge benchmarks measure it (:mod:`pipeline.methods.quality.benchmark`), on the pairs of an
+# attribute whose human scores are an objective label (0 or 1: one candidate of the pair is right): per judge,
+# attribute, template and category (null: every category together).
+META_EVALUATION = pa.schema(
+    [
+        *GROUP_FIELDS,
+        pa.field("category", pa.string()),
+        # the pairs with one right and one wrong candidate that the judge judged
+        pa.field("n_pairs", pa.int64(), nullable=False),
+        # JudgeBench: the share of pairs whose two orderings' votes sum above 0, with a bootstrap interval over the
+        # pairs (the same draws for every judge) at leaderboard.level; the judges' statistical rank by it
+        pa.field("accuracy", pa.float64(), nullable=False),
+        pa.field("lower", pa.float64(), nullable=False),
+        pa.field("upper", pa.float64(), nullable=False),
+        pa.field("rank", pa.int32(), nullable=False),
+        pa.field("tied_with", pa.string(), nullable=False),
+        # LLMBar: each ordering's accuracy (the candidate listed first in the data shown first, then second), their
+        # mean, the share right in both, and the share whose orderings choose the same candidate (or neither)
+        pa.field("accuracy_listed_first", pa.float64()),
+        pa.field("accuracy_listed_second", pa.float64()),
+        pa.field("accuracy_orderings", pa.float64()),
+        pa.field("both_right", pa.float64()),
+        pa.field("positional_agreement", pa.float64()),
+        # the share of orderings that prefer neither candidate (ties, no verdict)
+        pa.field("no_preference", pa.float64()),
+        # the product's own verdict: the debiased P(right beats wrong) above one half (exactly one half: half)
+        pa.field("accuracy_debiased", pa.float64(), nullable=False),
     ]
 )

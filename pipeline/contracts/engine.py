@@ -9,11 +9,13 @@ any of them (:mod:`pipeline.judge`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from pipeline.contracts.frame import PromptFrame
 
 # vLLM returns at most this many requested token log-probabilities per prompt (MAX_LOGPROB_TOKEN_IDS).
@@ -149,3 +151,35 @@ class Engine(Protocol):
     def close(self) -> None:
         """Release the engine (its processes and memory)."""
         ...
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What a judge that answers by key found when checked against the run's prompts before anything runs: the
+    prompts it leaves out (PROMPT_KEY rows; the run leaves out both orderings of their pairs, counts and reports
+    them), and what of its own the run does not use, in words (``notes``) and counts."""
+
+    left_out: pa.Table
+    notes: tuple[str, ...] = ()
+    counts: Mapping[str, int] = field(default_factory=dict)
+
+
+class KeyedAnswers(Protocol):
+    """A judge that answers each prompt by its key (its context, mode, attribute, template and the candidates in slots
+    A and B), from what it holds (recorded verdicts), never reading the prompt's text: its backend registers it as
+    ``answers`` (:class:`pipeline.config.backends.BackendEntry`). The driver checks it against the run before anything
+    runs (:meth:`check`), then it answers every row of the judge stage's stream as its front
+    (:class:`pipeline.runtime.Front`): no engine starts."""
+
+    def check(self, prompts: pa.Table, candidates: pa.Table) -> Coverage:
+        """The run's ``prompts`` (PROMPT_KEY rows) it leaves out and what it does not use; a UserError where it
+        cannot answer the run as its settings require."""
+        ...
+
+    def answer(self, batch: pa.Table) -> tuple[pa.Table | None, pa.Table]:
+        """(RESPONSES rows answering ``batch``'s PROMPTS rows, the rows left for workers: none)."""
+        ...
+
+    def keep(self, sent: pa.Table, out: pa.Table) -> None: ...
+
+    def close(self) -> None: ...

@@ -66,8 +66,9 @@ JURY_TEMPLATES = {"template_id": (":",)}
 
 # Per schema (the object of pipeline.contracts), the roles of its columns.
 ROLES: dict[int, Roles] = {
-    id(schemas.CANDIDATES): Roles(undefined=("system",), input_order=("candidate_index",)),
+    id(schemas.CANDIDATES): Roles(undefined=("system", "category"), input_order=("candidate_index",)),
     id(schemas.HUMAN_SCORES): Roles(),
+    id(schemas.LEFT_OUT): Roles(),
     id(schemas.JUDGMENTS): Roles(
         probabilities=("p_a", "p_tie", "label_mass"),
         undefined=("top_token", "worker", *REASONING),
@@ -143,12 +144,41 @@ ROLES: dict[int, Roles] = {
             "longer_share_people",
             "self_preference",
             "self_preference_people",
+            "benchmark_accuracy",
+            "ordering_accuracy",
+            "positional_agreement",
         ),
         undefined=tuple(
             f.name
             for f in card.JUDGE_CARD
             if f.nullable and f.name not in ("judge", "attribute", "template_id")
         ),
+    ),
+    id(card.META_EVALUATION): Roles(
+        sets={"tied_with": (", ",)},
+        probabilities=(
+            "accuracy",
+            "lower",
+            "upper",
+            "accuracy_listed_first",
+            "accuracy_listed_second",
+            "accuracy_orderings",
+            "both_right",
+            "positional_agreement",
+            "no_preference",
+            "accuracy_debiased",
+        ),
+        intervals=(("accuracy", "lower", "upper"),),
+        undefined=(
+            "category",
+            "accuracy_listed_first",
+            "accuracy_listed_second",
+            "accuracy_orderings",
+            "both_right",
+            "positional_agreement",
+            "no_preference",
+        ),
+        input_order=("accuracy_listed_first", "accuracy_listed_second"),
     ),
     id(card.JUDGE_RELIABILITY): Roles(
         probabilities=("lower", "upper", "mean_p", "frequency"), undefined=("mean_p", "frequency")

@@ -3,6 +3,7 @@
 - CANDIDATES: one row per candidate (its context text repeated), after validation.
 - HUMAN_SCORES: one row per candidate and attribute with a human score.
 - JUDGED_KEYS: one row per prompt already judged in the run folder (what a resumed run skips).
+- LEFT_OUT: one row per prompt a judge leaves out (recorded verdicts that lack its pair), with the judge.
 - CONTEXTS: one row per context, its candidates nested, with its shard and the prompts already judged.
 - PROMPTS: one row per prompt to judge: a pair in one ordering (mode ``compare``), or one candidate for an
   absolute mode, for one attribute and template.
@@ -40,6 +41,9 @@ CANDIDATES = pa.schema(
         pa.field("candidate_index", pa.int32(), nullable=False),
         pa.field("system", pa.string()),
         pa.field("text", pa.string(), nullable=False),
+        # The context's category (dataset.category_field, grouped by dataset.category_groups): results are split by
+        # it where they are (a judge benchmark's sources or subsets); null where the data gives none.
+        pa.field("category", pa.string()),
     ]
 )
 
@@ -55,6 +59,11 @@ HUMAN_SCORES = pa.schema(
 
 
 JUDGED_KEYS = pa.schema([pa.field(name, pa.string(), nullable=False) for name in PROMPT_KEY])
+
+
+# One row per prompt of the run a judge leaves out (a judge that answers by key, recorded verdicts, whose file lacks
+# an ordering of the pair, with judge.engine.match=partial): never judged, counted and reported.
+LEFT_OUT = pa.schema([*JUDGED_KEYS, pa.field("judge", pa.string(), nullable=False)])
 
 
 # A judged prompt of one context, as the prompt stage receives it (the context is the row's).

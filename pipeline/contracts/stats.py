@@ -39,6 +39,8 @@ class JudgeStats:
     # judge.api.batch: the batch jobs recorded in the run folder (api_batches.jsonl) by state (completed, expired,
     # failed, cancelled once read; open: submitted, not yet read)
     batches: tuple[tuple[str, int], ...] = ()
+    # prompts answered from a judge's file of verdicts (a recorded judge: no engine, nothing billed)
+    recorded: int = 0
     # what the run lost and judged again, by kind (nodes, workers, engine deaths, drained workers, prompts judged
     # again; pipeline.judge.watchdog.Interruptions), those that happened
     interruptions: tuple[tuple[str, int], ...] = ()
@@ -56,6 +58,7 @@ class JudgeStats:
             "judge/comparisons": float(self.prompts),
             "judge/judged_this_run": float(self.judged_now),
             "judge/reused_judgements": float(self.reused),
+            "judge/recorded_answers": float(self.recorded),
             "judge/comparisons_per_s": self.rate,
             "judge/comparisons_per_s_with_startup": self.rate_with_startup,
             "judge/seconds": self.seconds,

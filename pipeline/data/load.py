@@ -7,7 +7,7 @@ Records keep their location (file and line/row) so validation errors can point a
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,26 +28,61 @@ class DatasetMeta:
     candidate_noun: str | None = None
 
 
-def data_files(path: Path) -> list[Path]:
-    """The data files at ``path``: one .jsonl/.parquet file, or every .parquet/.jsonl file in a folder."""
+def split_of(file: Path) -> str:
+    """A data file's split: its name after the first ``-`` (``judgebench-gpt.jsonl``: ``gpt``;
+    ``llmbar-adversarial-neighbor.jsonl``: ``adversarial-neighbor``), its whole name without one."""
+    stem = file.stem
+    return stem.split("-", 1)[1] if "-" in stem else stem
+
+
+def data_files(path: Path, splits: Sequence[str] | None = None) -> list[Path]:
+    """The data files at ``path``: one .jsonl/.parquet file, or the .parquet/.jsonl files of a folder: every one, or
+    those of ``splits`` (a split names a file's split, or begins several: ``adversarial`` reads every
+    ``adversarial-*`` split), in the order of the folder's names."""
     if not path.exists():
         raise ConfigError(f"config dataset.path={path} does not exist")
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix in (".parquet", ".jsonl"))
         if not files:
             raise ConfigError(f"config dataset.path={path}: the folder holds no .parquet or .jsonl files")
-        return files
+        return files if splits is None else chosen_splits(path, files, splits)
     if path.suffix not in (".parquet", ".jsonl", ".json"):
         raise ConfigError(
             f"config dataset.path={path}: expected a .jsonl or .parquet file (or a folder of them)"
         )
+    if splits is not None:
+        raise ConfigError(
+            f"config dataset.splits={list(splits)} chooses among the files of a folder, and dataset.path={path} is "
+            "one file: point dataset.path at the folder, or remove dataset.splits"
+        )
     return [path]
 
 
-def read_records(path: Path, limit: int | None = None) -> Iterator[Record]:
-    """Yield the context records at ``path`` in file order, at most ``limit`` of them."""
+def chosen_splits(folder: Path, files: list[Path], splits: Sequence[str]) -> list[Path]:
+    """The files of ``folder`` whose split is one of ``splits`` or begins with one (``<split>-``)."""
+    if not splits:
+        raise ConfigError(f"config dataset.splits is empty: name one or more of {_split_names(files)}")
+    unknown = [
+        s for s in splits if not any(split_of(f) == s or split_of(f).startswith(f"{s}-") for f in files)
+    ]
+    if unknown:
+        raise ConfigError(
+            f"config dataset.splits: no split {unknown} in {folder} (its splits: {_split_names(files)}; a name "
+            "that begins several, e.g. the part before their '-', reads them all)"
+        )
+    return [f for f in files if any(split_of(f) == s or split_of(f).startswith(f"{s}-") for s in splits)]
+
+
+def _split_names(files: list[Path]) -> str:
+    return ", ".join(split_of(f) for f in files)
+
+
+def read_records(
+    path: Path, limit: int | None = None, splits: Sequence[str] | None = None
+) -> Iterator[Record]:
+    """Yield the context records at ``path`` (of ``splits``, for a folder) in file order, at most ``limit``."""
     count = 0
-    for file in data_files(path):
+    for file in data_files(path, splits):
         reader = _read_parquet(file) if file.suffix == ".parquet" else _read_jsonl(file)
         for record in reader:
             if limit is not None and count >= limit:

@@ -65,6 +65,16 @@ class ValidationRules:
     allow_empty_context: bool = False
     correlation: Correlation = Correlation.auto
     max_candidates: int | None = None
+    # The context field read as its category, and the prefixes that group categories (the first one a category
+    # begins with names its group).
+    category_field: str = "category"
+    category_groups: tuple[str, ...] = ()
+    # The candidate field naming its model (None: the candidates name none).
+    system_field: str | None = "system"
+
+    def category(self, value: str) -> str:
+        """The category ``value`` is reported under: the first of ``category_groups`` it begins with, else itself."""
+        return next((group for group in self.category_groups if value.startswith(group)), value)
 
 
 def _identifier(value: object) -> str | None:
@@ -136,6 +146,11 @@ class Validation:
         if not context.strip() and not self.rules.allow_empty_context:
             message = "missing or empty text (set dataset.allow_empty_context=true for a pool)"
             self.problems.append(Problem(cid, None, "context", message))
+        category = data.get(self.rules.category_field)
+        if category is not None and not (isinstance(category, str) and category.strip()):
+            message = f"not a category name: {category!r}"
+            self.problems.append(Problem(cid, None, self.rules.category_field, message))
+            return
         candidates = data.get("candidates")
         if not isinstance(candidates, list):
             self.problems.append(Problem(cid, None, "candidates", "missing or not a list"))
@@ -152,7 +167,7 @@ class Validation:
             message = f"has {len(kept)} usable candidate(s); a comparison needs at least 2"
             self.problems.append(Problem(cid, None, "candidates", message))
             return
-        self.keep(cid, context, kept)
+        self.keep(cid, context, kept, None if category is None else self.rules.category(category))
 
     def candidate(self, cid: str, n: int, cand: object, seen: set[str]) -> Kept | None:
         """One candidate of context ``cid`` (the ``n``-th), or None when it is wrong or dropped."""
@@ -178,7 +193,7 @@ class Validation:
             text = self.empty_text(cid, cand_id, text)
             if text is None:
                 return None
-        system = cand.get("system")
+        system = cand.get(self.rules.system_field) if self.rules.system_field else None
         scores = cand.get("scores") if self.rules.correlation != "off" else None
         if scores is None:
             scores = {}
@@ -199,11 +214,11 @@ class Validation:
         self.problems.append(Problem(cid, cand_id, "text", message))
         return None
 
-    def keep(self, cid: str, context: str, kept: list[Kept]) -> None:
-        """A context's candidates as rows, and their human scores."""
+    def keep(self, cid: str, context: str, kept: list[Kept], category: str | None) -> None:
+        """A context's candidates as rows (its category on each), and their human scores."""
         for index, (cand_id, system, text, scores) in enumerate(kept):
             for name, value in zip(
-                CANDIDATES.names, (cid, context, cand_id, index, system, text), strict=True
+                CANDIDATES.names, (cid, context, cand_id, index, system, text, category), strict=True
             ):
                 self.cand_rows[name].append(value)
             for attribute in self.rules.attributes:

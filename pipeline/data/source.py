@@ -81,8 +81,11 @@ def load_input(cfg: DatasetConfig, correlation: Correlation, root: Path, cache_d
         allow_empty_context=cfg.allow_empty_context,
         correlation=correlation,
         max_candidates=cfg.max_candidates,
+        system_field=cfg.system_field,
+        category_field=cfg.category_field,
+        category_groups=tuple(cfg.category_groups),
     )
-    data = validate_records(read_records(path, limit=cfg.max_contexts), rules)
+    data = validate_records(read_records(path, limit=cfg.max_contexts, splits=cfg.splits), rules)
     report = data.report
     log.info(
         "input %s: %d contexts, %d candidates, attributes %s",

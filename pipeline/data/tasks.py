@@ -167,4 +167,5 @@ def candidates_from_generations(
         rows["candidate_index"].append(index)
         rows["system"].append(r["model"])
         rows["text"].append(text)
+        rows["category"].append(None)
     return check_schema(pa.table(rows), CANDIDATES, "generated candidates"), report

@@ -22,6 +22,8 @@ DEFAULT_ADJECTIVES = {
     "semantics": "faithful to the semantic triples",
     "difficulty": "difficult",
     "quality": "good",
+    # a judge benchmark's objective label (JudgeBench, LLMBar: the right candidate of each pair)
+    "correct": "correct",
 }
 
 

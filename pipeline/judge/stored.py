@@ -19,9 +19,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from pipeline.config.backends import backend
 from pipeline.contracts.engine import ANSWER_FIELDS, Result
 from pipeline.contracts.keys import PROMPT_KEY
 from pipeline.judge.worker import Task, responses
+from pipeline.prompts.labels import Labels
 from pipeline.storage.judgements import JudgementStore
 
 # The worker column of the answers from the store: this process (the driver).
@@ -103,21 +105,28 @@ def as_result(row: dict) -> Result:
     return Result(**fields)
 
 
-def on_the_driver(task: Task, store: str | Path | None) -> dict[str, Any]:
-    """What the driver does for a step of ``task``'s engine (the step's ``front`` and ``on_driver``): an endpoint's
-    client runs there whole, its reply cache opened by the driver alone (the judgement store is not an endpoint's);
-    an engine of this machine's has the judgement ``store`` (None: off) in front of its workers."""
-    if task.judge.api is not None:
+def on_the_driver(task: Task, store: str | Path | None, labels: Labels | None = None) -> dict[str, Any]:
+    """What the driver does for a step of ``task``'s engine (the step's ``front`` and ``on_driver``), as its backend
+    registers it (:mod:`pipeline.config.backends`): a judge that answers by key (recorded verdicts) answers every row
+    there, read with the plan's ``labels``, and no worker starts; an endpoint's client runs there whole, its reply
+    cache opened by the driver alone (the judgement store is not an endpoint's); an engine of this machine's has the
+    judgement ``store`` (None: off) in front of its workers."""
+    entry = backend(task.judge.backend)
+    if entry.answers:
+        if labels is None:
+            raise ValueError(f"judge {task.judge.name} answers by key: its step needs the plan's label words")
+        return {"front": entry.answerer()(task.judge, labels), "on_driver": True}
+    if entry.endpoint:
         return {"front": None, "on_driver": True}
     return {"front": StoreFront(store, task) if store is not None else None, "on_driver": False}
 
 
 @contextmanager
 def closing_front(step: Any) -> Iterator[None]:
-    """Close the step's store front (if it has one) when its stream ends, however it ends."""
+    """Close the step's front (the judgement store, a judge's answers by key) when its stream ends, however it ends."""
     try:
         yield
     finally:
-        front = getattr(step, "front", None)
-        if isinstance(front, StoreFront):
-            front.close()
+        close = getattr(getattr(step, "front", None), "close", None)
+        if callable(close):
+            close()

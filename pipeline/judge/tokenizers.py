@@ -122,7 +122,12 @@ def server_tokenizer(base_url: str, model: str, api_key: Any = None) -> ServerTo
 
 def load_tokenizer(spec: Any) -> Any:
     """The judge's (or a generator's) tokenizer: the local checkpoint's; for an API judge without one, the
-    server's, else :class:`WordPieces` (logged once, with what it means)."""
+    server's, else :class:`WordPieces` (logged once, with what it means); for a judge that answers by key (recorded
+    verdicts: it reads no text), :class:`WordPieces`."""
+    from pipeline.config.backends import backend
+
+    if backend(spec.backend).answers:
+        return WordPieces()
     from transformers import AutoTokenizer
 
     if spec.model_path:

@@ -16,6 +16,10 @@ def _pct(value: float | None) -> str:
     return f"{100 * value:.0f}%" if value is not None else "n/a"
 
 
+def _pct2(value: float | None) -> str:
+    return f"{100 * value:.2f}%" if value is not None else "n/a"
+
+
 def _num(value: float | None, digits: int = 3, sign: bool = False) -> str:
     if value is None:
         return "n/a"
@@ -52,6 +56,12 @@ def card_text(card: pl.DataFrame, limit: int = 6) -> str:
         if row["n_self_pairs"]:
             parts.append(
                 f"prefers its own outputs with p {_num(row['self_preference'], 2)} over {row['n_self_pairs']} pairs;"
+            )
+        if row["n_objective_pairs"]:
+            parts.append(
+                f"judged right on {_pct2(row['benchmark_accuracy'])} of {row['n_objective_pairs']} pairs with one right "
+                f"candidate as JudgeBench counts it ({_pct2(row['ordering_accuracy'])} per ordering as LLMBar does, "
+                f"its orderings choosing alike on {_pct2(row['positional_agreement'])});"
             )
         if row["spearman"] is not None:
             parts.append(f"Spearman with people {_num(row['spearman'])} ({row['method']})")

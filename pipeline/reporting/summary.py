@@ -63,34 +63,53 @@ def summary_text(correlations: pl.DataFrame, bias: pl.DataFrame, judge_stats: Ju
     Pearson, Kendall, pairwise accuracy, and the system-level Spearman where the candidates name systems), then
     P(A) per attribute."""
     lines = []
+    # with several judges (a jury), each line names its judge
+    several = max(correlations["judge"].n_unique(), bias["judge"].n_unique() if bias.height else 0) > 1
+
+    def judge_cell(r: dict) -> str:
+        return f"{r['judge'][:28]:<28} " if several else ""
+
+    judge_head = f"{'judge':<28} " if several else ""
     if correlations.height:
         lines.append(
-            f"{'attribute':<18} {'template':<14} {'method':<26} {'spearman':>8} {'pearson':>8} {'kendall':>8} "
-            f"{'pair-acc':>8} {'contexts':>8} {'system':>8}"
+            f"{judge_head}{'attribute':<18} {'template':<14} {'method':<26} {'spearman':>8} {'pearson':>8} "
+            f"{'kendall':>8} {'pair-acc':>8} {'contexts':>8} {'system':>8}"
         )
         for r in correlations.iter_rows(named=True):
             system = r.get("spearman_system")
             lines.append(
-                f"{r['attribute']:<18} {r['template_id']:<14} {r['method']:<26} {_num(r['spearman']):>8} "
-                f"{_num(r['pearson']):>8} {_num(r['kendall']):>8} {_num(r['pairwise_accuracy']):>8} "
-                f"{r['n_contexts'] - r['n_skipped_contexts']:>8d} {_num(system):>8}"
+                f"{judge_cell(r)}{r['attribute']:<18} {r['template_id']:<14} {r['method']:<26} "
+                f"{_num(r['spearman']):>8} {_num(r['pearson']):>8} {_num(r['kendall']):>8} "
+                f"{_num(r['pairwise_accuracy']):>8} {r['n_contexts'] - r['n_skipped_contexts']:>8d} {_num(system):>8}"
             )
     else:
         lines.append("no human scores: scores and ranks only (no correlation)")
     if bias.height:
         lines.append("")
         lines.append(
-            f"{'attribute':<18} {'template':<8} {'P(A) raw':>9} {'hard A':>7} {'P(A) debiased':>14} "
+            f"{judge_head}{'attribute':<18} {'template':<8} {'P(A) raw':>9} {'hard A':>7} {'P(A) debiased':>14} "
             f"{'label mass':>10}"
         )
     for r in bias.iter_rows(named=True):
         lines.append(
-            f"{r['attribute']:<18} {r['template_id']:<8} {r['p_a']:>9.3f} {r['p_a_hard']:>7.3f} "
+            f"{judge_cell(r)}{r['attribute']:<18} {r['template_id']:<8} {r['p_a']:>9.3f} {r['p_a_hard']:>7.3f} "
             f"{r['p_a_debiased']:>14.3f} {r['label_mass']:>10.3f}"
         )
     if judge_stats is not None:
+        lines += ["", *judge_stats_lines(judge_stats)]
+    return "\n".join(lines)
+
+
+def judge_stats_lines(judge_stats: JudgeStats) -> list[str]:
+    """What the judge stage did and cost: prompts, rates, prefix cache, interruptions, what an API was asked."""
+    lines: list[str] = []
+    if judge_stats.recorded and judge_stats.recorded == judge_stats.judged_now:
+        lines.append(
+            f"judged {judge_stats.prompts} prompts ({judge_stats.judged_now} this run), every answer read from the "
+            "judge's file of verdicts (no engine)"
+        )
+    else:
         steady = judge_stats.rate
-        lines.append("")
         lines.append(
             f"judged {judge_stats.prompts} prompts ({judge_stats.judged_now} this run"
             + (f", {judge_stats.reused} of them from the judgement store" if judge_stats.reused else "")
@@ -136,7 +155,7 @@ def summary_text(correlations: pl.DataFrame, bias: pl.DataFrame, judge_stats: Ju
                     f"API attempts that failed and were retried or reported: {kinds} (a reply that is not an answer "
                     "is never stored or cached)"
                 )
-    return "\n".join(lines)
+    return lines
 
 
 def absolute_text(
@@ -239,11 +258,15 @@ def leaderboard_line(board: pl.DataFrame) -> str:
     many share its rank (the whole table is in leaderboard.csv)."""
     lines = []
     wins = board.filter(pl.col("metric") == WIN_RATE)
-    for (attribute, template_id), group in wins.group_by(["attribute", "template_id"], maintain_order=True):
+    several = wins["judge"].n_unique() > 1
+    for (judge, attribute, template_id), group in wins.group_by(
+        ["judge", "attribute", "template_id"], maintain_order=True
+    ):
         top = group.sort(["rank", "estimate"], descending=[False, True]).row(0, named=True)
         shared = int((group["rank"] == top["rank"]).sum()) - 1
+        by = f", judge {judge}" if several else ""
         lines.append(
-            f"leaderboard {attribute} ({template_id}): {group.height} models; first by win rate {top['model']} "
+            f"leaderboard {attribute} ({template_id}{by}): {group.height} models; first by win rate {top['model']} "
             f"{top['estimate']:.3f} [{top['lower']:.3f}, {top['upper']:.3f}]"
             + (f", statistically tied with {shared} other(s)" if shared else "")
             + " (leaderboard.csv)"

@@ -18,7 +18,10 @@ Per (judge, attribute, template), over its comparisons (one row per pair, the de
   beside it where there are human scores, so that it is the preference for length beyond quality;
 - **self-preference** (a judge that is also one of the run's generators): over the pairs of its own output against
   another model's, its mean probability for its own, and how often people preferred its own;
-- **agreement with people**: one scoring method's Spearman (per context, averaged) from the correlations.
+- **agreement with people**: one scoring method's Spearman (per context, averaged) from the correlations;
+- **the judge benchmarks' numbers**, where the human scores are an objective label: JudgeBench's accuracy, LLMBar's
+  mean accuracy of the two orderings and the positional agreement over the objective pairs (the meta-evaluation,
+  :mod:`pipeline.scoring.meta_table`, every category together).
 
 Every measure is NaN where its pairs are none (no human scores, no texts of different length, no own outputs).
 """
@@ -141,9 +144,11 @@ def card_tables(
     own_systems: Mapping[str, Sequence[str]],
     bins: int = 10,
     seed: int = 0,
+    meta: pl.DataFrame | None = None,
 ) -> CardTables:
     """The card (:data:`JUDGE_CARD`) and the reliability diagrams (:data:`JUDGE_RELIABILITY`), per group (module
-    docstring). ``own_systems``: per judge, the systems (generators) that run on the judge's own model."""
+    docstring). ``own_systems``: per judge, the systems (generators) that run on the judge's own model; ``meta``: the
+    meta-evaluation (:mod:`pipeline.scoring.meta_table`), whose numbers over every category the card repeats."""
     cards, bins_rows = [], []
     frame = with_preferences(comparisons, candidates, human)
     for key, group in frame.group_by(GROUP, maintain_order=True):
@@ -154,6 +159,7 @@ def card_tables(
         row |= _length(group)
         row |= _self(group, own_systems.get(judge, ()))
         row |= _agreement(correlations.filter(_is(judge, attribute, template)))
+        row |= _benchmark(meta.filter(_is(judge, attribute, template)) if meta is not None else None)
         cards.append(row)
     card = (
         pl.DataFrame(cards, schema=_schema(JUDGE_CARD)) if cards else pl.DataFrame(schema=_schema(JUDGE_CARD))
@@ -287,6 +293,20 @@ def _self(group: pl.DataFrame, own: Sequence[str]) -> dict:
     if known.any():
         out["self_preference_people"] = float(((h_i > h_j) == i_mine)[known].mean())
     return out
+
+
+def _benchmark(meta: pl.DataFrame | None) -> dict:
+    """The judge benchmarks' numbers over every category (the meta-evaluation's row without a category)."""
+    overall = meta.filter(pl.col("category").is_null()) if meta is not None and meta.height else None
+    if overall is None or not overall.height:
+        return {"n_objective_pairs": 0}
+    row = overall.row(0, named=True)
+    return {
+        "n_objective_pairs": row["n_pairs"],
+        "benchmark_accuracy": row["accuracy"],
+        "ordering_accuracy": row["accuracy_orderings"],
+        "positional_agreement": row["positional_agreement"],
+    }
 
 
 def _agreement(correlations: pl.DataFrame) -> dict:

@@ -19,7 +19,12 @@ def _sum_cost(frame: pl.DataFrame, mode: str, candidates: pl.Expr) -> pl.DataFra
             generated_tokens=pl.col("generated_tokens").cast(pl.Int64).sum(),
             seconds=pl.col("seconds").sum(),
         )
-        .with_columns(mode=pl.lit(mode), cache_share=pl.col("cached_tokens") / pl.col("prompt_tokens"))
+        .with_columns(
+            mode=pl.lit(mode),
+            cache_share=pl.when(pl.col("prompt_tokens") > 0).then(
+                pl.col("cached_tokens") / pl.col("prompt_tokens")
+            ),
+        )
     )
 
 

@@ -21,14 +21,16 @@ estimated): it is listed in ``skipped`` with the reason, and the stage warns and
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
 import polars as pl
-from scipy.stats import spearmanr
+from scipy.stats import ConstantInputWarning, spearmanr
 
 from pipeline.contracts.jury_schema import JUROR_AGREEMENT, JURORS
+from pipeline.methods.agreement.metrics import merge_near_ties
 from pipeline.methods.agreement.raters import both_ways, cohen_kappa, raw_agreement
 from pipeline.methods.scorers import poe_gaussian
 from pipeline.methods.scorers.jury_poe import MIN_ANSWERS, fit_jury, majority_vote, plain_average
@@ -206,9 +208,15 @@ def _agreement(attribute, coded, juror_list, items) -> pl.DataFrame:
         both = _verdicts(coded, a).join(_verdicts(coded, b), on=["lo", "hi"], suffix="_b")
         # each pair both ways round: kappa's chance agreement must not depend on which item a pair calls first
         va, vb = both_ways(both["verdict"].to_numpy(), both["verdict_b"].to_numpy())
-        rhos = [
-            spearmanr(per_juror[a][c], per_juror[b][c]).statistic for c in per_juror[a] if c in per_juror[b]
-        ]
+        # scores equal in exact arithmetic (hard verdicts) come out of the solver a few ulps apart: ties; a context
+        # whose scores are all tied for a juror has no Spearman (NaN, left out of the mean)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConstantInputWarning)
+            rhos = [
+                spearmanr(merge_near_ties(per_juror[a][c]), merge_near_ties(per_juror[b][c])).statistic
+                for c in per_juror[a]
+                if c in per_juror[b]
+            ]
         rows.append(
             {
                 "attribute": attribute,

@@ -85,7 +85,11 @@ def position_bias(judgments: pl.DataFrame, debiased_col: str) -> pl.DataFrame:
             prompt_tokens=pl.col("prompt_tokens").cast(pl.Int64).sum(),
             cached_tokens=pl.col("cached_tokens").cast(pl.Int64).sum(),
         )
-        .with_columns(cache_share=pl.col("cached_tokens") / pl.col("prompt_tokens"))
+        .with_columns(
+            cache_share=pl.when(pl.col("prompt_tokens") > 0).then(
+                pl.col("cached_tokens") / pl.col("prompt_tokens")
+            )
+        )
         .sort(GROUP)
     )
 

@@ -30,6 +30,9 @@ LOGGED = (
     "longer_share_people",
     "length_coef",
     "self_preference",
+    "benchmark_accuracy",
+    "ordering_accuracy",
+    "positional_agreement",
 )
 
 
@@ -37,13 +40,21 @@ LOGGED = (
 class Card(Stage):
     """Each judge's report card per attribute and template: calibration of its P(i beats j) against people's
     preferences (and after a cross-fitted temperature), position consistency, preference for the longer text,
-    self-preference, agreement with people; the reliability diagrams."""
+    self-preference, agreement with people, and where the human scores are an objective label the judge benchmarks'
+    numbers; the reliability diagrams."""
 
     # Per judge, the systems (generators) that run on its own model: its self-preference is measured on them.
     own_systems: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     name = "card"
-    reads = (ports.COMPARISONS, ports.POSITION_BIAS, ports.CANDIDATES, ports.HUMAN_SCORES, ports.CORRELATIONS)
+    reads = (
+        ports.COMPARISONS,
+        ports.POSITION_BIAS,
+        ports.CANDIDATES,
+        ports.HUMAN_SCORES,
+        ports.CORRELATIONS,
+        ports.META_EVALUATION,
+    )
     writes = (ports.JUDGE_CARD, ports.JUDGE_RELIABILITY)
 
     def run(
@@ -55,6 +66,7 @@ class Card(Stage):
         candidates: pa.Table,
         human_scores: pa.Table,
         correlations: pa.Table,
+        meta_evaluation: pa.Table,
     ) -> dict[str, Any]:
         tables = card_tables(
             pl.from_arrow(comparisons),
@@ -63,6 +75,7 @@ class Card(Stage):
             pl.from_arrow(human_scores),
             pl.from_arrow(correlations),
             self.own_systems,
+            meta=pl.from_arrow(meta_evaluation),
         )
         for row in tables.card.iter_rows(named=True):
             prefix = f"card/{row['attribute']}/{row['judge']}/{row['template_id']}"

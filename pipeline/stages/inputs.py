@@ -12,6 +12,7 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.config.assessment import AbsoluteConfig, DatasetConfig, PromptConfig
+from pipeline.config.backends import backend
 from pipeline.config.enums import ApiPath, Correlation
 from pipeline.config.judging import JudgeConfig, ReasoningConfig
 from pipeline.contracts.errors import ConfigError
@@ -199,14 +200,18 @@ class PreparePrompts(Stage):
             self.comparative,
             self.reasoning,
         )
+        read = ", ".join(
+            ([f"comparative label words {list(labels.words)}"] if plan.templates else [])
+            + [f"absolute {t.mode} ({t.id})" for t in absolute]
+        )
+        if backend(judge.backend).answers:  # it answers by key and reads no text: nothing to fit or test
+            log.info("prompts: %s, answered by key (judge %s reads no prompt text)", read, judge.name)
+            return {"candidates": candidates, "input_report": input_report, "prompt_plan": plan}
         lengths = check_prompt_lengths(candidates, plan, tokenizer, judge.max_model_len, self.prompt.too_long)
         log.info(
             "prompts: chat template %s, %s, longest prompt %d tokens with its answer",
             "on" if plan.chat else "off",
-            ", ".join(
-                ([f"comparative label words {list(labels.words)}"] if plan.templates else [])
-                + [f"absolute {t.mode} ({t.id})" for t in absolute]
-            ),
+            read,
             lengths.longest_prompt_tokens,
         )
         if not is_exact(tokenizer):

@@ -22,6 +22,7 @@ from pipeline.contracts.stats import JudgeStats
 from pipeline.data.contexts import group_by_context
 from pipeline.judge.api.batch import RECORD_FILE, batch_states
 from pipeline.judge.cores import worker_process_env
+from pipeline.judge.recorded.answers import SOURCE as RECORDED
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.stored import closing_front, on_the_driver
 from pipeline.judge.worker import JudgeWorker, Task, engine_spec
@@ -50,17 +51,24 @@ log = logging.getLogger("pipeline")
 
 @dataclass(frozen=True)
 class ShardContexts(Stage):
-    """Group the candidates by context and balance the contexts over shards by the prompts each will make."""
+    """Group the candidates by context and balance the contexts over shards by the prompts each will make (those
+    judged in the run folder already and those the judge leaves out are not made)."""
 
     pairs: PairsConfig
     max_shards: int
 
     name = "shard_contexts"
-    reads = (ports.CANDIDATES, ports.PROMPT_PLAN, ports.JUDGED)
+    reads = (ports.CANDIDATES, ports.PROMPT_PLAN, ports.JUDGED, ports.LEFT_OUT)
     writes = (ports.CONTEXTS,)
 
     def run(
-        self, ctx: StageContext, *, candidates: pa.Table, prompt_plan: PromptPlan, judged: pa.Table
+        self,
+        ctx: StageContext,
+        *,
+        candidates: pa.Table,
+        prompt_plan: PromptPlan,
+        judged: pa.Table,
+        left_out: pa.Table,
     ) -> dict[str, Any]:
         groups = group_by_context(candidates)
         adjusted = k_adjustments(self.pairs, [c.size for c in groups])
@@ -80,7 +88,7 @@ class ShardContexts(Stage):
             len(prompt_plan.attributes),
             len(prompt_plan.templates),
             self.max_shards,
-            judged,
+            pa.concat_tables([judged, left_out.select(judged.column_names).cast(judged.schema)]),
             prompt_plan.rated_per_candidate(),
         )
         return {"contexts": contexts}
@@ -126,7 +134,7 @@ def judge_steps(
             keep_alive=keep_alive,
             env=worker_process_env(spec),
             events=str(events) if events else None,
-            **on_the_driver(task, store),
+            **on_the_driver(task, store, plan.labels),
         ),
     ]
 
@@ -258,6 +266,7 @@ class Judge(Stage):
             missing_logprobs=api.missing,
             api_paths=tuple(sorted(p.removeprefix("api/") for p in api.paths)),
             reused=tally.reused,
+            recorded=tally.recorded,
             failed_attempts=tuple(sorted(api.failures.items())),
             usage_unknown=api.usage_unknown,
             batches=tuple(batch_states(run_dir / RECORD_FILE).items()),
@@ -272,10 +281,12 @@ class Tally:
     failed: list[pa.Table] = field(default_factory=list)
     api: ApiUsage = field(default_factory=ApiUsage)
     reused: int = 0
+    recorded: int = 0
 
     def add(self, batch: pa.Table, plan: PromptPlan, store: JudgmentStore, rating_store: RatingStore) -> None:
         self.api.add(batch)
         self.reused += pc.sum(pc.equal(batch.column("source"), "store")).as_py() or 0
+        self.recorded += pc.sum(pc.equal(batch.column("source"), RECORDED)).as_py() or 0
         unanswered = pc.is_valid(batch.column("error"))
         if pc.any(unanswered).as_py():
             self.failed.append(batch.filter(unanswered))

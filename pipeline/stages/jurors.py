@@ -1,8 +1,11 @@
 """A jury of judges: every further judge of ``jury.judges`` judges the same prompts as the run's judge, by the same
-stages (resolve the judge, settle its prompts with its tokenizer, open its store, shard, judge), each in a folder
-of its own inside the run folder (``jurors/<name>/``: its ``judge.json``, prompt plan and judgments, resumed on its
-own identity). Their judgments join the run's, told apart by ``judge``, for the scoring that follows (each judge
-scored on its own, and together as a jury with ``scoring.jury``).
+stages, in two steps. Before anything runs (:class:`PrepareJurors`, in the prompts segment) each is resolved, its
+prompts settled with its tokenizer and what it answers checked against the run (a recorded judge's file), so that a
+juror that cannot judge stops the run before any judge has judged. Then (:class:`JudgeJurors`, after the run's
+judge) each judges in a folder of its own inside the run folder (``jurors/<name>/``: its ``judge.json``, prompt plan
+and judgments, resumed on its own identity: open its store, shard, judge). Their judgments join the run's, told
+apart by ``judge``, for the scoring that follows (each judge scored on its own, and together as a jury with
+``scoring.jury``).
 """
 
 from __future__ import annotations
@@ -38,18 +41,32 @@ GIVEN = (ports.CANDIDATES, ports.INPUT_REPORT, ports.DATASET)
 
 @dataclass(frozen=True)
 class Juror:
-    """One further judge: its folder's name, the stage that resolves it, and the stages that judge with it (they
-    read what :data:`GIVEN` and the resolved ``judge`` hold, and write ``judgments``)."""
+    """One further judge: its folder's name, the stages that prepare it before anything runs (they read what
+    :data:`GIVEN` holds and resolve the judge: settle its prompts, check what it answers) and the stages that judge
+    with it (they read what those wrote, and write ``judgments``)."""
 
     name: str
-    resolve: Stage
-    stages: tuple[Stage, ...]
+    prepare: tuple[Stage, ...]
+    judge: tuple[Stage, ...] = ()
 
     def check(self) -> None:
         available = {p.name: p for p in GIVEN}
-        check_wiring((self.resolve, *self.stages), available, f"juror {self.name}")
-        if available.get("judgments") != ports.JUDGMENTS or available.get("judge") != ports.JUDGE:
+        check_wiring(self.prepare, available, f"juror {self.name}")
+        if available.get("judge") != ports.JUDGE:
+            raise WorkflowError(f"juror {self.name}: its preparing stages must resolve a judge")
+        check_wiring(self.judge, available, f"juror {self.name}")
+        if self.judge and available.get("judgments") != ports.JUDGMENTS:
             raise WorkflowError(f"juror {self.name}: its stages must resolve a judge and write its judgments")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A juror made ready before anything runs: the values its judging stages start from, the outputs of its
+    preparing stages to write into its folder when it judges, and its metrics so far."""
+
+    name: str
+    values: dict[str, Any]
+    outputs: tuple[tuple[Port, Any], ...]
 
 
 class JurorContext:
@@ -87,16 +104,16 @@ class JurorContext:
 
 
 @dataclass(frozen=True)
-class JudgeJurors(Stage):
-    """Every further judge of the jury (``jury.judges``) judges the run's prompts in its own folder
-    (``jurors/<name>/``, resumed on its own) by the stages the run's judge went through (resolve_judge,
-    prepare_prompts, open_store, shard_contexts, judge); its judgments join the run's judge's."""
+class PrepareJurors(Stage):
+    """Before anything runs, every further judge of the jury (``jury.judges``) is resolved, its prompts settled with
+    its own tokenizer and templates, and what it answers checked against the run; two judges with one name are
+    refused. Nothing is written yet: each juror's folder is made when it judges."""
 
     jurors: tuple[Juror, ...]
 
-    name = "judge_jurors"
-    reads = (*GIVEN, ports.JUDGE, ports.JUDGMENTS)
-    writes = (ports.JUDGMENTS,)
+    name = "prepare_jurors"
+    reads = (*GIVEN, ports.JUDGE)
+    writes = (ports.JURY,)
 
     def __post_init__(self) -> None:
         for juror in self.jurors:
@@ -110,29 +127,56 @@ class JudgeJurors(Stage):
         input_report: InputReport,
         dataset: DatasetInfo,
         judge: JudgeSpec,
-        judgments: pa.Table,
     ) -> dict[str, Any]:
         given = {"candidates": candidates, "input_report": input_report, "dataset": dataset}
-        # every juror resolved first (quick: no engine), so that two judges with one name stop the run before any
-        # of them judges
-        settled = []
-        names = [judge.name]
+        ready, names = [], [judge.name]
         for juror in self.jurors:
             sub = JurorContext(ctx, juror.name)
-            values = run_stages((juror.resolve,), sub, dict(given), sub.persist)
+            outputs: list[tuple[Port, Any]] = []
+            values = run_stages(juror.prepare, sub, dict(given), lambda p, v, o=outputs: o.append((p, v)))
             names.append(values["judge"].name)
-            settled.append((juror, sub, values))
+            ctx.metrics.update(sub.prefixed(sub.metrics))
+            ready.append(Prepared(juror.name, values, tuple(outputs)))
         repeated = sorted({n for n in names if names.count(n) > 1})
         if repeated:
             raise ConfigError(
                 f"config jury.judges: the judges' names {names} repeat {repeated} (a judge is named by its name, "
-                "else its model's): give each juror its own jury.judges[k].name"
+                "else its model's or its file's): give each juror its own jury.judges[k].name"
             )
-        parts = [judgments]
-        for juror, sub, values in settled:
+        return {"jury": tuple(ready)}
+
+
+@dataclass(frozen=True)
+class JudgeJurors(Stage):
+    """Every further judge of the jury (``jury.judges``), made ready before anything ran (:class:`PrepareJurors`),
+    judges the run's prompts in its own folder (``jurors/<name>/``, resumed on its own) by the stages the run's
+    judge went through (open_store, shard_contexts, judge); its judgments join the run's judge's, and the prompts it
+    left out the run's judge's."""
+
+    jurors: tuple[Juror, ...]
+
+    name = "judge_jurors"
+    reads = (ports.JURY, ports.JUDGMENTS, ports.LEFT_OUT)
+    writes = (ports.JUDGMENTS, ports.LEFT_OUT)
+
+    def __post_init__(self) -> None:
+        for juror in self.jurors:
+            juror.check()
+
+    def run(
+        self, ctx: StageContext, *, jury: tuple[Prepared, ...], judgments: pa.Table, left_out: pa.Table
+    ) -> dict[str, Any]:
+        ready = {prepared.name: prepared for prepared in jury}
+        parts, left = [judgments], [left_out]
+        for juror in self.jurors:
+            prepared = ready[juror.name]
+            sub = JurorContext(ctx, juror.name)
+            for port, value in prepared.outputs:
+                sub.persist(port, value)
             log.info("juror %s: judging the run's prompts in %s", juror.name, sub.planned_run_dir)
-            done = run_stages(juror.stages, sub, values, sub.persist)
+            done = run_stages(juror.judge, sub, dict(prepared.values), sub.persist)
             parts.append(done["judgments"])
+            left.append(done.get("left_out", left_out.slice(0, 0)))
             ctx.metrics.update(sub.prefixed(sub.metrics))
             log.info("juror %s: %d judgment(s)", juror.name, done["judgments"].num_rows)
-        return {"judgments": pa.concat_tables(parts)}
+        return {"judgments": pa.concat_tables(parts), "left_out": pa.concat_tables(left)}

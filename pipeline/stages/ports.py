@@ -45,6 +45,17 @@ STORE = Port(
     type=JudgmentStore,
 )
 JUDGED = Port("judged", "the prompts already judged in the run folder (skipped)", schema=schemas.JUDGED_KEYS)
+LEFT_OUT = Port(
+    "left_out",
+    "the prompts the judge leaves out: a recorded judge's file lacks an ordering of their pair (match=partial)",
+    schema=schemas.LEFT_OUT,
+    file="left_out",
+)
+JURY = Port(
+    "jury",
+    "the jury's further judges, each resolved, its prompts settled and what it answers checked before anything runs",
+    type=tuple,
+)
 CONTEXTS = Port(
     "contexts",
     "the contexts to judge, candidates nested, with shard and skipped prompts",
@@ -182,6 +193,14 @@ JUDGE_CARD = Port(
     "consistency, length preference, self-preference, agreement with people",
     schema=card.JUDGE_CARD,
     file="judge_card",
+)
+META_EVALUATION = Port(
+    "meta_evaluation",
+    "per judge, attribute, template and category, where the human scores are an objective label (one right candidate "
+    "per pair): the judge benchmarks' numbers (JudgeBench's accuracy with an interval and the judges' rank, LLMBar's "
+    "accuracy of each ordering, their mean, the positional agreement)",
+    schema=card.META_EVALUATION,
+    file="meta_evaluation",
 )
 JUDGE_RELIABILITY = Port(
     "judge_reliability",

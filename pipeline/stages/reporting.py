@@ -14,6 +14,7 @@ from pipeline.contracts.stats import JudgeStats
 from pipeline.data.records import InputReport
 from pipeline.reporting import plots
 from pipeline.reporting.card_report import card_figure, card_text, rank_changes
+from pipeline.reporting.meta_report import left_out_text, meta_text
 from pipeline.reporting.summary import absolute_text, mlflow_metrics, summary_text
 from pipeline.stages import ports
 from pipeline.stages.base import Stage, StageContext
@@ -46,6 +47,8 @@ class Report(Stage):
         ports.REASONS,
         ports.JUDGE_CARD,
         ports.JUDGE_RELIABILITY,
+        ports.META_EVALUATION,
+        ports.LEFT_OUT,
     )
     writes = (ports.SUMMARY,)
 
@@ -66,6 +69,8 @@ class Report(Stage):
         reasons: pa.Table,
         judge_card: pa.Table,
         judge_reliability: pa.Table,
+        meta_evaluation: pa.Table,
+        left_out: pa.Table,
     ) -> dict[str, Any]:
         run_dir = ctx.run_dir
         t = Frames(
@@ -79,6 +84,8 @@ class Report(Stage):
             card=pl.from_arrow(judge_card),
             reasons=pl.from_arrow(reasons),
             unscored=pl.from_arrow(unscored),
+            meta=pl.from_arrow(meta_evaluation),
+            left_out=pl.from_arrow(left_out),
         )
         for name, frame in t.csv_files().items():
             frame.write_csv(run_dir / name)
@@ -98,7 +105,8 @@ class Report(Stage):
 
     def _summary(self, t: Frames, judge_stats: JudgeStats) -> str:
         """The summary: correlations and position bias, the approaches side by side where there is more than one,
-        the leaderboard (and where length control changes it), the judge's card, the reasons."""
+        the leaderboard (and where length control changes it), the judges measured as the judge benchmarks measure
+        them, what was left out, the judge's card, the reasons."""
         from pipeline.reporting.summary import leaderboard_line, leaderboard_text
 
         summary = summary_text(t.correlations, t.bias, judge_stats)
@@ -112,6 +120,10 @@ class Report(Stage):
             )
             changed = rank_changes(t.board)
             summary += "\n" + changed if changed else ""
+        if t.meta.height:
+            summary += "\n\n" + meta_text(t.meta, self.level)
+        if t.left_out.height:
+            summary += "\n\n" + left_out_text(t.left_out)
         if t.card.height:
             summary += "\n\n" + card_text(t.card)
         if t.reasons.height:
@@ -165,6 +177,8 @@ class Frames:
     card: pl.DataFrame
     reasons: pl.DataFrame
     unscored: pl.DataFrame
+    meta: pl.DataFrame
+    left_out: pl.DataFrame
 
     @property
     def absolute(self) -> bool:
@@ -184,6 +198,8 @@ class Frames:
             "leaderboard.csv": self.board,
             "reasons.csv": self.reasons,
             "judge_card.csv": self.card,
+            "meta_evaluation.csv": self.meta,
+            "left_out.csv": self.left_out,
         }
         return {name: frame for name, frame in written.items() if name == "scores.csv" or frame.height}
 

@@ -72,7 +72,17 @@ def registered() -> str:
         "| backend | what it is | supports | where it runs |",
     ]
     lines += ["|---|---|---|---|"]
-    flags = ("endpoint", "logprobs", "token_ids", "prefill", "sampled", "batch", "generation")
+    flags = (
+        "endpoint",
+        "answers",
+        "logprobs",
+        "token_ids",
+        "prefill",
+        "sampled",
+        "batch",
+        "generation",
+        "absolute",
+    )
     lines += [f"| `{n}` | {e.summary} | {marks(e, flags)} | {e.runs} |" for n, e in backends().items()]
     lines += [
         "",

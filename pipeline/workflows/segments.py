@@ -30,12 +30,14 @@ from pipeline.config.run import RunConfig
 from pipeline.config.workflows import workflow
 from pipeline.methods.scorers import poe_logit
 from pipeline.scoring.leaderboard import Board
+from pipeline.stages.answers import CheckAnswers
 from pipeline.stages.card import Card
 from pipeline.stages.generation import Generate, LoadTasks, MakeCandidates
 from pipeline.stages.inputs import LoadInput, OpenStore, PreparePrompts, ResolveJudge
 from pipeline.stages.judging import Judge, ShardContexts
-from pipeline.stages.jurors import JudgeJurors, Juror
+from pipeline.stages.jurors import JudgeJurors, Juror, PrepareJurors
 from pipeline.stages.jury import Jury
+from pipeline.stages.meta import MetaEvaluate
 from pipeline.stages.reasons import Reasons
 from pipeline.stages.reporting import Report, ReportRounds
 from pipeline.stages.rounds import Rounds
@@ -72,8 +74,11 @@ def generated_input(cfg: RunConfig, root: Path) -> Segment:
 def prompts(
     cfg: RunConfig, root: Path, judging: dict[str, Any], rating: dict[str, Any], comparative: bool = True
 ) -> Segment:
-    """Resolve the judge, settle the prompts with its tokenizer, and open the run folder's stores with the judging
-    and rating identities they are resumed under. ``comparative=False``: absolute prompts only."""
+    """Resolve the judge, settle the prompts with its tokenizer, check what a judge that answers by key holds against
+    them, make the jury's further judges ready the same way, and only then open the run folder's stores with the
+    judging and rating identities they are resumed under. ``comparative=False``: absolute prompts only."""
+    every_pair = workflow(cfg.workflow).rounds  # the rounds may choose any pair
+    jury = (PrepareJurors(juror_seats(cfg, root, {}, rating)),) if cfg.jury.judges else ()
     return Segment(
         "prompts",
         (
@@ -85,6 +90,8 @@ def prompts(
                 dict(cfg.criteria_options),
                 cfg.judge.reasoning,
             ),
+            CheckAnswers(cfg.pairs, cfg.runtime.max_shards, every_pair),
+            *jury,
             OpenStore(judging, rating),
         ),
     )
@@ -110,10 +117,13 @@ def judging(cfg: RunConfig, root: Path) -> Segment:
     return Segment("judge", (ShardContexts(cfg.pairs, cfg.runtime.max_shards), judge_stage(cfg, root)))
 
 
-def jurors(cfg: RunConfig, root: Path, identity: dict[str, Any], rating: dict[str, Any]) -> Segment:
-    """The jury's further judges (``jury.judges``): each resolved, its comparative prompts settled with its own
-    tokenizer and templates (no absolute modes), its store opened in ``jurors/<name>/`` with the run's judging
-    identity (``identity`` over its own templates and reasoning), and every prompt judged once."""
+def juror_seats(
+    cfg: RunConfig, root: Path, identity: dict[str, Any], rating: dict[str, Any]
+) -> tuple[Juror, ...]:
+    """The jury's further judges (``jury.judges``), each with the stages that make it ready (resolve it, settle its
+    comparative prompts with its own tokenizer and templates, no absolute modes; check what it answers) and those
+    that judge with it (open its store in ``jurors/<name>/`` with the run's judging identity, ``identity`` over its own
+    templates and reasoning; shard; judge every prompt once)."""
     cache = cache_dir(cfg, root)
     seats = []
     for juror in derived_jurors(cfg):
@@ -121,8 +131,8 @@ def jurors(cfg: RunConfig, root: Path, identity: dict[str, Any], rating: dict[st
         seats.append(
             Juror(
                 judge_label(juror),
-                ResolveJudge(juror, cache),
                 (
+                    ResolveJudge(juror, cache),
                     PreparePrompts(
                         judge_templates(cfg.prompt, juror),
                         replace(cfg.absolute, modes=[]),
@@ -130,13 +140,22 @@ def jurors(cfg: RunConfig, root: Path, identity: dict[str, Any], rating: dict[st
                         {},
                         juror.reasoning,
                     ),
+                    CheckAnswers(cfg.pairs, cfg.runtime.max_shards),
+                ),
+                (
                     OpenStore(judging, rating),
                     ShardContexts(cfg.pairs, cfg.runtime.max_shards),
                     judge_stage(cfg, root, juror),
                 ),
             )
         )
-    return Segment("jurors", (JudgeJurors(tuple(seats)),))
+    return tuple(seats)
+
+
+def jurors(cfg: RunConfig, root: Path, identity: dict[str, Any], rating: dict[str, Any]) -> Segment:
+    """The jury's further judges (``jury.judges``), made ready in the prompts segment, each judging every prompt once
+    in its own folder."""
+    return Segment("jurors", (JudgeJurors(juror_seats(cfg, root, identity, rating)),))
 
 
 def rounds(cfg: RunConfig, root: Path) -> Segment:
@@ -180,6 +199,7 @@ def scoring(cfg: RunConfig, root: Path, logit: poe_logit.Settings = poe_logit.DE
             Jury(cfg.scoring.jury),
             Leaderboard(tuple(leaderboard_methods(cfg)), leaderboard_board(cfg)),
             Correlate(cfg.scoring.correlation),
+            MetaEvaluate(cfg.leaderboard.level, cfg.leaderboard.rounds, cfg.leaderboard.seed),
             Card(own_systems(cfg)),
             Cost(),
         ),

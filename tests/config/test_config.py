@@ -9,7 +9,7 @@ from pipeline.config.enums import ChatTemplate, Debias, Executor, Strategy
 from pipeline.config.run import RunConfig
 from pipeline.contracts.errors import ConfigError
 from pipeline.prompts.pairs import resolve_k
-from tests.conftest import ROOT, compose
+from tests.conftest import DATASETS, ROOT, compose
 
 GROUPS = {
     group: sorted(p.stem for p in (ROOT / "conf" / group).glob("*.yaml"))
@@ -32,6 +32,10 @@ def test_every_option_composes(group, option):
         overrides.append("judge.model=/models/any")  # the GPU config asks for a model (???)
     if group == "judge" and option == "api":
         overrides.append("judge.api.base_url=http://127.0.0.1:8000/v1")  # and the API config for its endpoint
+    if group == "judge" and option == "recorded":  # and the recorded judge for its file of verdicts
+        overrides.append(
+            f"judge.model={DATASETS}/judgebench/recorded/gpt/arena_hard:o1-mini-2024-09-12.jsonl"
+        )
     cfg = compose(overrides)
     assert isinstance(cfg, RunConfig)
 
@@ -80,7 +84,7 @@ def test_hf_judge_has_its_own_engine_settings():
         ("dataset.empty_text=skip", "dataset.empty_text", "error, placeholder, drop"),
         ("pairs.orderings=three", "pairs.orderings", "both, one"),
         ("pairs.strategy=best", "pairs.strategy", "all_pairs, balanced_random"),
-        ("judge.backend=tgi", "judge.backend", "api, hf, vllm"),
+        ("judge.backend=tgi", "judge.backend", "api, hf, recorded, vllm"),
         ("prompt.chat_template=Auto", "prompt.chat_template", "auto, true, false"),
     ],
 )

@@ -62,7 +62,11 @@ def judges(draw) -> Judge:
 
 
 @st.composite
-def worlds(draw, kind: str | None = None) -> World:
+def worlds(
+    draw, kind: str | None = None, objective: bool | None = None, recorded: bool | None = None
+) -> World:
+    """A world of ``kind`` (drawn where None); ``objective`` and ``recorded`` force people's scores to be an
+    objective label and the judges to answer from a file of verdicts (drawn for a dataset's worlds where None)."""
     kind = kind or draw(st.sampled_from(["dataset", "generate", "pool"]))
     if kind == "generate":
         models = draw(st.integers(2, 4))
@@ -73,13 +77,26 @@ def worlds(draw, kind: str | None = None) -> World:
     else:
         models = draw(st.sampled_from([0, 2, 3]))
         sizes = tuple(draw(st.lists(st.integers(2, 5), min_size=2, max_size=4)))
+    # a dataset's judges may answer from a file of recorded verdicts (no absolute modes then: a recorded judge rates
+    # nothing on its own), and its people's scores may be an objective label (meta-evaluated)
+    if recorded is None:
+        recorded_kind = draw(st.sampled_from(RECORDED)) if kind == "dataset" else None
+    else:
+        recorded_kind = draw(st.sampled_from(RECORDED[1:])) if recorded else None
+    absolute = (
+        ()
+        if recorded_kind
+        else tuple(draw(st.lists(st.sampled_from(ABSOLUTE_MODES), unique=True, max_size=2)))
+    )
     return World(
         sizes=sizes,
         models=models,
         judges=tuple(draw(st.lists(judges(), min_size=1, max_size=2))),
         templates=draw(st.integers(1, 2)),
         tie=draw(st.booleans()),
-        absolute=tuple(draw(st.lists(st.sampled_from(ABSOLUTE_MODES), unique=True, max_size=2))),
+        absolute=absolute,
+        objective=kind != "generate" and (draw(st.booleans()) if objective is None else objective),
+        recorded=recorded_kind,
         generate=kind == "generate",
         human=kind != "generate",
         seed=draw(st.integers(0, 2**16)),
@@ -88,6 +105,10 @@ def worlds(draw, kind: str | None = None) -> World:
         games=draw(st.sampled_from(list(LeaderboardGames))),
         rounds=10,
     )
+
+
+# How a recorded judge's file gives its answers (None: the simulated engine answers).
+RECORDED = (None, "p_first", "verdict", "scores")
 
 
 TOKEN = st.text(alphabet=string.ascii_lowercase + string.digits, min_size=1, max_size=5)
@@ -138,13 +159,26 @@ def assert_tables_same(check: str, got, want, inverse: dict[str, str], keep_inpu
         assert_same(f"{name} ({check})", a, b)
 
 
-def assert_metrics_same(check: str, got: dict, want: dict, inverse: dict[str, str]) -> None:
+def input_order_columns() -> set[str]:
+    """Every column a table declares as recording the input's order: a metric named after one is not compared under
+    a shuffle either."""
+    from tests.invariance.world import TABLE_PORTS
+
+    declared = [roles_of(p.schema) for p in TABLE_PORTS]
+    return {c for r in declared if r is not None for c in r.input_order}
+
+
+def assert_metrics_same(
+    check: str, got: dict, want: dict, inverse: dict[str, str], keep_input_order: bool = True
+) -> None:
+    ordered = set() if keep_input_order else input_order_columns()
+
     def kept(metrics: dict, names: dict[str, str]) -> dict[str, float]:
         # a metric's name: segments joined by "/", a jury's templates joined by ":" within one
         return {
             "/".join(as_set(map_names(part, names), (":",)) or "" for part in k.split("/")): v
             for k, v in metrics.items()
-            if not any(measured in k for measured in MEASURED)
+            if not any(measured in k for measured in MEASURED) and k.rsplit("/", 1)[-1] not in ordered
         }
 
     a, b = kept(got, inverse), kept(want, {})
@@ -171,7 +205,7 @@ def test_invariance_order_of_rows_changes_nothing(world, records, rows):
     want = run_world(world, base(), METHODS)
     got = run_world(world, base(), METHODS, order=Order(records=records, judgments=rows))
     assert_tables_same("order", got, want, {}, keep_input_order=False)
-    assert_metrics_same("order", got.metrics, want.metrics, {})
+    assert_metrics_same("order", got.metrics, want.metrics, {}, keep_input_order=False)
 
 
 def turned(seed: int):
@@ -223,8 +257,13 @@ def test_invariance_truth_a_judge_right_on_every_pair_ranks_every_context_right(
     """
     if world.debias in (Debias.none, Debias.mean_shift):
         bias = 0.0
+    # a recorded verdict keeps only the side an ordering prefers: a position bias larger than a pair's difference
+    # makes both orderings say "first", which no debiasing can tell from a tie; its probability keeps the rest
+    recorded = "p_first" if world.recorded == "verdict" else world.recorded
     exact = dataclasses.replace(
-        world, judges=tuple(Judge(scale=2.0, bias=bias, length=0.0, noise=0.0) for _ in world.judges)
+        world,
+        judges=tuple(Judge(scale=2.0, bias=bias, length=0.0, noise=0.0) for _ in world.judges),
+        recorded=recorded,
     )
     out = run_world(exact, base(), METHODS)
     plain = Names.plain(exact)
@@ -366,3 +405,44 @@ def test_invariance_battery_covers_every_table_and_every_registered_scorer():
     )
     scored = set(run_world(widest, base(), METHODS).tables["scores"]["method"].unique())
     assert set(SCORERS) <= scored, f"registered scorers never scored: {sorted(set(SCORERS) - scored)}"
+
+
+# --- recorded judges and the meta-evaluation -------------------------------------------------------------------
+
+
+@given(data=st.data())
+def test_invariance_recorded_judges_and_their_meta_evaluation_move_with_no_name_order_or_side(data):
+    """Judges answering from a file of verdicts (the product's recorded backend: its resolver, its check against the
+    run and its answers on the driver) on people's objective labels: renaming everything (in the file too),
+    shuffling the input and the file's lines, and turning comparisons round move no number of any table, the
+    meta-evaluation's included (its per-ordering accuracies follow the input's listing, so a shuffle may swap them)."""
+    world = data.draw(worlds(kind="dataset", objective=True, recorded=True), label="world")
+    names = data.draw(renamings(world), label="names")
+    seeds = data.draw(st.tuples(st.integers(0, 2**16), st.integers(0, 2**16)), label="order")
+    want = run_world(world, base(), METHODS)
+    assert want.tables["meta_evaluation"].height, "an objective world has a meta-evaluation"
+    inverse = names.inverse(Names.plain(world))
+    got = run_world(world, base(), METHODS, names=names)
+    assert_tables_same("names", got, want, inverse)
+    assert_metrics_same("names", got.metrics, want.metrics, inverse)
+    got = run_world(world, base(), METHODS, order=Order(records=seeds[0], judgments=seeds[1]))
+    assert_tables_same("order", got, want, {}, keep_input_order=False)
+    assert_metrics_same("order", got.metrics, want.metrics, {}, keep_input_order=False)
+    got = run_world(world, base(), METHODS, between=turned(seeds[0]))
+    assert_tables_same("sides", got, want, {})
+    for name, frame in want.tables.items():
+        assert_sound(name, frame, roles(name))
+
+
+@given(world=worlds(kind="dataset", objective=True))
+def test_invariance_truth_a_judge_right_on_every_pair_is_right_on_every_objective_pair(world):
+    """A judge whose every answer prefers the better candidate, without position bias: every meta-evaluation row
+    says 100% by every count (both orderings right, choosing alike), whoever answers (engine or file)."""
+    exact = dataclasses.replace(
+        world, judges=tuple(Judge(scale=2.0, bias=0.0, length=0.0, noise=0.0) for _ in world.judges)
+    )
+    meta = run_world(exact, base(), METHODS).tables["meta_evaluation"]
+    assert meta.height
+    for column in ("accuracy", "accuracy_listed_first", "accuracy_listed_second", "both_right"):
+        assert (meta[column] == 1.0).all(), (column, meta)
+    assert (meta["positional_agreement"] == 1.0).all() and (meta["no_preference"] == 0.0).all()

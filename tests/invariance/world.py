@@ -18,6 +18,8 @@ correlate, card, cost). Every table with a file comes back, with the run's metri
 from __future__ import annotations
 
 import dataclasses
+import json
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +34,7 @@ from pipeline.config.enums import AbsoluteMode, Calibrate, Debias, LeaderboardGa
 from pipeline.config.judging import GenerateConfig, GeneratorConfig
 from pipeline.config.run import RunConfig
 from pipeline.contracts.keys import COMPARE, PROMPT_KEY, stable_hash
-from pipeline.contracts.schemas import GENERATIONS, JUDGED_KEYS, REASONING_FIELDS, RESPONSES, TASKS
+from pipeline.contracts.schemas import GENERATIONS, JUDGED_KEYS, LEFT_OUT, REASONING_FIELDS, RESPONSES, TASKS
 from pipeline.data.load import Record
 from pipeline.data.records import ValidationRules, validate_records
 from pipeline.data.words import PromptWords
@@ -85,6 +87,12 @@ class World:
     rounds: int = 20
     # scoring.calibrate=temperature: score on probabilities calibrated to people's preferences (cross-fitted)
     calibrate: bool = False
+    # people's scores an objective label (1 for each context's best candidate, 0 for the others; contexts in two
+    # categories): the judges meta-evaluated as the judge benchmarks do it
+    objective: bool = False
+    # the judges' answers recorded in a file (as a p_first, a verdict or a reward model's scores) and given back by
+    # the product's recorded backend, checked against the run by its own stage; None: the simulated engine answers
+    recorded: str | None = None
 
     @property
     def n_contexts(self) -> int:
@@ -168,8 +176,16 @@ def context_text(world: World, c: int) -> str:
 
 
 def human_score(world: World, c: int, k: int) -> float:
-    """People's score: the quality read on a 1-5 scale (ties happen)."""
+    """People's score: the quality read on a 1-5 scale (ties happen); or, in an objective world, 1 for the context's
+    best candidate and 0 for the others."""
+    if world.objective:
+        return float(k == max(range(world.sizes[c]), key=lambda m: quality(world, c, m)))
     return float(np.clip(np.round(3 + quality(world, c, k) + 0.3 * _noise(world, 3, c, k)), 1, 5))
+
+
+def category_of(world: World, c: int) -> str | None:
+    """The category of context ``c`` in an objective world (two of them), else none."""
+    return ("easy", "hard")[c % 2] if world.objective else None
 
 
 # --- the input -------------------------------------------------------------------------------------------------
@@ -193,6 +209,8 @@ def records(world: World, names: Names, order: Order) -> list[Record]:
                 cand["scores"] = {ATTRIBUTE: human_score(world, c, k)}
             candidates.append(cand)
         data = {"context_id": names.contexts[c], "context": context_text(world, c), "candidates": candidates}
+        if category_of(world, c) is not None:
+            data["category"] = category_of(world, c)
         out.append(Record(f"world:{c}", data))
     return out
 
@@ -372,29 +390,98 @@ class Engine:
         return [], [str(score)]
 
 
+def verdict_line(kind: str, p_a: float) -> dict[str, Any]:
+    """A simulated judge's answer as a line of the verdict layout says it (``kind``: p_first, verdict, scores)."""
+    if kind == "p_first":
+        return {"p_first": p_a}
+    if kind == "scores":  # a reward model: its scores' difference is the log-odds
+        return {"scores": [float(np.log(p_a / (1 - p_a))) + 1.5, 1.5]}
+    return {"verdict": "first" if p_a > 0.5 else "second" if p_a < 0.5 else "tie"}
+
+
+def recorded_judge(
+    world: World,
+    names: Names,
+    candidates: pa.Table,
+    plan: PromptPlan,
+    engine: Engine,
+    order: Order,
+    folder: Path,
+) -> tuple[Callable[[pa.Table], pa.Table], pa.Table]:
+    """The simulated judge's answers to every prompt of the run written to a file of verdicts (its lines in the
+    order's permutation), then the product's recorded backend: its resolver, its check against the run (the product's
+    stage), and the driver's answers from the file. (The answering function, the prompts the judge left out.)"""
+    from pipeline.config.judging import JudgeConfig
+    from pipeline.judge.recorded import resolve
+    from pipeline.judge.recorded.answers import RecordedAnswers
+    from pipeline.methods.verdicts.win_probability import p_a_wins, side_logprobs, tie_logprob
+    from pipeline.stages.answers import CheckAnswers, run_prompts
+
+    assert world.recorded is not None
+    prompts = run_prompts(candidates, PairsConfig(), plan, 3)
+    answered = engine(prompts.append_column("prompt", pa.array([""] * prompts.num_rows)))
+    lp = np.array(answered.column("token_logprobs").to_pylist(), dtype=np.float64)
+    lp_a, lp_b = side_logprobs(lp, plan.labels.n_a, plan.labels.n_tie)
+    p = p_a_wins(lp_a, lp_b, tie_logprob(lp, plan.labels.n_tie) if plan.labels.n_tie else None)
+    # one line per ordering, per template where the world has several (a line without one answers every template)
+    lines = [
+        {
+            "context_id": r["context_id"],
+            "first": r["cand_a"],
+            "second": r["cand_b"],
+            **({"template": r["template_id"]} if world.templates > 1 else {}),
+            **verdict_line(world.recorded, q),
+        }
+        for r, q in zip(prompts.to_pylist(), p, strict=True)
+    ]
+    path = folder / "verdicts.jsonl"
+    shuffled = _permutation(order.judgments, len(lines))
+    path.write_text("".join(json.dumps(lines[k]) + "\n" for k in shuffled))
+    name = names.judges[engine.judge]
+    spec = resolve(JudgeConfig(backend="recorded", model=str(path), name=name), folder)
+    left = CheckAnswers(PairsConfig(), 3).run(
+        _Ctx(folder), candidates=candidates, prompt_plan=plan, judge=spec
+    )
+    front = RecordedAnswers(spec, plan.labels)
+    return (lambda chunk: front.answer(chunk)[0]), left["left_out"]
+
+
 def judgments_and_ratings(
     world: World, names: Names, candidates: pa.Table, plan: PromptPlan, order: Order
-) -> tuple[pa.Table, pa.Table]:
+) -> tuple[pa.Table, pa.Table, pa.Table]:
     """Every prompt of the product's prompt stage (its shards, its pairs, both orderings, the absolute prompts of
-    the first judge) answered by the simulated engine, turned into JUDGMENTS and RATINGS by the product."""
+    the first judge) answered by the simulated engine (or by the product's recorded backend from a file of the
+    engine's answers), turned into JUDGMENTS and RATINGS by the product; and the prompts the judges left out."""
     pairs = PairsConfig()
     contexts = ShardContexts(pairs, max_shards=3).run(
-        _Ctx(Path(".")), candidates=candidates, prompt_plan=plan, judged=JUDGED_KEYS.empty_table()
+        _Ctx(Path(".")),
+        candidates=candidates,
+        prompt_plan=plan,
+        judged=JUDGED_KEYS.empty_table(),
+        left_out=LEFT_OUT.empty_table(),
     )["contexts"]
-    judgments, ratings = [], []
+    judgments, ratings, left_out = [], [], []
     for g in range(len(world.judges)):
         judge_plan = plan if g == 0 else dataclasses.replace(plan, absolute=())
         engine = Engine(world, names, judge_plan, candidates, judge=g)
-        for shard in split_shards(contexts):
-            for chunk in generate_prompts(shard, pairs, judge_plan, chunk_rows=97):
-                got_j, got_r = split_responses(engine(chunk), judge_plan)
-                judgments.append(got_j)
-                ratings.append(got_r)
+        answer: Callable[[pa.Table], pa.Table] = engine
+        with tempfile.TemporaryDirectory() as folder:
+            if world.recorded is not None:
+                answer, left = recorded_judge(
+                    world, names, candidates, judge_plan, engine, order, Path(folder)
+                )
+                left_out.append(left)
+            for shard in split_shards(contexts):
+                for chunk in generate_prompts(shard, pairs, judge_plan, chunk_rows=97):
+                    got_j, got_r = split_responses(answer(chunk), judge_plan)
+                    judgments.append(got_j)
+                    ratings.append(got_r)
     out_j, out_r = pa.concat_tables(judgments), pa.concat_tables(ratings)
+    left = pa.concat_tables(left_out) if left_out else LEFT_OUT.empty_table()
     if order.judgments is not None:
         out_j = out_j.take(np.array(_permutation(order.judgments, out_j.num_rows), dtype=np.int64))
         out_r = out_r.take(np.array(_permutation(order.judgments + 1, out_r.num_rows), dtype=np.int64))
-    return out_j, out_r
+    return out_j, out_r, left
 
 
 # --- the score segment -----------------------------------------------------------------------------------------
@@ -483,11 +570,12 @@ def run_world(
     if human is not None:
         inputs["human_scores"] = human(inputs["human_scores"])
     plan = prompt_plan(world, names)
-    judgments, ratings = judgments_and_ratings(world, names, candidates, plan, order)
+    judgments, ratings, left_out = judgments_and_ratings(world, names, candidates, plan, order)
     values: dict[str, Any] = {
         **inputs,
         "judgments": judgments,
         "ratings": ratings,
+        "left_out": left_out,
         "prompt_plan": plan,
         "judge": JudgeSpec("vllm", "sim", "", names.judges[0], 512),  # type: ignore[arg-type]
     }

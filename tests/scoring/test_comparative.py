@@ -26,6 +26,7 @@ def candidates(n: int, context: str = "c"):
             "candidate_index": list(range(n)),
             "system": [None] * n,
             "text": [f"t{m}" for m in range(n)],
+            "category": [None] * n,
         },
         schema=CANDIDATES,
     )

@@ -1,6 +1,7 @@
-"""The jury's further judges (pipeline.stages.jurors) with stand-in stages, no engine: each juror's stages run in
-its own folder of the run with what the run gives them, its outputs written there, its metrics under
-juror/<name>/, its judgments joined to the run's judge's; two judges with one name stop before anyone judges."""
+"""The jury's further judges (pipeline.stages.jurors) with stand-in stages, no engine: each juror is made ready
+before anything is written (resolved: two judges with one name stop the run there), then its stages run in its own
+folder of the run with what the run gives them, its outputs written there, its metrics under juror/<name>/, its
+judgments joined to the run's judge's."""
 
 from __future__ import annotations
 
@@ -12,14 +13,14 @@ import pyarrow as pa
 import pytest
 
 from pipeline.contracts.errors import ConfigError
-from pipeline.contracts.schemas import CANDIDATES, JUDGMENTS
+from pipeline.contracts.schemas import CANDIDATES, JUDGMENTS, LEFT_OUT
 from pipeline.data.records import InputReport
 from pipeline.data.source import DatasetInfo
 from pipeline.data.words import PromptWords
 from pipeline.judge.spec import JudgeSpec
 from pipeline.stages import ports
 from pipeline.stages.base import Stage, StageContext, WorkflowError
-from pipeline.stages.jurors import JudgeJurors, Juror
+from pipeline.stages.jurors import JudgeJurors, Juror, PrepareJurors
 
 
 def spec(name: str) -> JudgeSpec:
@@ -95,6 +96,7 @@ def given() -> dict[str, Any]:
             "candidate_index": [0, 1],
             "system": [None, None],
             "text": ["one", "two"],
+            "category": [None, None],
         },
         schema=CANDIDATES,
     )
@@ -108,15 +110,24 @@ def given() -> dict[str, Any]:
     }
 
 
+def run_jury(stage_jurors: tuple[Juror, ...], ctx: Ctx) -> dict[str, Any]:
+    """The jurors made ready (PrepareJurors), then judging (JudgeJurors), as the workflow runs them."""
+    values = given()
+    prepared = PrepareJurors(stage_jurors).run(
+        ctx, **{k: values[k] for k in ("candidates", "input_report", "dataset", "judge")}
+    )
+    return JudgeJurors(stage_jurors).run(
+        ctx, jury=prepared["jury"], judgments=values["judgments"], left_out=LEFT_OUT.empty_table()
+    )
+
+
 def test_each_juror_judges_in_its_own_folder_and_its_judgments_join_the_runs(tmp_path):
-    stage = JudgeJurors(
-        (
-            Juror("second", Resolve("second"), (FakeJudge(2),)),
-            Juror("third", Resolve("third"), (FakeJudge(4),)),
-        )
+    jurors = (
+        Juror("second", (Resolve("second"),), (FakeJudge(2),)),
+        Juror("third", (Resolve("third"),), (FakeJudge(4),)),
     )
     ctx = Ctx(tmp_path)
-    out = stage.run(ctx, **given())
+    out = run_jury(jurors, ctx)
     table = out["judgments"]
     assert table.num_rows == 3 + 2 + 4
     counts = {j: table.column("judge").to_pylist().count(j) for j in ("first", "second", "third")}
@@ -131,18 +142,31 @@ def test_each_juror_judges_in_its_own_folder_and_its_judgments_join_the_runs(tmp
     assert "judge/comparisons" not in ctx.metrics  # the run's own judge's metrics are its own
 
 
-def test_two_judges_with_one_name_stop_before_any_juror_judges(tmp_path):
-    stage = JudgeJurors(
-        (
-            Juror("second", Resolve("second"), (FakeJudge(2),)),
-            Juror("again", Resolve("first"), (FakeJudge(2),)),
-        )
+def test_jurors_are_made_ready_before_anything_is_written(tmp_path):
+    ctx = Ctx(tmp_path)
+    values = given()
+    jurors = (Juror("second", (Resolve("second"),), (FakeJudge(2),)),)
+    prepared = PrepareJurors(jurors).run(
+        ctx, **{k: values[k] for k in ("candidates", "input_report", "dataset", "judge")}
+    )
+    assert not (tmp_path / "jurors").exists()  # nothing written before the jurors judge
+    [ready] = prepared["jury"]
+    assert ready.name == "second" and ready.values["judge"].name == "second"
+    assert [port.name for port, _ in ready.outputs] == ["judge"]
+
+
+def test_two_judges_with_one_name_stop_before_any_judge_judges(tmp_path):
+    jurors = (
+        Juror("second", (Resolve("second"),), (FakeJudge(2),)),
+        Juror("again", (Resolve("first"),), (FakeJudge(2),)),
     )
     with pytest.raises(ConfigError, match=r"repeat \['first'\]"):
-        stage.run(Ctx(tmp_path), **given())
-    assert not (tmp_path / "jurors" / "second" / "judged.txt").exists()
+        run_jury(jurors, Ctx(tmp_path))
+    assert not (tmp_path / "jurors").exists()
 
 
-def test_a_juror_whose_stages_write_no_judgments_is_refused_when_built():
+def test_a_juror_whose_stages_resolve_no_judge_or_write_no_judgments_is_refused_when_built():
+    with pytest.raises(WorkflowError, match="must resolve a judge"):
+        PrepareJurors((Juror("second", (), (FakeJudge(2),)),))
     with pytest.raises(WorkflowError, match="must resolve a judge and write its judgments"):
-        JudgeJurors((Juror("second", Resolve("second"), ()),))
+        JudgeJurors((Juror("second", (Resolve("second"),), (Resolve("second"),)),))

@@ -10,6 +10,7 @@ import logging
 
 import pytest
 
+from pipeline.contracts.schemas import LEFT_OUT
 from pipeline.contracts.stats import JudgeStats
 from pipeline.data.records import InputReport
 from pipeline.reporting import plots
@@ -27,7 +28,7 @@ def tables():
 def report_inputs(tables) -> dict:
     names = (
         "scores", "correlations", "position_bias", "unscored", "cost", "assessment", "rating_failures",
-        "leaderboard", "reasons", "judge_card", "judge_reliability",
+        "leaderboard", "reasons", "judge_card", "judge_reliability", "meta_evaluation",
     )  # fmt: skip
     stats = JudgeStats(
         prompts=54,
@@ -38,7 +39,12 @@ def report_inputs(tables) -> dict:
         prompt_tokens=10,
         cached_tokens=0,
     )
-    return {**{n: tables[n].to_arrow() for n in names}, "input_report": InputReport(), "judge_stats": stats}
+    return {
+        **{n: tables[n].to_arrow() for n in names},
+        "input_report": InputReport(),
+        "judge_stats": stats,
+        "left_out": LEFT_OUT.empty_table(),
+    }
 
 
 def test_a_figure_that_cannot_be_drawn_is_a_warning_and_the_report_is_written(

@@ -124,6 +124,7 @@ def pool_tables(truth: np.ndarray) -> tuple[pa.Table, pa.Table]:
             "candidate_index": list(range(len(ids))),
             "system": [None] * len(ids),
             "text": pool_texts(len(ids)),
+            "category": [None] * len(ids),
         },
         schema=CANDIDATES,
     )

@@ -78,6 +78,7 @@ def test_the_comparative_workflow_is_its_declared_list():
         "load_input",
         "resolve_judge",
         "prepare_prompts",
+        "check_answers",
         "open_store",
         "shard_contexts",
         "judge",
@@ -89,6 +90,7 @@ def test_the_comparative_workflow_is_its_declared_list():
         "jury",
         "leaderboard",
         "correlate",
+        "meta_evaluate",
         "card",
         "cost",
         "report",
@@ -107,6 +109,8 @@ def test_the_comparative_workflow_is_its_declared_list():
         "cost",
         "assessment",
         "leaderboard",
+        "meta_evaluation",
+        "left_out",
     ):
         assert written[name].schema is not None and written[name].file == name
     assert written["prompt_plan"].type is not None and written["judge"].file == "judge"
