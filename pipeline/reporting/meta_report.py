@@ -82,27 +82,29 @@ def _by_category(group: pl.DataFrame, several: bool) -> list[str]:
 
 
 def _chance(overall: pl.DataFrame, level: float) -> list[str]:
-    """What a number near one half means, for the judges whose interval holds it, and for those whose orderings
-    mostly disagree (JudgeBench counts their pairs wrong)."""
+    """What a number near one half means; which judges these pairs cannot tell from chance, and which prefer a side
+    (JudgeBench counts their pairs wrong)."""
+    lines = [
+        "  near 50% is chance: a judge that cannot tell the right candidate from the wrong one is right on half the "
+        "pairs by luck in each ordering (first, second, mean) and by the debiased verdict; on JudgeBench's count too if "
+        "it picks alike in both orderings, and far less if it prefers a side whatever is on it (its two votes cancel "
+        "and the pair counts wrong). Released judges score 50-75% on JudgeBench's GPT-4o pairs (o1-mini 65.71%)"
+    ]
     at_chance = overall.filter((pl.col("lower") <= 0.5) & (pl.col("upper") >= 0.5))
-    sided = overall.filter(
-        pl.col("positional_agreement").is_not_null() & (pl.col("positional_agreement") < 0.5)
-    )
-    lines = []
     if at_chance.height:
         names = ", ".join(at_chance["judge"].unique(maintain_order=True).to_list()[:4])
         lines.append(
-            f"  near 50% is chance: a judge that cannot tell the right candidate from the wrong one, and picks alike in "
-            f"both orderings, is right on half the pairs by luck. The {100 * level:g}% interval of {names} holds 50%: "
-            "these pairs do not show it telling right from wrong (released judges score 50-75% on JudgeBench's GPT-4o "
-            "pairs, o1-mini 65.71%; a small local model is expected at chance)"
+            f"  the {100 * level:g}% interval of {names} holds 50%: these pairs do not show it telling right from wrong"
         )
+    sided = overall.filter(
+        pl.col("positional_agreement").is_not_null() & (pl.col("positional_agreement") < 0.5)
+    )
     if sided.height:
         names = ", ".join(sided["judge"].unique(maintain_order=True).to_list()[:4])
         lines.append(
             f"  {names}: its two orderings choose differently on most pairs (it prefers a side, whichever candidate is "
-            "on it), so their votes cancel and JudgeBench counts those pairs wrong: its accuracy falls below 50% "
-            "while each ordering's accuracy (first, second, their mean) stays near chance"
+            "on it), so JudgeBench counts those pairs wrong: its accuracy falls below 50% while each ordering's "
+            "accuracy stays near chance"
         )
     return lines
 
