@@ -72,7 +72,7 @@ format: $(STAMP) ## ruff format and autofix
 	$(BIN)/ruff format pipeline tests jobs
 	$(BIN)/ruff check --fix pipeline tests jobs
 
-review: $(STAMP) ## blind review of a finished run in the browser on 127.0.0.1:8765 (RUN: the run folder; ARGS: --reviewer NAME --strategy stratified|disagreements|random --n 40 ...)
+review: $(STAMP) ## blind review of a finished run in the browser on 127.0.0.1:8765 (RUN: the run folder; ARGS: --reviewer NAME --strategy stratified|disagreements|random|active|escalated --n 40 ...)
 	$(BIN)/python -m pipeline.review serve $(RUN) $(ARGS)
 
 review-report: $(STAMP) ## agreement of the review's answers with the judge and between reviewers: printed, written to RUN/review/, logged to MLflow

@@ -230,6 +230,27 @@ class StopCriterion(StrEnum):
     change = "change"  # 1 - Spearman between consecutive rounds' scores at most the threshold
 
 
+class LabelSource(StrEnum):
+    """Where people's labels come from for certified verdicts and prediction-powered leaderboards (``trust``)."""
+
+    # the data's human scores (a preference where they differ, a tie where they are equal; a judge benchmark's
+    # objective label), on a sample the run draws (trust.sample, trust.n)
+    data = "data"
+    # the run folder's blind review (review/labels.csv, written by `make review-report`), on the sample the review drew
+    review = "review"
+
+
+class LabelSample(StrEnum):
+    """How the labelled comparisons are drawn, each with its known inclusion probability (``trust.sample``)."""
+
+    # uniformly over the run's comparisons: what certifies a threshold (Trust or Escalate needs an i.i.d. sample)
+    random = "random"
+    # more where the judge is unsure (Confidence-Driven Inference, Gligoric et al. 2024): each comparison's
+    # probability grows with the judge's uncertainty, never below a uniform floor; for prediction-powered
+    # leaderboards, weighted by the inverse probabilities; it certifies no threshold
+    active = "active"
+
+
 # Strategies whose pairs are judged in both orderings (ordered selections are for one-ordering runs).
 BOTH_ORDERINGS = frozenset(
     {Strategy.all_pairs, Strategy.balanced_random, Strategy.greedy_optimal, Strategy.all_ordered}

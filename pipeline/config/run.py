@@ -17,6 +17,7 @@ from pipeline.config.assessment import (
 )
 from pipeline.config.enums import Executor, LogLevel, Workflow
 from pipeline.config.judging import GenerateConfig, JudgeConfig, JuryConfig
+from pipeline.config.trust import TrustConfig
 
 
 @dataclass
@@ -79,6 +80,8 @@ class RunConfig:
     reasons: ReasonsConfig = field(default_factory=ReasonsConfig)
     generate: GenerateConfig = field(default_factory=GenerateConfig)
     adaptive: AdaptiveConfig = field(default_factory=AdaptiveConfig)
+    # Certified verdicts and prediction-powered leaderboards from people's labels (off unless trust.enabled).
+    trust: TrustConfig = field(default_factory=TrustConfig)
     # Evaluation criteria in plain words (workflow=generate): name -> what the best output does. Each criterion is
     # judged and reported like an attribute; templates use it as {criterion}.
     criteria: dict[str, str] = field(default_factory=dict)

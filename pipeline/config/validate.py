@@ -317,6 +317,25 @@ def extra_stage_problems(cfg: RunConfig) -> list[str]:
     return problems
 
 
+def trust_problems(cfg: RunConfig) -> list[str]:
+    """``trust``: a guarantee that means something (alpha and delta strictly between 0 and 1), labels to draw, a
+    cascade naming each judge once."""
+    trust, problems = cfg.trust, []
+    for name in ("alpha", "delta"):
+        value = getattr(trust, name)
+        if not 0.0 < value < 1.0:
+            problems.append(f"config trust.{name}={value} must be strictly between 0 and 1")
+    if trust.n < 1:
+        problems.append(f"config trust.n={trust.n} must be a positive number of labelled comparisons")
+    if trust.cascade is not None and len(set(trust.cascade)) != len(trust.cascade):
+        problems.append(f"config trust.cascade names a judge twice: {list(trust.cascade)}")
+    if trust.cascade is not None and not trust.cascade:
+        problems.append(
+            "config trust.cascade is empty; name the judges in order, or leave it unset (every judge)"
+        )
+    return problems
+
+
 # Every check, in the order its problems are listed.
 CHECKS = (
     pairs_problems,
@@ -329,5 +348,6 @@ CHECKS = (
     generate_problems,
     adaptive_problems,
     report_problems,
+    trust_problems,
     extra_stage_problems,
 )

@@ -29,6 +29,7 @@ import pyarrow as pa
 from pipeline.contracts import card_schema as card
 from pipeline.contracts import jury_schema as jury
 from pipeline.contracts import schemas
+from pipeline.contracts import trust_schema as trust
 
 COMPLEMENT = "1 - x"
 NEGATE = "-x"
@@ -179,6 +180,33 @@ ROLES: dict[int, Roles] = {
             "no_preference",
         ),
         input_order=("accuracy_listed_first", "accuracy_listed_second"),
+    ),
+    id(trust.LABELS): Roles(
+        pair=("cand_i", "cand_j"), flips={"preference": COMPLEMENT}, probabilities=("preference", "inclusion")
+    ),
+    id(trust.TRUST): Roles(
+        probabilities=(
+            "alpha",
+            "delta",
+            "threshold",
+            "bound",
+            "agreement",
+            "coverage",
+            "coverage_open",
+            "observed_disagreement",
+        ),
+        undefined=("threshold", "agreement", "coverage_open", "labels_needed", "observed_disagreement"),
+    ),  # fmt: skip
+    id(trust.ACCEPTED): Roles(
+        pair=("cand_i", "cand_j"),
+        flips={"p": COMPLEMENT, "preference": COMPLEMENT},
+        probabilities=("p", "p_tie", "confidence", "preference"),
+        undefined=("p", "p_tie", "confidence", "preference"),
+    ),
+    id(trust.RISK_COVERAGE): Roles(probabilities=("threshold", "coverage", "risk", "bound")),
+    id(trust.PPI_LEADERBOARD): Roles(
+        intervals=(("estimate", "lower", "upper"),),
+        undefined=("estimate", "lower", "upper", "lam", "effective_labels"),
     ),
     id(card.JUDGE_RELIABILITY): Roles(
         probabilities=("lower", "upper", "mean_p", "frequency"), undefined=("mean_p", "frequency")

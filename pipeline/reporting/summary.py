@@ -229,7 +229,8 @@ def leaderboard_text(board: pl.DataFrame, level: float) -> str:
     ):
         over = "the pool's items" if group["unit"][0] == ITEM else "inputs"
         lines.append(
-            f"leaderboard {attribute} ({template_id}, judge {judge}): {lo:g}-{hi:g}% bootstrap intervals over {over}"
+            f"leaderboard {attribute} ({template_id}, judge {judge}): from the judge's verdicts alone (its bias inside "
+            f"the intervals), {lo:g}-{hi:g}% bootstrap intervals over {over}"
         )
         metrics = group["metric"].unique(maintain_order=True).to_list()
         header = f"  {'rank':>4} {'model':<28}" + "".join(f" {m:>26}" for m in metrics) + "  tied with"

@@ -96,6 +96,8 @@ def answer_labels(sample: ReviewSample, answers: Answers) -> pl.DataFrame:
                 "note": answer.get("note") or "",
                 "answered_at": answer.get("answered_at"),
                 "key": item.get("key"),
+                # the item's probability of being drawn (random and active samples; null: not known)
+                "inclusion": item.get("inclusion"),
             }
         )
     schema = {
@@ -116,6 +118,7 @@ def answer_labels(sample: ReviewSample, answers: Answers) -> pl.DataFrame:
         "note": pl.String,
         "answered_at": pl.String,
         "key": pl.UInt64,
+        "inclusion": pl.Float64,
     }
     # in the items' content-key order: the bootstrap draws the answers in this order
     return pl.DataFrame(rows, schema=schema, orient="row").sort(

@@ -12,7 +12,14 @@ Sampling strategies (seeded; the same run, strategy, size and seed give the same
   giving its share to the others, random within a band; so agreement can be read per band.
 - ``disagreements``: every pair whose two orderings the judge decided differently (it chose the first slot
   both times, or the second both times): the position-driven verdicts; ``n`` caps it (a random subset).
-- ``random``: a uniform sample.
+- ``random``: a uniform sample, each item drawn with probability ``n / N``;
+- ``escalated``: the pairs no judge of the run's trust cascade kept (``trust``), each once: people's queue;
+- ``active``: more items where the judge is unsure (Poisson sampling, each item with a known probability: about ``n``
+  in all; :mod:`pipeline.methods.agreement.sampling`).
+
+With ``random`` and ``active`` every item's probability of being drawn is known: it is kept beside the sample
+(``inclusion`` on each drawn item, ``inclusion.parquet`` for every item) and with the answers (``labels.csv``), so
+that the labels can certify a threshold (random) and power unbiased leaderboards (both) in ``trust``.
 
 What a reviewer sees is blind: the context, the criterion and the two texts; never the judge's verdict, the
 candidate ids or the models' names. Which candidate goes in slot 1 and the order of the items are drawn per
@@ -40,37 +47,40 @@ from pipeline.contracts.errors import UserError
 from pipeline.contracts.keys import content_key, pair_key, stable_hash
 from pipeline.data.contexts import group_by_context
 from pipeline.data.words import DEFAULT_ADJECTIVES
+from pipeline.methods.agreement import sampling
+from pipeline.methods.verdicts.outcomes import (
+    LABELS,
+    TIE,
+    WIN_I,
+    WIN_J,
+    judge_verdicts,
+    outcome_probabilities,
+)
+
+__all__ = ["LABELS", "TIE", "WIN_I", "WIN_J", "judge_verdicts", "outcome_probabilities"]
 
 
 class Strategy(StrEnum):
     STRATIFIED = "stratified"
     DISAGREEMENTS = "disagreements"
     RANDOM = "random"
+    ACTIVE = "active"
+    ESCALATED = "escalated"
 
 
-# Outcome codes, shared by the judge's verdicts and the reviewers' answers: candidate i, a tie, candidate j.
-LABELS = ("i", "tie", "j")
-WIN_I, TIE, WIN_J = range(3)
+# The strategies whose every item has a known probability of being drawn (``inclusion``): their labels can certify a
+# threshold (random) and power unbiased estimates (both) in ``trust``.
+KNOWN_INCLUSION = (Strategy.RANDOM, Strategy.ACTIVE)
+
+
+# Outcome codes, shared by the judge's verdicts and the reviewers' answers: candidate i, a tie, candidate j; a
+# verdict and its probability (the judge's confidence): pipeline.methods.verdicts.outcomes, the one definition.
 # Confidence bands: the probability of the judge's verdict.
 BAND_EDGES = (0.6, 0.75, 0.9)
 BANDS = ("0.00-0.60", "0.60-0.75", "0.75-0.90", "0.90-1.00")
 DEFAULT_N, DEFAULT_SEED = 40, 0
-
-
-def outcome_probabilities(p: np.ndarray, p_tie: np.ndarray) -> np.ndarray:
-    """Rows of (p(i), p(tie), p(j)) from the debiased ``p`` (i beats j, ties split evenly) and ``p_tie``."""
-    p, p_tie = np.asarray(p, dtype=np.float64), np.asarray(p_tie, dtype=np.float64)
-    return np.column_stack([p - p_tie / 2, p_tie, 1.0 - p - p_tie / 2])
-
-
-def judge_verdicts(p: np.ndarray, p_tie: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The judge's verdict codes (:data:`LABELS`) and their probabilities (the confidence)."""
-    probs = outcome_probabilities(p, p_tie)
-    verdict = probs.argmax(axis=1)
-    verdict[np.isclose(probs[:, WIN_I], probs[:, WIN_J]) & (probs[:, TIE] < probs[:, WIN_I])] = (
-        TIE  # an exact 50/50
-    )
-    return verdict, probs.max(axis=1)
+# Every item's probability of being drawn, beside a sample drawn by a strategy that knows it.
+INCLUSION_FILE = "inclusion.parquet"
 
 
 def confidence_band(confidence: np.ndarray) -> np.ndarray:
@@ -184,15 +194,28 @@ def draw(items: pl.DataFrame, strategy: Strategy, n: int, seed: int) -> pl.DataF
                 "pairs were judged in both); use --strategy stratified or random"
             )
         chosen = rng.choice(rows, size=min(n, rows.size), replace=False).tolist()
-    elif strategy is Strategy.RANDOM:
-        chosen = rng.choice(items.height, size=min(n, items.height), replace=False).tolist()
+    elif strategy is Strategy.ESCALATED:  # the escalated pairs (the caller's items): the first n in key order
+        chosen = list(range(min(n, items.height)))
+    elif strategy in KNOWN_INCLUSION:
+        inclusion = item_inclusion(items, strategy, n)
+        chosen = np.flatnonzero(sampling.draw(inclusion, n, strategy is Strategy.RANDOM, rng)).tolist()
     else:
         chosen = _stratified(items, min(n, items.height), rng)
     stratum = "disagreement" if strategy is Strategy.DISAGREEMENTS else strategy.value
     sample = items[sorted(chosen)]
+    known = item_inclusion(items, strategy, n)[sorted(chosen)] if strategy in KNOWN_INCLUSION else None
     return sample.with_columns(
-        (pl.col("band") if strategy is Strategy.STRATIFIED else pl.lit(stratum)).alias("stratum")
+        (pl.col("band") if strategy is Strategy.STRATIFIED else pl.lit(stratum)).alias("stratum"),
+        inclusion=pl.Series(known, dtype=pl.Float64) if known is not None else pl.lit(None, pl.Float64),
     )
+
+
+def item_inclusion(items: pl.DataFrame, strategy: Strategy, n: int) -> np.ndarray:
+    """Every item's probability of being drawn by a strategy that knows it (:data:`KNOWN_INCLUSION`): ``n / N``
+    uniformly, or more where the judge is unsure (:mod:`pipeline.methods.agreement.sampling`)."""
+    if strategy is Strategy.RANDOM:
+        return sampling.uniform_inclusion(items.height, n)
+    return sampling.active_inclusion(sampling.uncertainty(items["confidence"].to_numpy()), n)
 
 
 def _reviewer_rng(seed: int, reviewer: str, salt: str) -> np.random.Generator:
@@ -258,6 +281,22 @@ class ReviewSample:
         return self.items["item_id"].to_list()
 
 
+def escalated_items(run_dir: Path, items: pl.DataFrame) -> pl.DataFrame:
+    """One item per pair that no judge of the run's trust cascade kept (``tables/accepted.parquet``): the pairs
+    escalated to people, each shown once (its first item in key order)."""
+    path = run_dir / "tables" / "accepted.parquet"
+    if not path.exists():
+        raise UserError(
+            f"--strategy escalated reviews what the run's trust cascade escalated, and {path} is missing: run with "
+            "trust.enabled=true first"
+        )
+    pair = ["attribute", "context_id", "cand_i", "cand_j"]
+    escalated = pl.read_parquet(path).filter(pl.col("accepted_by") == "escalated").select(pair)
+    if not escalated.height:
+        raise UserError(f"the run's trust cascade escalated no comparison ({path}): nothing to review")
+    return items.join(escalated, on=pair, how="semi").unique(subset=pair, keep="first", maintain_order=True)
+
+
 def load_candidates(run_dir: Path) -> pl.DataFrame | None:
     """The run's candidates (for the items' content keys); None for a run folder without them."""
     path = run_dir / "tables" / "candidates.parquet"
@@ -290,6 +329,8 @@ def open_sample(
     the saved sample (review into another ``--folder`` to draw a different one).
     """
     items = review_items(load_comparisons(run_dir), load_candidates(run_dir))
+    if strategy is Strategy.ESCALATED:
+        items = escalated_items(run_dir, items)
     meta_path, table_path = folder / "sample.json", folder / "sample.parquet"
     if meta_path.exists() and table_path.exists():
         meta = json.loads(meta_path.read_text())
@@ -319,6 +360,13 @@ def open_sample(
         raise UserError(f"--n must be at least 1; got {spec.n}")
     sample = draw(items, spec.strategy, spec.n, spec.seed)
     folder.mkdir(parents=True, exist_ok=True)
+    if (
+        spec.strategy in KNOWN_INCLUSION
+    ):  # every item's chance, drawn or not (trust reads a pair's from its items')
+        every = items.select(*ITEM_COLUMNS, "item_id").with_columns(
+            inclusion=pl.Series(item_inclusion(items, spec.strategy, spec.n), dtype=pl.Float64)
+        )
+        every.write_parquet(folder / INCLUSION_FILE)
     tmp = table_path.with_suffix(".tmp")
     sample.write_parquet(tmp)
     tmp.replace(table_path)

@@ -63,7 +63,7 @@ class ResolveJudge(Stage):
     cache_dir: Path
 
     name = "resolve_judge"
-    writes = (ports.JUDGE,)
+    writes = (ports.JUDGE, ports.JUDGES)
 
     def run(self, ctx: StageContext) -> dict[str, Any]:
         spec = resolve_judge(self.judge, self.cache_dir)
@@ -79,7 +79,7 @@ class ResolveJudge(Stage):
             dict(spec.engine),
             extra=FILE_ONLY,
         )
-        return {"judge": spec}
+        return {"judge": spec, "judges": (spec.name,)}
 
 
 def check_words_by_request(judge: JudgeSpec, plan: PromptPlan, candidates: pa.Table) -> None:

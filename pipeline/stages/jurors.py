@@ -113,7 +113,7 @@ class PrepareJurors(Stage):
 
     name = "prepare_jurors"
     reads = (*GIVEN, ports.JUDGE)
-    writes = (ports.JURY,)
+    writes = (ports.JURY, ports.JUDGES)
 
     def __post_init__(self) -> None:
         for juror in self.jurors:
@@ -143,7 +143,7 @@ class PrepareJurors(Stage):
                 f"config jury.judges: the judges' names {names} repeat {repeated} (a judge is named by its name, "
                 "else its model's or its file's): give each juror its own jury.judges[k].name"
             )
-        return {"jury": tuple(ready)}
+        return {"jury": tuple(ready), "judges": tuple(names)}
 
 
 @dataclass(frozen=True)

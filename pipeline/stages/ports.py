@@ -5,6 +5,7 @@ from __future__ import annotations
 from pipeline.contracts import card_schema as card
 from pipeline.contracts import jury_schema as jury
 from pipeline.contracts import schemas
+from pipeline.contracts import trust_schema as trust
 from pipeline.contracts.stats import JudgeStats
 from pipeline.data.records import InputReport
 from pipeline.data.source import DatasetInfo
@@ -33,6 +34,9 @@ INPUT_REPORT = Port(
 )
 DATASET = Port("dataset", "what was read: attributes and the words prompts use", type=DatasetInfo)
 JUDGE = Port("judge", "the judge: model, engine settings, dtype and why", type=JudgeSpec, file="judge")
+JUDGES = Port(
+    "judges", "the run's judges' names, in the order configured (judge, then jury.judges)", type=tuple
+)
 PROMPT_PLAN = Port(
     "prompt_plan",
     "the text around every message, answer prefixes, label token ids",
@@ -208,4 +212,36 @@ JUDGE_RELIABILITY = Port(
     "and calibrated",
     schema=card.JUDGE_RELIABILITY,
     file="judge_reliability",
+)
+LABELS = Port(
+    "labels",
+    "the pairs people labelled (from the data's human scores, or the blind review), each with its chance of being drawn",
+    schema=trust.LABELS,
+    file="labels",
+)
+TRUST = Port(
+    "trust",
+    "per judge of the cascade and attribute: the threshold certified on people's labels (agreement at least 1 - alpha "
+    "with probability 1 - delta), what it keeps, its bound and agreement",
+    schema=trust.TRUST,
+    file="trust",
+)
+ACCEPTED = Port(
+    "accepted",
+    "per pair and attribute: the judge that keeps its verdict, or escalated (to people: the review's queue)",
+    schema=trust.ACCEPTED,
+    file="accepted",
+)
+RISK_COVERAGE = Port(
+    "risk_coverage",
+    "per judge of the cascade: its disagreement with people and the bound at each threshold (the risk-coverage curve)",
+    schema=trust.RISK_COVERAGE,
+    file="risk_coverage",
+)
+PPI_LEADERBOARD = Port(
+    "ppi_leaderboard",
+    "per model: win rate and Bradley-Terry coefficient from people's labels and the judge's verdicts together (PPI++ "
+    "intervals), beside people's alone, and the labels people alone would need",
+    schema=trust.PPI_LEADERBOARD,
+    file="ppi_leaderboard",
 )

@@ -16,6 +16,7 @@ from pipeline.reporting import plots
 from pipeline.reporting.card_report import card_figure, card_text, rank_changes
 from pipeline.reporting.meta_report import left_out_text, meta_text
 from pipeline.reporting.summary import absolute_text, mlflow_metrics, summary_text
+from pipeline.reporting.trust_report import ppi_text, risk_coverage_figure, trust_text
 from pipeline.stages import ports
 from pipeline.stages.base import Stage, StageContext
 
@@ -31,6 +32,8 @@ class Report(Stage):
     level: float = 0.90
     # The whole leaderboard in the summary (workflow=generate); otherwise one line per attribute pointing to it.
     full_leaderboard: bool = False
+    # The prediction-powered leaderboard was asked for (trust.enabled and trust.ppi): the summary says why it is empty.
+    ppi: bool = False
 
     name = "report"
     reads = (
@@ -49,6 +52,11 @@ class Report(Stage):
         ports.JUDGE_RELIABILITY,
         ports.META_EVALUATION,
         ports.LEFT_OUT,
+        ports.LABELS,
+        ports.TRUST,
+        ports.ACCEPTED,
+        ports.RISK_COVERAGE,
+        ports.PPI_LEADERBOARD,
     )
     writes = (ports.SUMMARY,)
 
@@ -71,6 +79,11 @@ class Report(Stage):
         judge_reliability: pa.Table,
         meta_evaluation: pa.Table,
         left_out: pa.Table,
+        labels: pa.Table,
+        trust: pa.Table,
+        accepted: pa.Table,
+        risk_coverage: pa.Table,
+        ppi_leaderboard: pa.Table,
     ) -> dict[str, Any]:
         run_dir = ctx.run_dir
         t = Frames(
@@ -86,6 +99,11 @@ class Report(Stage):
             unscored=pl.from_arrow(unscored),
             meta=pl.from_arrow(meta_evaluation),
             left_out=pl.from_arrow(left_out),
+            labels=pl.from_arrow(labels),
+            trust=pl.from_arrow(trust),
+            accepted=pl.from_arrow(accepted),
+            curve=pl.from_arrow(risk_coverage),
+            ppi=pl.from_arrow(ppi_leaderboard),
         )
         for name, frame in t.csv_files().items():
             frame.write_csv(run_dir / name)
@@ -124,6 +142,16 @@ class Report(Stage):
             summary += "\n\n" + meta_text(t.meta, self.level)
         if t.left_out.height:
             summary += "\n\n" + left_out_text(t.left_out)
+        trusted = trust_text(t.trust, t.accepted, t.labels)
+        if trusted:
+            summary += "\n\n" + trusted
+        if t.ppi.height:
+            summary += "\n\n" + ppi_text(t.ppi, self.level)
+        elif self.ppi and t.labels.height:
+            summary += (
+                "\n\nno prediction-powered leaderboard: no comparison of the run is a game (a pair of outputs of two "
+                "different models, as the candidates' system names them)"
+            )
         if t.card.height:
             summary += "\n\n" + card_text(t.card)
         if t.reasons.height:
@@ -151,6 +179,8 @@ class Report(Stage):
             figures.append(("leaderboard.png", plots.leaderboard, (t.board,)))
         if t.card.height:
             figures.append(("judge_card.png", card_figure, (t.card, reliability)))
+        if t.curve.height:
+            figures.append(("risk_coverage.png", risk_coverage_figure, (t.curve, t.trust)))
         problems = [plots.draw(plot_dir / name, figure, *args) for name, figure, args in figures]
         return [p for p in problems if p]
 
@@ -179,6 +209,11 @@ class Frames:
     unscored: pl.DataFrame
     meta: pl.DataFrame
     left_out: pl.DataFrame
+    labels: pl.DataFrame
+    trust: pl.DataFrame
+    accepted: pl.DataFrame
+    curve: pl.DataFrame
+    ppi: pl.DataFrame
 
     @property
     def absolute(self) -> bool:
@@ -200,6 +235,10 @@ class Frames:
             "judge_card.csv": self.card,
             "meta_evaluation.csv": self.meta,
             "left_out.csv": self.left_out,
+            "labels.csv": self.labels,
+            "trust.csv": self.trust,
+            "accepted.csv": self.accepted,
+            "ppi_leaderboard.csv": self.ppi,
         }
         return {name: frame for name, frame in written.items() if name == "scores.csv" or frame.height}
 

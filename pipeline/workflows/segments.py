@@ -5,7 +5,8 @@
 - ``prompts``: the judge resolved, the prompts settled, the run folder's stores opened (:func:`prompts`);
 - ``judge``: every prompt judged once (:func:`judging`), or adaptive rounds of fit, select and judge
   (:func:`rounds`);
-- ``score``: judgments reduced, scored, combined, ranked on a leaderboard, correlated and costed (:func:`scoring`);
+- ``score``: judgments reduced, scored, combined, ranked on a leaderboard, correlated, the judges measured and their
+  verdicts certified (``trust``), and costed (:func:`scoring`);
 - ``report``: the summary, CSV copies and plots (:func:`report`).
 """
 
@@ -42,6 +43,7 @@ from pipeline.stages.reasons import Reasons
 from pipeline.stages.reporting import Report, ReportRounds
 from pipeline.stages.rounds import Rounds
 from pipeline.stages.scoring import Combine, Correlate, Cost, Leaderboard, Rate, Reduce, Score
+from pipeline.stages.trust import Certify, CheckTrust, DrawLabels, PPIBoard
 from pipeline.workflows.core import Segment
 
 
@@ -79,6 +81,7 @@ def prompts(
     judging and rating identities they are resumed under. ``comparative=False``: absolute prompts only."""
     every_pair = workflow(cfg.workflow).rounds  # the rounds may choose any pair
     jury = (PrepareJurors(juror_seats(cfg, root, {}, rating)),) if cfg.jury.judges else ()
+    trust = (CheckTrust(cfg.trust, tuple(t.id for t in cfg.prompt.templates)),) if cfg.trust.enabled else ()
     return Segment(
         "prompts",
         (
@@ -92,6 +95,7 @@ def prompts(
             ),
             CheckAnswers(cfg.pairs, cfg.runtime.max_shards, every_pair),
             *jury,
+            *trust,
             OpenStore(judging, rating),
         ),
     )
@@ -181,6 +185,7 @@ def scoring(cfg: RunConfig, root: Path, logit: poe_logit.Settings = poe_logit.DE
     """Reduce the judgments, ask the judge's reasons, score (comparative, absolute, combined), rank the models,
     correlate with people and cost every approach. ``logit``: how ``poe_logit`` fits."""
     methods = tuple(cfg.scoring.methods)
+    templates = tuple(t.id for t in cfg.prompt.templates)
     return Segment(
         "score",
         (
@@ -200,6 +205,9 @@ def scoring(cfg: RunConfig, root: Path, logit: poe_logit.Settings = poe_logit.DE
             Leaderboard(tuple(leaderboard_methods(cfg)), leaderboard_board(cfg)),
             Correlate(cfg.scoring.correlation),
             MetaEvaluate(cfg.leaderboard.level, cfg.leaderboard.rounds, cfg.leaderboard.seed),
+            DrawLabels(cfg.trust, templates),
+            Certify(cfg.trust, templates),
+            PPIBoard(cfg.trust.enabled and cfg.trust.ppi, cfg.leaderboard.level),
             Card(own_systems(cfg)),
             Cost(),
         ),
@@ -222,7 +230,13 @@ def report(
 ) -> Segment:
     """Write the summary, CSV copies and plots; with ``adaptive``, the rounds' curve and ranking too."""
     stages: tuple[Any, ...] = (
-        Report(cfg.tracking.plots, plot_method, cfg.leaderboard.level, full_leaderboard=full_leaderboard),
+        Report(
+            cfg.tracking.plots,
+            plot_method,
+            cfg.leaderboard.level,
+            full_leaderboard=full_leaderboard,
+            ppi=cfg.trust.enabled and cfg.trust.ppi,
+        ),
     )
     if adaptive:
         stages += (ReportRounds(cfg.tracking.plots, plot_method),)

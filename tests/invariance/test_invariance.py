@@ -97,6 +97,7 @@ def worlds(
         absolute=absolute,
         objective=kind != "generate" and (draw(st.booleans()) if objective is None else objective),
         recorded=recorded_kind,
+        trust=draw(st.sampled_from([None, "random", "active"])) if kind != "generate" else None,
         generate=kind == "generate",
         human=kind != "generate",
         seed=draw(st.integers(0, 2**16)),
@@ -395,8 +396,9 @@ def test_invariance_battery_covers_every_table_and_every_registered_scorer():
         tie=True,
         absolute=ABSOLUTE_MODES,
         seed=3,
+        trust="random",
     )
-    generated = dataclasses.replace(widest, sizes=(2, 2), generate=True, human=False)
+    generated = dataclasses.replace(widest, sizes=(2, 2), generate=True, human=False, trust=None)
     seen = set(run_world(widest, base(), METHODS).tables) | set(run_world(generated, base(), METHODS).tables)
     checked_elsewhere = {"rounds", "round_pairs"}  # test_rounds_invariance.py
     every = {p.name for p in TABLE_PORTS if p.file is not None}

@@ -30,7 +30,7 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.config.assessment import AbsoluteConfig, PairsConfig, PromptConfig, TemplateConfig
-from pipeline.config.enums import AbsoluteMode, Calibrate, Debias, LeaderboardGames
+from pipeline.config.enums import AbsoluteMode, Calibrate, Debias, LabelSample, LeaderboardGames
 from pipeline.config.judging import GenerateConfig, GeneratorConfig
 from pipeline.config.run import RunConfig
 from pipeline.contracts.keys import COMPARE, PROMPT_KEY, stable_hash
@@ -93,6 +93,8 @@ class World:
     # the judges' answers recorded in a file (as a p_first, a verdict or a reward model's scores) and given back by
     # the product's recorded backend, checked against the run by its own stage; None: the simulated engine answers
     recorded: str | None = None
+    # trust with a guarantee on people's scores: the labelled pairs drawn "random" or "active" (None: off)
+    trust: str | None = None
 
     @property
     def n_contexts(self) -> int:
@@ -508,6 +510,7 @@ def score_stages(world: World, base: RunConfig, names: Names, methods: tuple[str
 
     cfg = dataclasses.replace(
         base,
+        prompt=dataclasses.replace(base.prompt, templates=[TemplateConfig(id=t) for t in names.templates]),
         scoring=dataclasses.replace(
             base.scoring,
             methods=list(methods),
@@ -516,6 +519,14 @@ def score_stages(world: World, base: RunConfig, names: Names, methods: tuple[str
             calibrate=Calibrate.temperature if world.calibrate else Calibrate.none,
         ),
         absolute=dataclasses.replace(base.absolute, modes=list(world.absolute)),
+        trust=dataclasses.replace(
+            base.trust,
+            enabled=world.trust is not None,
+            sample=LabelSample(world.trust or "random"),
+            n=max(4, sum(n * (n - 1) // 2 for n in world.sizes) // 2),
+            alpha=0.3,
+            delta=0.2,
+        ),
         leaderboard=dataclasses.replace(
             base.leaderboard,
             rounds=world.rounds,
@@ -578,6 +589,7 @@ def run_world(
         "left_out": left_out,
         "prompt_plan": plan,
         "judge": JudgeSpec("vllm", "sim", "", names.judges[0], 512),  # type: ignore[arg-type]
+        "judges": tuple(names.judges),
     }
     ctx = _Ctx(Path("."))
     stages = score_stages(world, base, names, methods)
@@ -649,6 +661,7 @@ def rounds_run(
         **inputs,
         "prompt_plan": plan,
         "judge": spec,
+        "judges": (spec.name,),
         "store": JudgmentStore(folder / "judgments", identity, plan.labels.words),
         "rating_store": RatingStore(folder / "ratings", identity),
     }

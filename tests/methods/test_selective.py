@@ -55,9 +55,13 @@ def independent_threshold(confidence, agree, alpha, delta, grid):
     return chosen
 
 
-@pytest.mark.parametrize("errors,n,delta", [(0, 10, 0.1), (3, 40, 0.05), (17, 200, 0.1), (0, 1, 0.5), (99, 100, 0.1)])
+@pytest.mark.parametrize(
+    "errors,n,delta", [(0, 10, 0.1), (3, 40, 0.05), (17, 200, 0.1), (0, 1, 0.5), (99, 100, 0.1)]
+)
 def test_the_upper_bound_is_the_exact_clopper_pearson_one(errors, n, delta):
-    assert math.isclose(clopper_pearson_upper(errors, n, delta), independent_upper(errors, n, delta), abs_tol=1e-9)
+    assert math.isclose(
+        clopper_pearson_upper(errors, n, delta), independent_upper(errors, n, delta), abs_tol=1e-9
+    )
     assert clopper_pearson_upper(5, 5, 0.1) == 1.0 and clopper_pearson_upper(0, 0, 0.1) == 1.0
 
 
@@ -122,7 +126,10 @@ def test_the_guarantee_holds_over_random_calibration_and_test_splits(alpha, skil
     # the check's own noise: failures beyond delta by three binomial standard deviations
     allowed = splits * delta + 3 * math.sqrt(splits * delta * (1 - delta))
     assert failures_true <= allowed, (failures_true, certified)
-    assert failures_test <= allowed + 0.05 * splits, (failures_test, certified)  # the test half adds its own noise
+    assert failures_test <= allowed + 0.05 * splits, (
+        failures_test,
+        certified,
+    )  # the test half adds its own noise
     if skill == 1.0 and alpha >= 0.1:
         assert certified > 0.5 * splits  # a calibrated judge keeps something on most splits
 

@@ -28,6 +28,7 @@ def table(context: str, texts: list[str]) -> pa.Table:
             "candidate_index": list(range(n)),
             "system": [None] * n,
             "text": texts,
+            "category": [None] * n,
         },
         schema=CANDIDATES,
     )

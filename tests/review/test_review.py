@@ -157,6 +157,38 @@ def test_disagreement_sample_holds_exactly_the_disagreeing_pairs():
         draw(consistent, Strategy.DISAGREEMENTS, 10, seed=0)
 
 
+def test_random_and_active_samples_keep_every_items_chance_and_active_asks_where_the_judge_is_unsure(
+    tmp_path,
+):
+    """random: n of N items, each with chance n / N; active: about n items, each drawn with a known chance that is
+    larger where the judge is unsure, never zero; both write every item's chance (inclusion.parquet) and carry it
+    on the items drawn, from which trust weights them."""
+    run_dir = make_run(tmp_path, many_pairs(n_contexts=30))
+    items = review_items(pl.read_parquet(run_dir / "tables" / "comparisons.parquet"))
+    uniform = open_sample(run_dir, run_dir / "random", Strategy.RANDOM, 40, 0)
+    assert uniform.items.height == 40
+    assert uniform.items["inclusion"].to_list() == pytest.approx([40 / items.height] * 40)
+    every = pl.read_parquet(run_dir / "random" / "inclusion.parquet")
+    assert every.height == items.height and every["inclusion"].sum() == pytest.approx(40)
+    active = open_sample(run_dir, run_dir / "active", Strategy.ACTIVE, 40, 0)
+    every = pl.read_parquet(run_dir / "active" / "inclusion.parquet").join(
+        items.select("item_id", "confidence"), on="item_id"
+    )
+    assert every["inclusion"].sum() == pytest.approx(40) and every["inclusion"].min() > 0
+    by_confidence = every.sort("confidence")["inclusion"].to_numpy()
+    assert np.all(np.diff(by_confidence) <= 1e-12)  # the less sure the judge, the likelier an item is shown
+    drawn = active.items.join(every.select("item_id", pl.col("inclusion").alias("known")), on="item_id")
+    assert drawn["inclusion"].to_list() == pytest.approx(drawn["known"].to_list())
+    # over many seeds each item is drawn as often as its chance says (Poisson sampling)
+    counts = np.zeros(every.height)
+    index = {item: k for k, item in enumerate(every["item_id"])}
+    for seed in range(300):
+        for item in draw(items, Strategy.ACTIVE, 40, seed)["item_id"]:
+            counts[index[item]] += 1
+    chances = every["inclusion"].to_numpy()
+    assert np.abs(counts / 300 - chances).max() < 4 * np.sqrt(0.25 / 300)
+
+
 def test_sample_is_saved_and_reopened_and_other_parameters_are_refused(tmp_path):
     run_dir = make_run(tmp_path, many_pairs())
     folder = run_dir / "review"

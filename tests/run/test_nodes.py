@@ -137,15 +137,17 @@ def test_node_loss_mid_judging_costs_its_open_batch_not_the_run(nodes, tmp_path)
 
 
 def test_node_added_mid_run_gets_a_worker_and_a_drain_loses_nothing(nodes, tmp_path):
-    """judge.num_actors=[1, 3] on one worker node (room for one worker beside the prompt tasks): a node that joins
-    while the run judges gets a worker of its own, which judges part of the prompts. Then a preemption notice
+    """judge.num_actors=[1, 3] of two CPUs each on one worker node of three (room for one worker beside the prompt
+    tasks, never for two): a node that joins while the run judges gets a worker of its own, which judges part of the
+    prompts (on a first node with room for a second worker, that worker could judge them all while the new node
+    registers, and the joined one would find nothing left). Then a preemption notice
     (``ray drain-node``) for the first node: its worker gets no new batch, finishes those it holds and is released,
     and the node goes as the notice said; nothing is judged again, and the run ends 0 with every prompt once.
     The first worker is paused inside a batch while the node joins and the notice comes (a node's registration
     takes from seconds to a minute on a loaded machine; the run must not end before it)."""
-    first = nodes.add(cpus=2)
+    first = nodes.add(cpus=3)
     prompts = n_prompts(8, 5)
-    driver = start_run(nodes, tmp_path, 8, "judge.num_actors=[1,3]")
+    driver = start_run(nodes, tmp_path, 8, "judge.num_actors=[1,3]", "judge.num_cpus_per_actor=2")
     wait_for(lambda: len(started(tmp_path)) == 1, "the first worker", driver, tmp_path)
     [old] = started(tmp_path)
     log = tmp_path / "run" / "logs" / "engine_events.jsonl"
@@ -163,7 +165,7 @@ def test_node_added_mid_run_gets_a_worker_and_a_drain_loses_nothing(nodes, tmp_p
         wait_for(lambda: "its node is being drained" in console(tmp_path), "the drain seen", driver, tmp_path)
     assert nodes.node_of(pid_of(old)) is first
 
-    # the pool may have grown onto the first node too (its prompt tasks done): every worker there is released
+    # every worker on the first node (one: it has no room for a second) is released
     def there() -> set[str]:
         return {e["worker"] for e in started(tmp_path) if e["node"] == old["node"]}
 

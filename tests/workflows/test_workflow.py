@@ -91,6 +91,9 @@ def test_the_comparative_workflow_is_its_declared_list():
         "leaderboard",
         "correlate",
         "meta_evaluate",
+        "draw_labels",
+        "certify",
+        "ppi_leaderboard",
         "card",
         "cost",
         "report",
@@ -111,6 +114,11 @@ def test_the_comparative_workflow_is_its_declared_list():
         "leaderboard",
         "meta_evaluation",
         "left_out",
+        "labels",
+        "trust",
+        "accepted",
+        "risk_coverage",
+        "ppi_leaderboard",
     ):
         assert written[name].schema is not None and written[name].file == name
     assert written["prompt_plan"].type is not None and written["judge"].file == "judge"

@@ -112,13 +112,17 @@ def bootstrap_means(values: NDArray[np.float64], counts: NDArray[np.float64], le
 #: Bounds closer than this share of the largest magnitude touch (their ulps decide nothing): as the rank
 #: statistics read near-equal predictions (:data:`pipeline.methods.agreement.metrics.TIE_RTOL`).
 TOUCH_RTOL = 1e-12
+#: ... or closer than this at all: the fits stop within ``1e-8`` of their optimum (Bradley-Terry's ``BT_TOL``), so
+#: two models every game tied may land ``1e-9`` apart in either order, and that decides nothing either.
+TOUCH_ATOL = 1e-7
 
 
 def _above(lo: NDArray[np.float64], up: NDArray[np.float64]) -> NDArray[np.bool_]:
-    """``[m, k]``: model ``k``'s lower bound lies above model ``m``'s upper bound, by more than ``TOUCH_RTOL``."""
+    """``[m, k]``: model ``k``'s lower bound lies above model ``m``'s upper bound, by more than ``TOUCH_RTOL`` of
+    the largest magnitude and more than ``TOUCH_ATOL``."""
     finite = np.concatenate([np.abs(lo), np.abs(up)])
     finite = finite[np.isfinite(finite)]
-    slack = TOUCH_RTOL * (float(finite.max()) if finite.size else 0.0)
+    slack = max(TOUCH_RTOL * (float(finite.max()) if finite.size else 0.0), TOUCH_ATOL)
     return lo[None, :] > up[:, None] + slack
 
 

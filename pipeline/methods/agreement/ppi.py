@@ -30,6 +30,14 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.stats import norm
 
+# a logistic coefficient beyond this (odds of e^25) means the labels separate the items: no finite fit
+MAX_COEFFICIENT = 25.0
+
+
+class NotIdentified(ValueError):
+    """The logistic fit has no finite minimiser (labels that separate the items, a model never labelled against the
+    others): no estimate and no interval exist, whatever a solver would stop at."""
+
 
 @dataclass(frozen=True)
 class PPIEstimate:
@@ -43,6 +51,18 @@ class PPIEstimate:
     lam: float
     people_stderr: NDArray[np.float64]
     n_labels: int
+    # the estimates' covariance; people's alone, their estimates and covariance (what a linear transform needs)
+    covariance: NDArray[np.float64] | None = None
+    people_estimate: NDArray[np.float64] | None = None
+    people_covariance: NDArray[np.float64] | None = None
+
+    def people(self, level: float) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """People's estimates alone and their normal interval at ``level``."""
+        est = (
+            self.people_estimate if self.people_estimate is not None else np.full_like(self.estimate, np.nan)
+        )
+        lower, upper = _interval(est, self.people_stderr, level)
+        return est, lower, upper
 
     @property
     def effective_labels(self) -> NDArray[np.float64]:
@@ -65,7 +85,9 @@ def _lam(grads, grads_hat, grads_hat_all, inv_hessian) -> float:
     """The variance-minimising ``lam`` (PPI++ eq. 13, ``ppi_py._calc_lam_glm`` with ``clip``): the trace of the
     sandwiched covariance of the labelled gradients with the predicted ones, over twice (1 + n/N) the trace of the
     predicted gradients' sandwiched variance, clipped to [0, 1]."""
-    g, gh, ga = (np.asarray(x, dtype=np.float64).reshape(len(x), -1) for x in (grads, grads_hat, grads_hat_all))
+    g, gh, ga = (
+        np.asarray(x, dtype=np.float64).reshape(len(x), -1) for x in (grads, grads_hat, grads_hat_all)
+    )
     n, big_n = g.shape[0], ga.shape[0]
     gc, ghc = g - g.mean(axis=0), gh - gh.mean(axis=0)
     cov = (gc.T @ ghc + ghc.T @ gc) / n
@@ -97,7 +119,18 @@ def ppi_mean(
     stderr = np.sqrt(np.std(wa * lam * yhat_all) ** 2 / big_n + np.std(wl * (y - lam * yhat)) ** 2 / n)
     people = np.std(wl * y) / np.sqrt(n)
     lower, upper = _interval(np.array([estimate]), np.array([stderr]), level)
-    return PPIEstimate(np.array([estimate]), np.array([stderr]), lower, upper, float(lam), np.array([people]), n)
+    return PPIEstimate(
+        np.array([estimate]),
+        np.array([stderr]),
+        lower,
+        upper,
+        float(lam),
+        np.array([people]),
+        n,
+        np.array([[stderr**2]]),
+        np.array([np.mean(wl * y)]),
+        np.array([[people**2]]),
+    )
 
 
 def _log1pexp(x: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -108,7 +141,9 @@ def _expit(x: NDArray[np.float64]) -> NDArray[np.float64]:
     return np.exp(-np.logaddexp(0.0, -x))
 
 
-def _rectified_fit(x, y, yhat, x_all, yhat_all, wl, wa, lam: float, tol: float = 1e-12) -> NDArray[np.float64]:
+def _rectified_fit(
+    x, y, yhat, x_all, yhat_all, wl, wa, lam: float, tol: float = 1e-12
+) -> NDArray[np.float64]:
     """The minimiser of the rectified logistic loss ``lam/N sum w_all (-yhat_all x.t + log(1 + e^(x.t))) - lam/n sum
     w (-yhat x.t + ...) + 1/n sum w (-y x.t + ...)`` by Newton's method with backtracking (the loss is convex where
     its Hessian ``lam H_all + (1 - lam) H_labelled`` is positive)."""
@@ -130,27 +165,33 @@ def _rectified_fit(x, y, yhat, x_all, yhat_all, wl, wa, lam: float, tol: float =
             - lam / n * x.T @ (wl * (mu_l - yhat))
             + 1 / n * x.T @ (wl * (mu_l - y))
         )
-        hess = lam / big_n * (x_all.T * (wa * mu_a * (1 - mu_a))) @ x_all + (1 - lam) / n * (
-            x.T * (wl * mu_l * (1 - mu_l))
-        ) @ x
+        hess = (
+            lam / big_n * (x_all.T * (wa * mu_a * (1 - mu_a))) @ x_all
+            + (1 - lam) / n * (x.T * (wl * mu_l * (1 - mu_l))) @ x
+        )
         step = np.linalg.solve(hess + 1e-12 * np.eye(d), grad)
         current, scale = loss(theta), 1.0
         while loss(theta - scale * step) > current + 1e-15 and scale > 1e-8:
             scale /= 2
         theta = theta - scale * step
+        if np.max(np.abs(theta)) > MAX_COEFFICIENT:
+            raise NotIdentified(f"a coefficient passed {MAX_COEFFICIENT:g}: the labels separate the items")
         if np.max(np.abs(scale * step)) < tol:
-            break
-    return theta
+            return theta
+    raise NotIdentified("Newton's method did not converge in 200 steps")
 
 
-def _logistic_stats(theta, x, y, yhat, x_all, yhat_all, wl, wa):
+def _logistic_stats(theta, x, y, yhat, x_all, yhat_all, wl, wa, use_all: bool = True):
     """The labelled gradients, their predicted counterparts, the predicted gradients on every item and the inverse
-    Hessian over both sets (``ppi_py._logistic_get_stats``)."""
+    Hessian over both sets, or over the labelled ones alone for ``lam = 0`` (``ppi_py._logistic_get_stats``)."""
     n, big_n = len(y), len(yhat_all)
     mu_l, mu_a = _expit(x @ theta), _expit(x_all @ theta)
-    hessian = (x_all.T * (wa * mu_a * (1 - mu_a))) @ x_all / (big_n + n) + (x.T * (wl * mu_l * (1 - mu_l))) @ x / (
-        big_n + n
-    )
+    if use_all:
+        hessian = (x_all.T * (wa * mu_a * (1 - mu_a))) @ x_all / (big_n + n) + (
+            x.T * (wl * mu_l * (1 - mu_l))
+        ) @ x / (big_n + n)
+    else:
+        hessian = (x.T * (wl * mu_l * (1 - mu_l))) @ x / n
     grads = (wl * (mu_l - y))[:, None] * x
     grads_hat = (wl * (mu_l - yhat))[:, None] * x
     grads_all = (wa * (mu_a - yhat_all))[:, None] * x_all
@@ -174,7 +215,7 @@ def ppi_logistic(
     chooses it (once at the plain PPI fit, again at the fit with that ``lam``)."""
     x, x_all = np.asarray(x, dtype=np.float64), np.asarray(x_all, dtype=np.float64)
     y, yhat, yhat_all = (np.asarray(a, dtype=np.float64) for a in (y, yhat, yhat_all))
-    n, big_n, d = len(y), len(yhat_all), x.shape[1]
+    n, big_n = len(y), len(yhat_all)
     wl, wa = _weights(n, w), _weights(big_n, w_all)
     data = (x, y, yhat, x_all, yhat_all, wl, wa)
     if lam is None:
@@ -183,23 +224,26 @@ def ppi_logistic(
         second = _rectified_fit(*data, lam=lam)
         lam = _lam(*_logistic_stats(second, *data))
     theta = _rectified_fit(*data, lam=lam)
-    grads, grads_hat, grads_all, inv_hessian = _logistic_stats(theta, *data)
+    grads, grads_hat, grads_all, inv_hessian = _logistic_stats(theta, *data, use_all=lam != 0)
     var_all = np.atleast_2d(np.cov((lam * grads_all).T))
     var = np.atleast_2d(np.cov((grads - lam * grads_hat).T))
     sigma = inv_hessian @ (n / big_n * var_all + var) @ inv_hessian
+    if not np.isfinite(sigma).all():
+        raise NotIdentified(f"{n} labelled and {big_n} judged games: too few to estimate the fit's variance")
     stderr = np.sqrt(np.diag(sigma) / n)
-    people = _people_logistic_stderr(x, y, wl, d)
+    people_theta, people = _people_logistic(x, y, wl)
     lower, upper = _interval(theta, stderr, level)
-    return PPIEstimate(theta, stderr, lower, upper, float(lam), people, n)
+    return PPIEstimate(
+        theta, stderr, lower, upper, float(lam), np.sqrt(np.diag(people)), n, sigma / n, people_theta, people
+    )
 
 
-def _people_logistic_stderr(x, y, wl, d: int) -> NDArray[np.float64]:
-    """The sandwich standard errors of the logistic fit on people's labels alone (``lam = 0``)."""
+def _people_logistic(x, y, wl) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The logistic fit on people's labels alone (``lam = 0``) and its sandwich covariance."""
     theta = _rectified_fit(x, y, y, x, y, wl, wl, lam=0.0)
     mu = _expit(x @ theta)
     n = len(y)
     hessian = (x.T * (wl * mu * (1 - mu))) @ x / n
     grads = (wl * (mu - y))[:, None] * x
     inv = np.linalg.inv(hessian)
-    sigma = inv @ np.atleast_2d(np.cov(grads.T)) @ inv
-    return np.sqrt(np.diag(sigma) / n)
+    return theta, inv @ np.atleast_2d(np.cov(grads.T)) @ inv / n

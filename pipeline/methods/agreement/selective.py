@@ -113,7 +113,9 @@ def fixed_sequence_threshold(
         n, errors = kept[tested], wrong[kept[tested]]
         bounds = upper_bounds(errors, n, delta)
         failed = np.flatnonzero(bounds > alpha)
-        last = (failed[0] if failed.size else len(tested)) - 1  # the last rejected before the first not rejected
+        last = (
+            failed[0] if failed.size else len(tested)
+        ) - 1  # the last rejected before the first not rejected
         if last >= 0:
             t = float(grid[tested[last]])
             return Certificate(t, n_total, int(n[last]), int(errors[last]), float(bounds[last]))
@@ -175,18 +177,23 @@ def cascade(
     delta: float,
     grid: NDArray[np.float64] = GRID,
 ) -> list[CascadeStep]:
-    """Each judge in turn (``confidences[k]``, ``agrees[k]`` over every item; ``agrees`` is read on the calibration
-    items only) certified on the calibration items the judges before it abstained on, at ``delta / k``; each item
-    accepted by the first judge whose threshold its confidence reaches."""
+    """Each judge in turn (``confidences[k]``, ``agrees[k]`` over every item, NaN where it has no verdict;
+    ``agrees`` is read on the calibration items only) certified on the calibration items the judges before it
+    abstained on, at ``delta / k``; each item accepted by the first judge whose threshold its confidence reaches."""
     n = len(calibration)
     open_ = np.ones(n, dtype=bool)  # not yet accepted
     steps = []
     share = delta / max(1, len(confidences))
     for c, ok in zip(confidences, agrees, strict=True):
         c = np.asarray(c, dtype=np.float64)
-        cal = calibration & open_
+        judged = np.isfinite(c)  # NaN: this judge has no verdict on the item
+        cal = calibration & open_ & judged
         certificate = fixed_sequence_threshold(c[cal], np.asarray(ok, dtype=bool)[cal], alpha, share, grid)
-        accepts = open_ & (c >= certificate.threshold) if certificate.certified else np.zeros(n, dtype=bool)
+        accepts = (
+            open_ & judged & (np.nan_to_num(c, nan=-1.0) >= certificate.threshold)
+            if certificate.certified
+            else np.zeros(n, dtype=bool)
+        )
         steps.append(CascadeStep(certificate, accepts))
         open_ &= ~accepts
     return steps

@@ -1,0 +1,102 @@
+"""The tables of trust with a guarantee (``trust``; :mod:`pipeline.scoring.trust_table`, :mod:`pipeline.scoring.ppi_board`):
+people's labels with their inclusion probabilities, each judge's certified threshold in the cascade, the comparisons
+kept and escalated, the risk-coverage curve, and the prediction-powered leaderboard."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from pipeline.contracts.schemas import GROUP_FIELDS
+
+# One row per labelled pair of candidates (the same for every judge and template): people's preference for i (1, a
+# tie 1/2, 0), the probability it was drawn to be labelled, where its label came from and how many answers made it.
+LABELS = pa.schema(
+    [
+        pa.field("attribute", pa.string(), nullable=False),
+        pa.field("context_id", pa.string(), nullable=False),
+        pa.field("cand_i", pa.string(), nullable=False),
+        pa.field("cand_j", pa.string(), nullable=False),
+        pa.field("preference", pa.float64(), nullable=False),
+        pa.field("inclusion", pa.float64(), nullable=False),
+        # data (human scores) | review (the blind review's answers)
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("answers", pa.int64(), nullable=False),
+    ]
+)
+
+# One row per judge (and template) of the cascade, per attribute: its place, the threshold certified on the labels of
+# the comparisons the judges before it left open (null: none), what it keeps and how far it agrees with people.
+TRUST = pa.schema(
+    [
+        *GROUP_FIELDS,
+        pa.field("step", pa.int32(), nullable=False),
+        pa.field("alpha", pa.float64(), nullable=False),
+        # the judge's share of delta (delta / the judges of the cascade)
+        pa.field("delta", pa.float64(), nullable=False),
+        pa.field("certified", pa.bool_(), nullable=False),
+        pa.field("threshold", pa.float64()),
+        # the labels it was calibrated on, those at or above its threshold and their disagreements with people, and
+        # the exact upper bound on its disagreement there (1 where nothing is certified)
+        pa.field("n_labels", pa.int64(), nullable=False),
+        pa.field("labels_kept", pa.int64(), nullable=False),
+        pa.field("disagreements", pa.int64(), nullable=False),
+        pa.field("bound", pa.float64(), nullable=False),
+        pa.field("agreement", pa.float64()),
+        # the share of the attribute's comparisons it keeps, and of those the judges before it left open
+        pa.field("coverage", pa.float64(), nullable=False),
+        pa.field("coverage_open", pa.float64()),
+        # where nothing is certified: the labels that would certify it at the disagreement observed (null: no number
+        # would, or it is certified), and that disagreement
+        pa.field("labels_needed", pa.int64()),
+        pa.field("observed_disagreement", pa.float64()),
+    ]
+)
+
+# One row per pair of candidates and attribute: which judge (judge/template) keeps its verdict, or "escalated" (to
+# people: the review's queue); the verdict kept (its debiased P(i beats j) and tie probability) and its confidence;
+# whether people labelled it, and their preference.
+ACCEPTED = pa.schema(
+    [
+        pa.field("attribute", pa.string(), nullable=False),
+        pa.field("context_id", pa.string(), nullable=False),
+        pa.field("cand_i", pa.string(), nullable=False),
+        pa.field("cand_j", pa.string(), nullable=False),
+        pa.field("accepted_by", pa.string(), nullable=False),
+        pa.field("p", pa.float64()),
+        pa.field("p_tie", pa.float64()),
+        pa.field("confidence", pa.float64()),
+        pa.field("labelled", pa.bool_(), nullable=False),
+        pa.field("preference", pa.float64()),
+    ]
+)
+
+# Per judge of the cascade: its disagreement with people on the labels it was calibrated on, kept at or above each
+# threshold of the fixed grid (where any are), with the bound there: the risk-coverage curve.
+RISK_COVERAGE = pa.schema(
+    [
+        *GROUP_FIELDS,
+        pa.field("threshold", pa.float64(), nullable=False),
+        pa.field("coverage", pa.float64(), nullable=False),
+        pa.field("risk", pa.float64(), nullable=False),
+        pa.field("bound", pa.float64(), nullable=False),
+    ]
+)
+
+# Per judge, attribute, template, metric (win_rate, bradley_terry) and model: the estimate and its interval from
+# people and the judge together (source "ppi": PPI++), from people alone ("people"), and the labels it rests on, the
+# power-tuning lam, and the labels people alone would need for an interval as narrow.
+PPI_LEADERBOARD = pa.schema(
+    [
+        *GROUP_FIELDS,
+        pa.field("metric", pa.string(), nullable=False),
+        pa.field("model", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("estimate", pa.float64()),
+        pa.field("lower", pa.float64()),
+        pa.field("upper", pa.float64()),
+        pa.field("lam", pa.float64()),
+        pa.field("n_labels", pa.int64(), nullable=False),
+        pa.field("n_games", pa.int64(), nullable=False),
+        pa.field("effective_labels", pa.float64()),
+    ]
+)
