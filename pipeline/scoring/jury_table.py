@@ -225,7 +225,10 @@ def _agreement(attribute, coded, juror_list, items) -> pl.DataFrame:
                 "pairs": both.height,
                 "raw_agreement": raw_agreement(va, vb),
                 "kappa": cohen_kappa(va, vb, 3),
-                "spearman": float(np.nanmean(rhos)) if rhos else float("nan"),
+                # null where no context has one (every score tied for a juror): not defined
+                "spearman": float(np.mean(defined))
+                if (defined := [r for r in rhos if np.isfinite(r)])
+                else None,
             }
         )
     return pl.DataFrame(rows)

@@ -28,7 +28,8 @@ def tables():
 def report_inputs(tables) -> dict:
     names = (
         "scores", "correlations", "position_bias", "unscored", "cost", "assessment", "rating_failures",
-        "leaderboard", "reasons", "judge_card", "judge_reliability", "meta_evaluation",
+        "leaderboard", "reasons", "judge_card", "judge_reliability", "meta_evaluation", "labels", "trust",
+        "accepted", "risk_coverage", "ppi_leaderboard",
     )  # fmt: skip
     stats = JudgeStats(
         prompts=54,

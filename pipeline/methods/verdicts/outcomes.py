@@ -24,14 +24,20 @@ def outcome_probabilities(p: np.ndarray, p_tie: np.ndarray) -> np.ndarray:
     return np.column_stack([p - p_tie / 2, p_tie, 1.0 - p - p_tie / 2])
 
 
+# A confidence is read to this many decimals: its last ulps move with the order of a sum and the side a pair is read
+# from, and would move a verdict across a threshold (0.75 against 0.7499999999999999).
+CONFIDENCE_DECIMALS = 9
+
+
 def judge_verdicts(p: np.ndarray, p_tie: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The judge's verdict codes (:data:`LABELS`) and their probabilities (the confidence)."""
+    """The judge's verdict codes (:data:`LABELS`) and their probabilities (the confidence, to
+    :data:`CONFIDENCE_DECIMALS`)."""
     probs = outcome_probabilities(p, p_tie)
     verdict = probs.argmax(axis=1)
     verdict[np.isclose(probs[:, WIN_I], probs[:, WIN_J]) & (probs[:, TIE] < probs[:, WIN_I])] = (
         TIE  # an exact 50/50
     )
-    return verdict, probs.max(axis=1)
+    return verdict, np.round(probs.max(axis=1), CONFIDENCE_DECIMALS)
 
 
 def preference_outcomes(preference: np.ndarray) -> np.ndarray:
