@@ -428,11 +428,31 @@ def confusion_table(labels: pl.DataFrame) -> pl.DataFrame:
     return grid.join(counts, on=["reviewer", "judge_verdict"], how="left").fill_null(0)
 
 
+# A cell that a spreadsheet would read as a formula starts with one of these; the reviewers' free text (their notes)
+# is written with a leading apostrophe there (OWASP's neutralisation of CSV injection), so that opening labels.csv runs
+# nothing. Ids and names are not free text (checked where they are made) and are written as they are.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+FREE_TEXT = ("note",)
+
+
+def neutralised(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with every free-text cell that starts like a formula prefixed with an apostrophe."""
+    return frame.with_columns(
+        pl.when(pl.any_horizontal([pl.col(c).str.starts_with(p) for p in FORMULA_START]))
+        .then(pl.lit("'") + pl.col(c))
+        .otherwise(pl.col(c))
+        .alias(c)
+        for c in FREE_TEXT
+        if c in frame.columns
+    )
+
+
 def write(result: Agreement) -> list[Path]:
-    """``agreement.csv``, ``confusion.csv`` and ``labels.csv`` in the review folder."""
+    """``agreement.csv``, ``confusion.csv`` and ``labels.csv`` (its notes neutralised) in the review folder."""
     folder = result.sample.folder
     paths = [folder / "agreement.csv", folder / "confusion.csv", folder / "labels.csv"]
-    for frame, path in zip((result.table, result.confusion, result.labels), paths, strict=True):
+    frames = (result.table, result.confusion, neutralised(result.labels))
+    for frame, path in zip(frames, paths, strict=True):
         tmp = path.with_suffix(".tmp")
         frame.write_csv(tmp)
         tmp.replace(path)

@@ -28,7 +28,7 @@ MAX_NOTE = 2000
 
 
 def check_reviewer(name: str) -> str:
-    if not REVIEWER.match(name or ""):
+    if not isinstance(name, str) or not REVIEWER.fullmatch(name):  # whole: "ann\n" is not ann
         raise UserError(
             f"reviewer name {name!r}: use 1-40 letters, digits, '.', '_' or '-', starting with a letter or digit"
         )

@@ -64,6 +64,10 @@ class ReviewState:
     publishing: threading.Lock = field(default_factory=threading.Lock)
     # the last agreement computed and the answers it was computed from (the bootstrap is not free)
     _agreement: tuple[int, report.Agreement] | None = None
+    # each reviewer's own agreement and how many answers it was computed from (a finished reviewer's page is read
+    # again and again: its bootstrap runs once per answer set, not once per request)
+    _own: dict[str, tuple[int, report.Agreement]] = field(default_factory=dict)
+    _own_lock: threading.Lock = field(default_factory=threading.Lock)
     # when this server first showed each (reviewer, item): the answer's time is measured from it
     _shown: dict[tuple[str, str], float] = field(default_factory=dict)
     _shown_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -81,7 +85,11 @@ class ReviewState:
         """The agreement with the judge of one reviewer's answers alone."""
         answers = self.answers.read()
         mine = [a for a in answers.rows if a["reviewer"] == reviewer]
-        return report.agreement(self.sample, type(answers)(mine))
+        with self._own_lock:
+            known = self._own.get(reviewer)
+            if known is None or known[0] != len(mine):
+                known = self._own[reviewer] = (len(mine), report.agreement(self.sample, type(answers)(mine)))
+        return known[1]
 
     def agreement(self) -> report.Agreement:
         """The agreement of every answer on disk, computed again only when there are new answers."""
@@ -118,7 +126,9 @@ class ReviewState:
         return cls(sample, log_, config, review_secret(sample.folder), contexts, texts, reviewer, open_review)
 
     def token(self, reviewer: str, item: str) -> str:
-        return hmac.new(self.secret, f"{reviewer}\x1f{item}".encode(), hashlib.sha256).hexdigest()
+        """A form's token: an HMAC in a domain of its own ("token"), so that no token is ever another reviewer's key
+        (keys are ``reviewer\x1f<name>``: :func:`pipeline.review.keys.reviewer_key`)."""
+        return hmac.new(self.secret, f"token\x1f{reviewer}\x1f{item}".encode(), hashlib.sha256).hexdigest()
 
     def reviewer_key(self, reviewer: str) -> str:
         return reviewer_key(self.secret, reviewer)

@@ -24,6 +24,7 @@ from pipeline.config.run import RunConfig
 from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.stats import JudgeStats
 from pipeline.run.folder import plan_run_dir, resolve_latest
+from pipeline.run.lock import run_folder_lock
 from pipeline.run.tracking import Tracker, tracked_run
 from pipeline.runtime.logs import FILE_ONLY, RunLog
 from pipeline.stages.base import Port, write_port
@@ -111,6 +112,7 @@ class RunContext:
                     self._run_dir = base.with_name(f"{base.name}-{n}")
         run_dir = self._run_dir
         (run_dir / "tables").mkdir(parents=True, exist_ok=True)
+        self._stack.enter_context(run_folder_lock(run_dir))  # one run at a time in a folder
         self.log.open(run_dir / "run.log")
         (run_dir / "config.json").write_text(json.dumps(asdict(self.cfg), indent=2, default=str))
         log.info("run folder %s", run_dir)

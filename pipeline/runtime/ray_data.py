@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -40,6 +42,20 @@ def init_ray(runtime: RuntimeConfig, quiet: bool = True) -> None:
     )
 
 
+@contextmanager
+def ended(iterator: Any) -> Iterator[Any]:
+    """``iterator``, closed when the block is left however it is left. A Ray Data iterator left open when a stream
+    stops with an error would be shut down by its finaliser only when the error's traceback is freed, at the
+    interpreter's exit, after Ray is shut down: its shutdown then connects to a Ray that is gone and the process
+    does not end. Closed here, it is shut down while Ray is up, and a run that stops ends at once."""
+    try:
+        yield iterator
+    finally:
+        close = getattr(iterator, "close", None)
+        if callable(close):
+            close()
+
+
 class RayDataExecutor:
     def __init__(self, runtime: RuntimeConfig, log_dir: Path | None):
         self.runtime = runtime
@@ -67,7 +83,8 @@ class RayDataExecutor:
             self._release(but=step_key(steps[-1]))  # one set of engine workers at a time
         if stateful and steps[-1].on_driver:
             upstream = self._stream_tasks(blocks, steps[:-1]) if len(steps) > 1 else iter(blocks)
-            yield from self.driver.serve(upstream, steps[-1])
+            with ended(upstream):
+                yield from self.driver.serve(upstream, steps[-1])
         elif stateful:
             yield from self._stream_pool(blocks, steps)
         else:
@@ -90,7 +107,8 @@ class RayDataExecutor:
                 batch_format="pyarrow",
                 num_cpus=step.num_cpus,
             )
-        yield from ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0)
+        with ended(ds.iter_batches(batch_size=None, batch_format="pyarrow", prefetch_batches=0)) as batches:
+            yield from batches
 
     def _stream_pool(self, blocks: Sequence[pa.Table], steps: Sequence[MapStep]) -> Iterator[pa.Table]:
         """The chain but its last step as tasks; the last step's batches (exactly ``batch_size`` rows, but the
@@ -109,7 +127,8 @@ class RayDataExecutor:
         )
         pool.reserve = reserve  # a kept pool serves this stream's tasks: it leaves them their slot
         try:
-            yield from pool.run(work, ray.put(dict(last.call_kwargs)), work)
+            with ended(upstream):
+                yield from pool.run(work, ray.put(dict(last.call_kwargs)), work)
         except BaseException:
             pool.close()  # a pool that failed is not reused: the next stream starts a new one
             raise

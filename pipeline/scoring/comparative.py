@@ -18,12 +18,13 @@ import pyarrow as pa
 from scipy.stats import rankdata
 
 from pipeline.config.enums import Debias
+from pipeline.contracts.errors import UserError
 from pipeline.contracts.schemas import SCORES, UNSCORED
 from pipeline.data.contexts import group_by_context
 from pipeline.methods.agreement.metrics import merge_near_ties
 from pipeline.methods.scorers import contradiction, poe_logit
 from pipeline.methods.scorers.comparison_checks import ComparisonError
-from pipeline.methods.scorers.registry import FitInputs, scorer
+from pipeline.methods.scorers.registry import FitInputs, ScorerOutputError, scorer
 from pipeline.scoring.reduce import RAW_TO_SCORERS
 
 log = logging.getLogger(__name__)
@@ -187,6 +188,10 @@ def score_comparisons(
                 named = f" (candidate(s) {', '.join(cands[k] for k in exc.items)})" if exc.items else ""
                 unscored.append((judge, attribute, template_id, method, context_id, f"{exc}{named}"))
                 continue
+            except ScorerOutputError as exc:
+                raise UserError(
+                    f"context {context_id!r} (judge {judge}, attribute {attribute}, template {template_id}): {exc}"
+                ) from exc
             n = len(cands)
             rows["judge"] += [judge] * n
             rows["attribute"] += [attribute] * n

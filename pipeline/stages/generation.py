@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -169,8 +170,8 @@ class Generate(Stage):
                 keep_alive=self.keep_workers,
             )
             progress = Progress(prompts.num_rows, verb="generated", noun="outputs")
-            with closing_front(step):
-                for batch in ctx.executor.stream(blocks, [step]):
+            with closing_front(step), closing(ctx.executor.stream(blocks, [step])) as batches:
+                for batch in batches:
                     if spec.api:
                         done.usage.setdefault(group[0].name, ApiUsage()).add(batch)
                     done.reused += pc.sum(pc.equal(batch.column("source"), "store")).as_py() or 0

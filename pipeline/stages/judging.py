@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
+from contextlib import closing
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -192,8 +193,8 @@ class Judge(Stage):
                 keep_alive=self.keep_workers,
             )
             try:
-                with closing_front(steps[-1]):
-                    for batch in ctx.executor.stream(shards, steps):
+                with closing_front(steps[-1]), closing(ctx.executor.stream(shards, steps)) as batches:
+                    for batch in batches:
                         tally.add(batch, prompt_plan, store, rating_store)
                         progress.update(
                             batch.num_rows,

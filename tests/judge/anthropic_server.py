@@ -46,8 +46,11 @@ def conversation_key(body: dict) -> str:
 
 class AnthropicServer:
     def __init__(self, share: float = 0.0, seed: int = 0, polls: int = 2, line_share: float = 0.0,
-                 lost_create: bool = False, max_failures: int = 2):  # fmt: skip
+                 lost_create: bool = False, max_failures: int = 2, results_failures: int = 0):  # fmt: skip
         self.share, self.seed, self.polls, self.line_share = share, seed, polls, line_share
+        # each ended batch's results fail their first ``results_failures`` downloads (a 404, then a 500, in turn)
+        self.results_failures = results_failures
+        self.downloads: Counter[str] = Counter()
         self.lost_create, self.max_failures = lost_create, max_failures
         self.lock = threading.RLock()
         self.attempts: Counter[str] = Counter()
@@ -287,4 +290,10 @@ class AnthropicServer:
             batch = self.batches[batch_id]
         if batch["processing_status"] != "ended":
             return self.error(h, 400, "invalid_request_error", "the batch has not ended")
+        with self.lock:
+            attempt = self.downloads[batch_id]
+            self.downloads[batch_id] += 1
+        if attempt < self.results_failures:
+            status = (404, 500)[attempt % 2]
+            return self.error(h, status, "not_found_error" if status == 404 else "api_error", "injected")
         self.send(h, 200, raw=batch["_results"].encode())

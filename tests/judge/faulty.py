@@ -223,8 +223,15 @@ class BatchServer(FaultyServer):
 
     def __init__(self, polls: int = 2, share: float = 0.3, seed: int = 0, every: bool = False,
                  ends: dict[int, str] | None = None, partial: float = 0.5, create_delay: float = 0.0,
-                 malformed: bool = False, keep_metadata: bool = True):  # fmt: skip
+                 malformed: bool = False, keep_metadata: bool = True, download_failures: int = 0):  # fmt: skip
         super().__init__(share=0.0, seed=seed)
+        # each output or error file fails its first ``download_failures`` downloads (a 404, a 500, a 502, a dropped
+        # connection, in turn) and is then served
+        self.download_failures = download_failures
+        self.downloads: Counter[str] = Counter()
+        self.forgotten: set[str] = (
+            set()
+        )  # batches the provider no longer knows (a 404 for their id, not listed)
         self.polls, self.line_share, self.every = polls, share, every
         self.ends, self.partial, self.create_delay, self.malformed = (
             ends or {},
@@ -293,7 +300,7 @@ class BatchServer(FaultyServer):
         if len(parts) == 2:  # a list, newest first, paged by ?after=<id>
             with self.lock:
                 items = (
-                    [self.shown(b) for b in reversed(self.batches.values())]
+                    [self.shown(b) for b in reversed(self.batches.values()) if b["id"] not in self.forgotten]
                     if parts[1] == "batches"
                     else [
                         {"id": f, "object": "file", "purpose": "batch", "filename": n}
@@ -305,6 +312,8 @@ class BatchServer(FaultyServer):
                 items = items[[i["id"] for i in items].index(after) + 1 :]
             return self.send(h, {"object": "list", "data": items[:2], "has_more": len(items) > 2})
         if parts[1] == "batches":
+            if parts[2] in self.forgotten or parts[2] not in self.batches:
+                return self.send(h, {"error": {"message": f"No batch found with id '{parts[2]}'"}}, 404)
             with self.lock:
                 batch = self.batches[parts[2]]
                 batch["polled"] += 1
@@ -312,6 +321,15 @@ class BatchServer(FaultyServer):
                     self.complete(batch)
                 shown = self.shown(batch)
             return self.send(h, shown)
+        with self.lock:
+            attempt = self.downloads[parts[2]]
+            self.downloads[parts[2]] += 1
+        if attempt < self.download_failures:
+            fault = ("404", "500", "502", "dropped")[attempt % 4]
+            if fault == "dropped":
+                h.close_connection = True
+                return None
+            return self.send(h, {"error": {"message": f"injected {fault}"}}, int(fault))
         return self.send(h, None, raw=self.files[parts[2]])
 
     def complete(self, batch: dict) -> None:

@@ -145,13 +145,14 @@ def test_anthropic_run_samples_every_verdict_reads_what_was_said_and_reasons_by_
 def test_anthropic_message_batches_answer_every_request_once_at_the_batch_price(
     tmp_path, judge_model, anthropic_key
 ):
-    """judge.api.batch=true: the first create is lost on its way back (the batch is found, not made twice); the first
+    """judge.api.batch=true: the first create is lost on its way back (the batch is found, not made twice); every
+    batch's results fail their first two downloads (a 404, a 500: asked again, never read as empty); the first
     batch errors, expires and leaves out a share of its lines (a second batch asks them), refuses one (not asked
     again in the run: the run stops naming it, every answer stored) and holds a stray line; the same command then asks
     only the refused request, in a batch of its own; the cost at the batch price."""
     batch = ("judge.api.batch=true", "judge.api.batch_poll=0.01", "judge.api.batch_poll_max=0.02",
              "judge.batch_size=1000", "paths.run_dir=latest")  # fmt: skip
-    with AnthropicServer(line_share=0.4, seed=4, lost_create=True) as server:
+    with AnthropicServer(line_share=0.4, seed=4, lost_create=True, results_failures=2) as server:
         overrides = anthropic_overrides(server.url, judge_model, tmp_path, *batch)
         with pytest.raises(JudgeFailed, match="invalid_request_error"):
             run(compose(overrides))
@@ -166,6 +167,7 @@ def test_anthropic_message_batches_answer_every_request_once_at_the_batch_price(
         assert server.refused == []
     # the rerun asked the refused request alone, in a new batch; nothing else again
     assert len(server.batches) == 3 and len(server.batches["msgbatch_0002"]["_requests"]) == 1
+    assert all(n > 2 for n in server.downloads.values())  # every batch's results read after its failures
     assert first == {"msgbatch_0000", "msgbatch_0001"}
     judgments = pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
     asked = {r["custom_id"] for b in server.batches.values() for r in b["_requests"]}

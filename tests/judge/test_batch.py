@@ -35,8 +35,14 @@ CHECK = check_of(completion_reader(1, (7, 9)))
 
 
 def client_of(server: BatchServer, tmp_path, **settings) -> ApiClient:
-    config = ApiConfig(base_url=server.url, max_retries=3, backoff=0.01, backoff_max=0.02, batch=True,
-                       batch_poll=0.01, batch_poll_max=0.02, **settings)  # fmt: skip
+    defaults = {
+        "max_retries": 3,
+        "backoff": 0.01,
+        "backoff_max": 0.02,
+        "batch_poll": 0.01,
+        "batch_poll_max": 0.02,
+    }
+    config = ApiConfig(base_url=server.url, batch=True, **(defaults | settings))
     return ApiClient(ApiEndpoint(config, "m", str(tmp_path / "replies.sqlite")))
 
 
@@ -103,6 +109,69 @@ def test_a_batch_not_done_in_time_stops_the_run_and_the_rerun_picks_it_up(tmp_pa
         replies = judge(server, tmp_path)
         assert_answered_once(server, replies)
         assert server.created == ["batch-0"]  # not submitted again
+
+
+def test_a_failed_download_leaves_the_batch_unread_and_nothing_is_paid_twice(tmp_path):
+    """Every output file fails its first downloads (a 404, a 500, a 502, a dropped connection) and is then served:
+    a download that fails within the run's retries stops the run with the batch unread (never read as an empty
+    output, which would put every request in a new, paid batch); the same command downloads it again and reads it.
+    Answers are in the reply cache before the batch is recorded as read."""
+    with BatchServer(polls=1, share=0.0, download_failures=1) as server:
+        with pytest.raises(
+            BatchPending, match="could not download the output file of batch batch-0.*not read"
+        ):
+            judge(server, tmp_path, max_retries=0)  # one ask: the output file's 404
+        assert server.created == ["batch-0"]
+        assert batch_states(tmp_path / "run" / "api_batches.jsonl") == {"open": 1}
+        with pytest.raises(BatchPending, match="could not download the error file of batch batch-0"):
+            judge(server, tmp_path, max_retries=0)  # the rerun: the output served, the error file's 404
+        replies = judge(server, tmp_path, max_retries=0)  # the second rerun: both served
+        assert_answered_once(server, replies)
+        assert server.created == ["batch-0"]  # one batch, paid once, whatever the downloads did
+        assert batch_states(tmp_path / "run" / "api_batches.jsonl") == {"completed": 1}
+    with BatchServer(polls=1, share=0.0, download_failures=4) as server:
+        replies = judge(server, tmp_path / "second")  # a 404, then a 500, a 502 and a drop retried: one run
+        assert_answered_once(server, replies)
+        assert (
+            server.created == ["batch-0"] and server.downloads["file-0"] == 0
+        )  # the input is never read back
+
+
+def test_a_batch_the_provider_no_longer_knows_is_said_so_and_its_requests_asked_again(tmp_path):
+    with BatchServer(polls=3, share=0.0) as server:
+        server.forgotten.add("batch-0")  # created, then forgotten: its id answers 404
+        replies = judge(server, tmp_path)
+        assert_answered_once(server, replies)
+        assert server.created == ["batch-0", "batch-1"]  # asked again once, not polled for a day
+        assert batch_states(tmp_path / "run" / "api_batches.jsonl") == {"lost": 1, "completed": 1}
+
+
+def test_a_run_in_another_folder_takes_the_identical_batch_that_is_running_instead_of_creating_one(tmp_path):
+    with BatchServer(polls=10**9, share=0.0) as server:
+        with pytest.raises(BatchPending):
+            judge(server, tmp_path, batch_wait=0.1)
+        assert server.created == ["batch-0"]
+        server.polls = 1
+        client = client_of(
+            server, tmp_path / "elsewhere"
+        )  # another run folder, another cache: nothing recorded
+        try:
+            replies = BatchJobs(client, tmp_path / "elsewhere" / "api_batches.jsonl").post(
+                "/completions", BODIES, [CHECK] * len(BODIES)
+            )
+        finally:
+            client.close()
+        assert_answered_once(server, replies)
+        assert server.created == ["batch-0"]  # found at the provider by its marker, not created again
+
+
+def test_a_torn_last_line_of_the_record_does_not_swallow_the_next_entry(tmp_path):
+    record = BatchRecord(tmp_path / "api_batches.jsonl")
+    record.add({"marker": "m.0", "input": "m", "state": "intent", "requests": 3})
+    with record.path.open("a") as f:
+        f.write('{"marker": "m.0", "state": "uplo')  # a write cut short by a crash
+    record.add({"marker": "m.0", "state": "uploaded", "file_id": "file-7"})
+    assert record.batches()["m.0"]["file_id"] == "file-7" and record.batches()["m.0"]["state"] == "uploaded"
 
 
 @pytest.mark.parametrize("end", ["expired", "failed", "cancelled"])

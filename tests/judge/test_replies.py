@@ -100,6 +100,12 @@ GOOD_CHAT = {
         ({"choices": [dict(GOOD_COMPLETION["choices"][0], index="0")]}, "bad_index"),
         ({"choices": [dict(GOOD_COMPLETION["choices"][0], index=1)]}, "bad_index"),
         ({"choices": [dict(GOOD_COMPLETION["choices"][0], finish_reason=3)]}, "bad_finish"),
+        # built to break a reader: a log-probability of 310 digits, an id of 4,400, an id given twice, an error
+        (with_top({"token_id:7": -(10**310)}), "not_finite"),
+        (with_top({"token_id:" + "1" * 4400: -0.1, "token_id:7": -0.2}), "bad_token"),
+        (with_top({"token_id:0007": -0.5, "token_id:7": -0.2}), "bad_token"),
+        ({**GOOD_COMPLETION, "error": {"message": "overloaded"}}, "http_5xx"),
+        ({"choices": [], "error": {"message": "overloaded"}}, "http_5xx"),
     ],
 )
 def test_a_completion_that_is_not_an_answer_says_what_it_lacks(body, kind):
@@ -132,6 +138,13 @@ def test_a_chat_reply_needs_its_content_and_where_asked_its_first_tokens_logprob
     }
     assert check(nan)[0] == "not_finite"
     assert chat_check(3, False)(GOOD_CHAT)[0] == "wrong_samples"
+    # 5,000 alternatives for the 20 asked: not the answer asked (it would move the floor of the missing words)
+    many = [{"token": f"t{k}", "logprob": -1.0 - k / 10_000} for k in range(5000)]
+    flooded = {"choices": [dict(GOOD_CHAT["choices"][0], logprobs={"content": [
+        {"token": " A", "logprob": -0.1, "top_logprobs": [{"token": " A", "logprob": -0.1}, *many]}]})]}  # fmt: skip
+    top20 = check_of(chat_reader(1, (" A", " B"), top=20))
+    assert top20(flooded)[0] == "bad_token" and top20(GOOD_CHAT) is None
+    assert check_of(chat_reader(1, (" A",)))(flooded) is None  # without a number asked, nothing to compare
 
 
 def test_what_an_answer_says_is_read_as_it_says_it_whatever_the_order_of_its_choices_and_its_usage():

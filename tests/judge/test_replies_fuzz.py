@@ -206,3 +206,92 @@ def test_a_batch_output_of_any_lines_is_read_without_a_crash_and_every_request_a
             assert check(out[line.custom_id]) is None
         else:
             assert failures[line.custom_id] and set(failures[line.custom_id]) <= set(KINDS)
+
+
+# --- bodies built to break a reader: what reaches the client as bytes ---------------------------------------------
+
+HOSTILE = st.sampled_from(
+    [
+        "huge_int_310",  # a log-probability or a count of 310 digits (a float overflows)
+        "huge_int_4400",  # past Python's own limit on parsing integers
+        "token_id_4400",  # a token_id: key of 4,400 digits
+        "token_id_padded",  # token_id:0007 beside token_id:7
+        "deep_1000",  # the body nested 1,000 deep
+        "deep_5000",  # 5,000 deep
+        "surrogate",  # a lone UTF-16 surrogate in a text
+        "oversize_list",  # 5,000 alternatives
+        "huge_body",  # a body of more than the size limit
+    ]
+)
+
+
+def hostile(body: Any, how: str, rng) -> bytes:
+    """``body`` serialised, then made hostile as ``how`` says (at a place drawn with ``rng``)."""
+    text = json.dumps(body)
+    if how.startswith("huge_int"):
+        digits = "7" * (310 if how.endswith("310") else 4400)
+        numbers = [
+            m for m in __import__("re").finditer(r"(?<![\w.\"])-?\d+(\.\d+)?(e-?\d+)?(?![\w\"])", text)
+        ]
+        if numbers:
+            m = rng.choice(numbers)
+            text = text[: m.start()] + "-" + digits + text[m.end() :]
+        else:
+            text = '{"x": -' + digits + ', "body": ' + text + "}"
+    elif how == "token_id_4400":
+        text = text.replace('"token_id:', '"token_id:' + "1" * 4400, 1) if "token_id:" in text else text
+    elif how == "token_id_padded":
+        text = text.replace('{"token_id:7": ', '{"token_id:0007": -0.5, "token_id:7": ', 1)
+    elif how.startswith("deep"):
+        depth = 1000 if how.endswith("1000") else 5000
+        text = "[" * depth + text + "]" * depth
+    elif how == "surrogate":
+        text = text.replace('"text": "', '"text": "\\ud800', 1).replace(
+            '"content": "', '"content": "\\udfff', 1
+        )
+    elif how == "oversize_list":
+        many = ", ".join(f'{{"token": "t{k}", "logprob": -{k % 50}.5}}' for k in range(5000))
+        text = text.replace('"top_logprobs": [', '"top_logprobs": [' + many + ", ", 1)
+    elif how == "huge_body":
+        text = '{"pad": "' + "x" * (5 * 2**20) + '", "body": ' + text + "}"
+    return text.encode("utf-8", "surrogatepass")
+
+
+class Response:
+    """What the client's reading of a 2xx takes from httpx's response: its bytes."""
+
+    def __init__(self, content: bytes):
+        self.content = content
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), request=KIND_OF_REQUEST, how=HOSTILE)
+def test_bodies_built_to_break_the_readers_are_refused_by_kind_and_never_raise(data, request, how):
+    """The client's reading of a reply (parse within the limits, then the request's check) and the batch output
+    reader, on bodies with huge integers, deep nesting, lone surrogates, oversize lists and padded token ids: a
+    refusal of a kind of KINDS or an answer whose every string can be stored, never another exception."""
+    from pipeline.judge.api.client import _answer
+
+    path, n, tokens = request
+    body = data.draw(body_of(path, n, tokens))
+    raw = hostile(body, how, data.draw(st.randoms()))
+    check = check_of(reader_of(path, n, tokens))
+    answer, problem = _answer(Response(raw), check)
+    if problem is not None:
+        assert answer is None and problem[0] in KINDS, problem
+    else:
+        json.dumps(answer).encode("utf-8")  # storable as the cache stores it
+    if (
+        how in ("deep_1000", "deep_5000", "huge_int_4400", "surrogate", "huge_body")
+        and raw != json.dumps(body).encode()
+    ):
+        assert problem is not None and problem[0] in (
+            "not_json", "too_deep", "bad_number", "bad_text", "too_large", "no_choices"
+        ), problem  # fmt: skip
+    line = Line("req-0", {"k": 0}, check)
+    entry = b'{"custom_id": "req-0", "response": {"status_code": 200, "body": ' + raw + b"}}"
+    failures: dict = {}
+    out = read_output([entry.decode("utf-8", "surrogatepass")], [line], failures, {})
+    assert ("req-0" in out) != bool(failures.get("req-0")), (out, failures)
+    if "req-0" in out:
+        json.dumps(out["req-0"]).encode("utf-8")

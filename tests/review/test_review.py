@@ -248,7 +248,7 @@ def test_a_torn_line_is_counted_and_the_next_answer_starts_a_line_of_its_own(tmp
 
 def test_reviewer_names_are_checked():
     assert check_reviewer("ann.b-1_") == "ann.b-1_"
-    for bad in ("", "../x", "a b", "<x>", "x" * 41):
+    for bad in ("", "../x", "a b", "<x>", "x" * 41, "ann\n", "ann\r\n", "\nann"):
         with pytest.raises(UserError, match="reviewer name"):
             check_reviewer(bad)
 
@@ -508,6 +508,30 @@ def test_the_time_an_item_was_shown_is_kept_on_the_server_not_taken_from_the_for
     state._shown.clear()
     assert client.post("/r/ann", data={**form_of(page), "choice": "2"}).status_code == 303
     assert state.answers.read().rows[1]["seconds"] is None
+
+
+def test_a_form_token_is_never_a_key_for_a_made_up_reviewer(client):
+    """Tokens and keys are HMACs in domains of their own: the token a reviewer named "reviewer" gets for an item is
+    not the key of a reviewer named after the item (who would then add answers to the pooled agreement)."""
+    client, state = client
+    form = form_of(client.get(link(state, "reviewer")).get_data(as_text=True))
+    made_up = form["item_id"]
+    assert check_reviewer(made_up) == made_up  # a name the page would take
+    for key in (form["token"], form["token"][:32]):
+        assert client.get(f"/r/{made_up}?key={key}").status_code == 403
+    assert state.answers.read().rows == []
+
+
+def test_notes_that_look_like_formulas_are_neutralised_in_labels_csv(tmp_path):
+    run_dir = make_run(tmp_path, many_pairs())
+    sample = open_sample(run_dir, run_dir / "review", Strategy.RANDOM, 4, 0)
+    log = AnswerLog(run_dir / "review" / "answers.jsonl")
+    notes = ['=HYPERLINK("http://x")', "+1", "-2+3", "@SUM(A1)", "plain, with a comma"]
+    for item, note in zip(sample.ids, notes, strict=False):
+        log.add({**answer(sample, "ann", item, "i"), "note": note})
+    report.write(report.agreement(sample, log.read()))
+    written = pl.read_csv(run_dir / "review" / "labels.csv")["note"].to_list()
+    assert sorted(written) == sorted(['\'=HYPERLINK("http://x")', "'+1", "'-2+3", "'@SUM(A1)"])
 
 
 @pytest.mark.parametrize("bad", ["é", "ключ", "%FF%FE", "💥" * 40, "a" * 5000, "%00"])

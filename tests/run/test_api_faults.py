@@ -127,3 +127,43 @@ def test_batch_judging_records_its_batches_in_the_run_folder_and_costs_the_batch
     full = (stats.billed_prompt_tokens * 1.0 + stats.billed_completion_tokens * 2.0) / 1e6
     assert stats.billed_prompt_tokens > 0 and stats.money == pytest.approx(full * 0.5)
     assert "API (batch/token_ids path)" in result.summary
+
+
+def test_a_run_that_stops_on_a_batch_not_done_ends_at_once_on_ray_and_the_rerun_finishes_it(
+    tmp_path, judge_model
+):
+    """The CLI on a local Ray (the endpoint's step on the driver, the prompts as Ray Data tasks): a batch not done
+    within judge.api.batch_wait stops the run; the process ends with its error's exit code and does not hang in Ray
+    Data's finalisers (it waits for nothing once the run has stopped); the same command, once the batch is done,
+    ends 0 with every prompt judged once and the batch created once."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+    from tests.judge.faulty import BatchServer
+
+    with BatchServer(polls=10**9, share=0.0) as server:
+        overrides = [
+            o for o in standin_overrides(server.url, judge_model, tmp_path, "judge.api.path=token_ids")
+            if o != "runtime=inprocess"
+        ] + ["judge.api.batch=true", "judge.api.batch_poll=0.05", "judge.api.batch_poll_max=0.1",
+             "judge.api.batch_wait=3", "judge.batch_size=1000", f"paths.run_dir={tmp_path / 'run'}"]  # fmt: skip
+        command = [sys.executable, "-m", "pipeline.cli", *overrides]
+        first = subprocess.Popen(
+            command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        try:
+            out, _ = first.communicate(timeout=600)  # a hang fails here, not at the CI's limit
+        except subprocess.TimeoutExpired:
+            first.kill()
+            pytest.fail("the run stopped by a pending batch did not end")
+        assert (
+            first.returncode != 0 and "is in_progress after" in out and "the same command picks it up" in out
+        )
+        assert server.created == ["batch-0"]
+        server.polls = 1  # the provider finishes the batch
+        again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+        assert server.created == ["batch-0"]
+    table = pl.read_parquet(tmp_path / "run" / "tables" / "judgments.parquet")
+    assert table.height == N_PROMPTS and table.select(KEYS).n_unique() == N_PROMPTS

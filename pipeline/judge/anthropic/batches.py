@@ -28,8 +28,10 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from pipeline.judge.api.batch import LOOKUP_PAGES, BatchJobs, BatchPending
+from pipeline.judge.api.batch import LOOKUP_PAGES, LOST, BatchJobs, BatchPending, download
 from pipeline.judge.api.batch_lines import Line, read_output
+from pipeline.judge.api.parse import parse_json
+from pipeline.judge.api.replies import Refused
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +133,14 @@ class MessageBatches(BatchJobs):
             status = (polled.body or {}).get("processing_status")
             if status == ENDED:
                 return {**(polled.body or {}), "status": ENDED}
+            if polled.body is None and polled.error.startswith("HTTP 404"):
+                log.warning(
+                    "message batch %s is not known to %s (%s): it is read as lost, and its requests are asked again",
+                    batch_id,
+                    self.client.base_url,
+                    polled.error,
+                )
+                return {"id": batch_id, "status": LOST}
             if time.monotonic() - started + delay > self.settings.batch_wait:
                 raise BatchPending(
                     f"message batch {batch_id} at {self.client.base_url} is {status or 'not answering'} after "
@@ -151,10 +161,17 @@ class MessageBatches(BatchJobs):
         """The batch's results as the lines of an output file (:func:`pipeline.judge.api.batch_lines.read_output`:
         every reply checked, conflicts and stray lines counted)."""
         ours = {provider_id(ln.custom_id): ln.custom_id for ln in lines}
-        got = self.client.call("GET", f"/messages/batches/{batch.get('id')}/results", text=True)
-        if got.body is None:
-            log.warning("could not read the results of message batch %s: %s", batch.get("id"), got.error)
-        converted = (as_output_line(raw, ours) for raw in ((got.body or {}).get("text") or "").splitlines())
+        text = (
+            ""  # a batch the provider no longer knows has no results: its requests go into the next batch
+            if batch.get("status") == LOST
+            else download(
+                self.client,
+                f"/messages/batches/{batch.get('id')}/results",
+                f"the results of message batch {batch.get('id')}",
+                self.record.path,
+            )
+        )
+        converted = (as_output_line(raw, ours) for raw in text.splitlines())
         output = "".join(line + "\n" for line in converted if line and line.strip())
         return read_output(
             [output], lines, failures, errors, f"message batch {batch.get('id')}", "batch_failed", stray
@@ -166,8 +183,8 @@ def as_output_line(raw: str, ours: dict[str, str]) -> str | None:
     the message; an ``errored`` one the status of its error's type; ``canceled`` and ``expired`` no line at all
     (their requests go into the next batch); anything else as it came (counted stray or ``bad_line``)."""
     try:
-        entry = json.loads(raw)
-    except ValueError:
+        entry = parse_json(raw)
+    except Refused:  # read again, and counted, as the output line it is
         return raw
     if not isinstance(entry, dict) or not isinstance(entry.get("result"), dict):
         return raw

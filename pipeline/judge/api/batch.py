@@ -19,8 +19,10 @@ batch price (half on OpenAI's and Anthropic's), never paid twice and never stuck
    picks the recorded batch up.
 4. A batch that ends, ``completed`` or not (``expired``, ``failed``, ``cancelled``), is read: the output and error
    files it has are downloaded, every line checked as a reply (:mod:`pipeline.judge.api.replies`); the answers go to
-   the reply cache, and the batch is recorded as read, with its status and counts. A batch recorded as read is
-   never picked up again.
+   the reply cache, and only then is the batch recorded as read, with its status and counts. A batch recorded as
+   read is never picked up again. A download that fails (a 404, a 5xx or a dropped connection past the retries) is
+   asked again; if it still fails the run stops (:class:`BatchPending`) with the batch unread, and the same command
+   downloads it again: a failed download is never read as an empty output (which would pay for every request again).
 5. **Rounds.** The requests a batch did not answer (no line, a failed line, a line that is not an answer, a batch
    that ended without answering them) go into a new batch, up to ``batch_rounds`` batches per engine call; the
    rounds stop early when two in a row answer nothing. Requests the provider refused (a 4xx line) are not asked
@@ -50,6 +52,8 @@ log = logging.getLogger(__name__)
 # The record of a run's batches, in its run folder.
 RECORD_FILE = "api_batches.jsonl"
 TERMINAL = ("completed", "failed", "expired", "cancelled")
+# a recorded batch the provider no longer knows (a 404 for its id): read as ended, answering nothing
+LOST = "lost"
 METADATA_KEY = "pipeline_marker"
 # Pages of the provider's batch and file lists looked through for a marker.
 LOOKUP_PAGES = 20
@@ -58,7 +62,28 @@ __all__ = ["BatchJobs", "BatchPending", "BatchRecord", "Line", "batch_states", "
 
 
 class BatchPending(RuntimeError):
-    """A batch that was not done within ``judge.api.batch_wait``: it is recorded, and the same command picks it up."""
+    """A batch that was not done within ``judge.api.batch_wait``, or whose results could not be downloaded: it is
+    recorded (not read), and the same command picks it up."""
+
+
+def download(client: ApiClient, path: str, what: str, record: Path | None) -> str:
+    """The content at ``path`` (a finished batch's output, error file or results), asked up to
+    ``max_retries + 1`` times with backoff (each ask with the client's own retries of a 5xx or a dropped connection);
+    a download that still fails stops the run with :class:`BatchPending`: the batch is not recorded as read, so
+    nothing it answered is lost or paid for again, and the same command downloads it again."""
+    settings, error = client.settings, ""
+    for attempt in range(settings.max_retries + 1):
+        got = client.call("GET", path, text=True)
+        if got.body is not None:
+            return str(got.body.get("text") or "")
+        error = got.error or "no content"
+        log.warning("could not download %s (attempt %d): %s", what, attempt + 1, error)
+        time.sleep(min(settings.backoff_max, settings.backoff * 2**attempt))
+    raise BatchPending(
+        f"could not download {what} from {client.base_url} after {settings.max_retries + 1} attempts ({error}); the "
+        f"batch is finished and recorded in {record}, not read: the same command downloads its results again "
+        "(nothing is paid twice)"
+    )
 
 
 class BatchRecord:
@@ -104,8 +129,14 @@ class BatchRecord:
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps({**entry, "time": time.time()}, sort_keys=True) + "\n")
+        line = json.dumps({**entry, "time": time.time()}, sort_keys=True) + "\n"
+        with self.path.open("a+b") as f:
+            end = f.seek(0, os.SEEK_END)
+            if (
+                end and (f.seek(end - 1), f.read(1))[1] != b"\n"
+            ):  # a line cut short by a crash: ours starts anew
+                line = "\n" + line
+            f.write(line.encode("utf-8"))
             f.flush()
             os.fsync(f.fileno())
 
@@ -159,10 +190,10 @@ class BatchJobs:
             idle = 0 if answered else idle + 1
             for k in todo:
                 body = answered.get(lines[k].custom_id)
-                if body is not None and replies[k] is None:
+                if (
+                    body is not None and replies[k] is None
+                ):  # (stored by the round, before it was recorded read)
                     replies[k] = Reply(body, attempts=rounds, failures=failures.get(lines[k].custom_id, []))
-                    if cache:
-                        cache.put(lines[k].custom_id, body)
         for k in todo:
             if replies[k] is None:
                 kinds = failures.get(lines[k].custom_id, [])
@@ -202,6 +233,9 @@ class BatchJobs:
         failed: dict[str, list[str]] = {}
         why: dict[str, str] = {}
         out = {original[c]: body for c, body in self._read(batch, sent, failed, why, stray).items()}
+        cache = self.client.cache
+        for custom_id, body in out.items() if cache else ():  # stored before the batch is recorded as read
+            cache.put(custom_id, body)
         for custom_id, kinds_of in failed.items():
             failures.setdefault(original[custom_id], []).extend(kinds_of)
             errors[original[custom_id]] = why[custom_id]
@@ -233,10 +267,11 @@ class BatchJobs:
         created, every step recorded before the next."""
         if not job:
             self.record.add({"marker": marker, "input": digest, "state": "intent", "requests": n})
-        else:
-            found = self._find("/batches", self._ours(marker, job.get("file_id")))
-            if found:
-                return self._created(marker, found, "found at the provider")
+        # the provider is searched for the marker before every create: a rerun after a crash, a create that timed
+        # out, or another run folder's run of the same requests (its batch is taken, not paid for again)
+        found = self._find("/batches", self._ours(marker, job.get("file_id")))
+        if found:
+            return self._created(marker, found, "found at the provider")
         name = f"{marker}.jsonl"
         file_id = job.get("file_id") or (
             self._find("/files", lambda f: f.get("filename") == name) if job else None
@@ -316,6 +351,14 @@ class BatchJobs:
             status = (polled.body or {}).get("status")
             if status in TERMINAL:
                 return polled.body or {}
+            if polled.body is None and polled.error.startswith("HTTP 404"):
+                log.warning(
+                    "batch %s is not known to %s (%s): it is read as lost, and its requests are asked again",
+                    batch_id,
+                    self.client.base_url,
+                    polled.error,
+                )
+                return {"id": batch_id, "status": LOST}
             if time.monotonic() - started + delay > self.settings.batch_wait:
                 raise BatchPending(
                     f"batch {batch_id} at {self.client.base_url} is {status or 'not answering'} after "
@@ -334,12 +377,12 @@ class BatchJobs:
         errors: dict[str, str],
         stray: Counter[str],
     ) -> dict[str, dict[str, Any]]:
-        texts = []
-        for key in ("output_file_id", "error_file_id"):
-            file_id = batch.get(key)
-            if file_id:
-                got = self.client.call("GET", f"/files/{file_id}/content", text=True)
-                texts.append((got.body or {}).get("text") or "")
+        texts = [
+            download(self.client, f"/files/{batch[key]}/content", f"the {key[:-8]} file of batch {batch.get('id')}",
+                     self.record.path)
+            for key in ("output_file_id", "error_file_id")
+            if batch.get(key)
+        ]  # fmt: skip
         status = batch.get("status")
         return read_output(
             texts,

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.judge.api.replies import Check
+from pipeline.judge.api.parse import parse_json
+from pipeline.judge.api.replies import Check, Refused
 
 
 @dataclass(frozen=True)
@@ -93,9 +94,9 @@ def _read_line(
     """One output or error line: an answer of its request (its body passes the request's check), a failure of its
     kind, or a stray line."""
     try:
-        entry = json.loads(raw)
-    except ValueError:
-        stray["not_json"] += 1
+        entry = parse_json(raw)
+    except Refused as refused:  # not JSON, too large, too deep, an integer too long, a lone surrogate
+        stray[refused.kind] += 1
         return
     custom_id = entry.get("custom_id") if isinstance(entry, dict) else None
     if not isinstance(custom_id, str) or custom_id not in wanted:

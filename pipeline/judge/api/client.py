@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.judging import ApiConfig
-from pipeline.judge.api.replies import Check
+from pipeline.judge.api.parse import parse_json
+from pipeline.judge.api.replies import Check, Refused
 from pipeline.judge.spec import ApiEndpoint
 from pipeline.storage.sqlite import SqliteCache
 
@@ -108,21 +109,21 @@ def backoff_delay(attempt: int, settings: ApiConfig, rng: random.Random, asked: 
 
 def _server_message(response: Any) -> str:
     try:
-        payload = response.json()
-        message = payload.get("error", payload)
-        if isinstance(message, dict):
-            message = message.get("message", message)
-        return str(message)[:500]
-    except ValueError:
-        return response.text[:500]
+        payload = parse_json(response.content)
+    except Refused:
+        return response.content[:500].decode("utf-8", "replace")
+    message = payload.get("error", payload) if isinstance(payload, dict) else payload
+    if isinstance(message, dict):
+        message = message.get("message", message)
+    return str(message)[:500]
 
 
 def _answer(response: Any, check: Check | None) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
     """A 2xx response's body, or why it is not an answer (a body that does not parse, or one ``check`` refuses)."""
     try:
-        body = response.json()
-    except ValueError:
-        return None, ("not_json", f"{response.text[:80]!r}")
+        body = parse_json(response.content)
+    except Refused as refused:
+        return None, (refused.kind, refused.detail)
     if check is not None:
         problem = check(body)
         if problem is not None:

@@ -95,14 +95,14 @@ class ApiEngine:
             if conversation is not None:
                 bodies.append(messages_body(self.model, conversation, request, self.top_logprobs))
                 prefixes.append("")
-                readers.append(chat_reader(request.n, words))
+                readers.append(chat_reader(request.n, words, top=self.top_logprobs))
                 continue
             message, prefix = frame.split(prompt)
             prefixes.append(prefix)
             bodies.append(
                 chat_body(self.model, message, prefix, sent, frame.system, self.top_logprobs, self.prefill)
             )
-            readers.append(chat_reader(sent.n, [] if sampled else words))
+            readers.append(chat_reader(sent.n, [] if sampled else words, top=self.top_logprobs))
         replies = self.send("/chat/completions", bodies, readers)
         self._warn_failed(replies)
         results = []

@@ -36,6 +36,11 @@ KINDS = (
     "not_finite",  # a log-probability that is not a finite number (NaN, infinity, a string)
     "bad_logprob",  # a log-probability above 0
     "bad_usage",  # a token count that is not a non-negative integer (below 2**31)
+    "too_large",  # a body larger than pipeline.judge.api.parse.MAX_BYTES
+    "too_deep",  # a body nested deeper than pipeline.judge.api.parse.MAX_DEPTH
+    "bad_number",  # an integer of more digits than pipeline.judge.api.parse.MAX_DIGITS
+    "bad_text",  # a string that cannot be encoded (a lone UTF-16 surrogate)
+    "unreadable",  # a body a reader could not take apart for a reason of no other kind (named in the detail)
     "http_4xx",  # a refusal (not retried) ...
     "http_5xx",  # ... and the server errors, rate limits (429) and timeouts (408) retried
     "timeout",  # no reply in judge.api.timeout seconds
@@ -47,6 +52,8 @@ KINDS = (
 )
 
 TOKEN_PREFIX = "token_id:"
+# The most digits a token id may have (vocabularies hold fewer than 10**9 tokens).
+TOKEN_DIGITS = 12
 # The largest token count a column of the run's tables holds (int32).
 MAX_COUNT = 2**31 - 1
 
@@ -96,12 +103,21 @@ def check_of(reader: Reader) -> Check:
             reader(body)
         except Refused as refused:
             return refused.kind, refused.detail
+        except (ValueError, TypeError, OverflowError, RecursionError, AttributeError, KeyError) as exc:
+            return (
+                "unreadable",
+                f"{type(exc).__name__}: {str(exc)[:120]}",
+            )  # a reader's own gap: never a crash
         return None
 
     return check
 
 
 def _logprob(value: Any) -> float:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53:
+        raise Refused(
+            "not_finite", f"a first-token log-probability of {str(value)[:40]}... (an integer too large)"
+        )
     if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
         raise Refused("not_finite", f"a first-token log-probability of {value!r}")
     if value > 0:
@@ -145,6 +161,8 @@ def read_choices(body: Any, n: int) -> list[dict[str, Any]]:
     """The ``n`` choices in index order (a choice without an index is at its place in the list)."""
     if not isinstance(body, dict):
         raise Refused("no_choices", f"the body is a {type(body).__name__}, not an object")
+    if body.get("error"):  # a 200 that carries an error: the server failed, whatever else the body holds
+        raise Refused("http_5xx", f"a 2xx carrying an error: {str(body['error'])[:120]}")
     choices = body.get("choices")
     if not isinstance(choices, list) or not choices or not all(isinstance(c, dict) for c in choices):
         raise Refused("no_choices", "no choices in the reply")
@@ -186,8 +204,10 @@ def completion_reader(n: int, token_ids: Sequence[int]) -> Reader:
             top: dict[int, float] = {}
             for key, value in first[0].items():
                 digits = key.removeprefix(TOKEN_PREFIX) if key.startswith(TOKEN_PREFIX) else ""
-                if not (digits.isascii() and digits.isdigit()):
+                if not (digits.isascii() and digits.isdigit()) or len(digits) > TOKEN_DIGITS:
                     raise Refused("bad_token", f"an alternative keyed {key[:40]!r}, not token_id:N")
+                if int(digits) in top:  # token_id:0007 beside token_id:7
+                    raise Refused("bad_token", f"the token id {int(digits)} keyed twice ({key[:40]!r})")
                 top[int(digits)] = _logprob(value)
             absent = [t for t in wanted if t not in top]
             if absent:
@@ -221,11 +241,12 @@ def chat_alternatives(choice: dict[str, Any]) -> dict[str, float]:
     return top
 
 
-def chat_reader(n: int, words: Sequence[str], logprobs: bool | None = None) -> Reader:
+def chat_reader(n: int, words: Sequence[str], logprobs: bool | None = None, top: int | None = None) -> Reader:
     """A ``/chat/completions`` reply with ``n`` choices, each with its message's content, and where log-probabilities
     were asked (``logprobs``, by default: when there are ``words``) the first token's ``top_logprobs``; each word's
     log-probability is its alternative's, or, if it is not among them, the smallest returned (a floor, counted as
-    missing)."""
+    missing). ``top``: the alternatives asked for; more than that (and the token itself) is not the answer asked,
+    and would move the floor."""
     asked = bool(words) if logprobs is None else logprobs
 
     def read(body: Any) -> Answer:
@@ -239,11 +260,13 @@ def chat_reader(n: int, words: Sequence[str], logprobs: bool | None = None) -> R
         values: list[float] = []
         missing = 0
         if asked:
-            top = chat_alternatives(choices[0])
-            floor = min(top.values())
+            given = chat_alternatives(choices[0])
+            if top is not None and len(given) > top + 1:
+                raise Refused("bad_token", f"{len(given)} first-token alternatives for the {top} asked")
+            floor = min(given.values())
             for word in words:
-                values.append(top.get(word, floor))
-                missing += word not in top
+                values.append(given.get(word, floor))
+                missing += word not in given
         return Answer(values, texts, _reasons(choices), missing, read_usage(body))
 
     return read

@@ -60,7 +60,9 @@ def check_words(
         )
     try:
         replies = client.post(
-            "/chat/completions", bodies, check=check_of(chat_reader(request.n, (), logprobs=True))
+            "/chat/completions",
+            bodies,
+            check=check_of(chat_reader(request.n, (), logprobs=True, top=endpoint.settings.top_logprobs)),
         )
     finally:
         client.close()

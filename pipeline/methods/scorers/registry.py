@@ -37,6 +37,7 @@ from pipeline.methods.scorers import (
     poe_logit,
     win_ratio,
 )
+from pipeline.methods.scorers.comparison_checks import ComparisonError
 
 ENTRY_POINTS = "llm_comparative_assessment.scorers"
 
@@ -92,10 +93,35 @@ class ScorerEntry:
     def fit_context(
         self, n: int, i: NDArray[np.int64], j: NDArray[np.int64], p: Array, inputs: FitInputs
     ) -> tuple[Array, Array | None]:
+        """One context's scores and standard errors (or None), checked: a score per candidate (anything else is an
+        error naming the scorer: its scores would land on the wrong candidates), every score finite (a candidate
+        without one: :class:`ComparisonError` naming it, so the context is left out of this method, counted)."""
         if self.fit is not None:
-            return self.fit(n, i, j, p, inputs)
-        options = {"tie": inputs.tie} if self.ties else {}
-        return np.asarray(self.score(n, i, j, p, **options), dtype=np.float64), None
+            scores, errors = self.fit(n, i, j, p, inputs)
+        else:
+            options = {"tie": inputs.tie} if self.ties else {}
+            scores, errors = self.score(n, i, j, p, **options), None
+        try:
+            scores = np.asarray(scores, dtype=np.float64)
+            errors = None if errors is None else np.asarray(errors, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ScorerOutputError(f"scorer {self.name!r} gave scores that are not numbers: {exc}") from exc
+        for what, values in (("scores", scores), ("standard errors", errors)):
+            if values is not None and values.shape != (n,):
+                raise ScorerOutputError(
+                    f"scorer {self.name!r} gave {what} of shape {values.shape} for {n} candidates (one each)"
+                )
+        bad = np.flatnonzero(~np.isfinite(scores))
+        if bad.size:
+            raise ComparisonError(
+                f"scorer {self.name!r} gave {bad.size} score(s) that are not finite numbers",
+                tuple(bad.tolist()),
+            )
+        return scores, errors
+
+
+class ScorerOutputError(ValueError):
+    """A scorer (a plugin's, most likely) whose output cannot be scores of the context's candidates."""
 
 
 def _gaussian(hard: bool) -> Fit:

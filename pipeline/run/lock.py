@@ -1,0 +1,42 @@
+"""One run at a time per run folder: the run holds an exclusive lock on ``<run folder>/.run.lock`` from the
+moment it opens the folder until it ends (a POSIX record lock, ``lockf``: held by the process alone, never by the
+engines and workers it forks). A second run on the same folder (a rerun started while the first still
+runs, two jobs given one ``paths.run_dir``) is refused at once, naming the process that holds it, instead of both
+judging, creating batches for the same requests and writing the same tables. The lock is the kernel's: a run that
+crashes or is killed leaves nothing held, and the next run takes the folder."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from pipeline.contracts.errors import UserError
+
+LOCK_FILE = ".run.lock"
+
+
+@contextlib.contextmanager
+def run_folder_lock(run_dir: Path) -> Iterator[Path]:
+    """Hold the run folder for this process (module docstring); :class:`UserError` if another holds it."""
+    path = run_dir / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EACCES, errno.EAGAIN):
+                raise
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+            raise UserError(
+                f"run folder {run_dir} is in use by another run (process {holder}); wait for it to end, or give "
+                "this run a folder of its own (paths.run_dir)"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield path
+    finally:
+        os.close(fd)  # releases the lock
