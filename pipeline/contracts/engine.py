@@ -90,6 +90,9 @@ class Result:
     # Behind an API: the reply gave no token counts (or not all of them); the missing ones are 0 (the prompt's length
     # on the token-id path), and the run counts the answers whose usage is unknown.
     usage_unknown: bool = False
+    # Behind an API: the model the reply says served it (its "model" field; None where it names none), so that a
+    # provider that switches snapshots within a run is seen (judge drift).
+    served_model: str | None = None
 
     @classmethod
     def failed(cls, error: str, source: str, requests: int, failures: Sequence[str] = ()) -> Result:

@@ -142,6 +142,8 @@ RESPONSES = pa.schema(
         pa.field("failed_attempts", pa.list_(pa.string()), nullable=False),
         # Behind an API: the reply gave no token counts (they are 0, or the prompt's length on the token-id path).
         pa.field("usage_unknown", pa.bool_(), nullable=False),
+        # Behind an API: the model the reply says served it (null: it names none, or no API).
+        pa.field("served_model", pa.string()),
         *REASONING_FIELDS,
     ]
 )

@@ -41,6 +41,9 @@ class JudgeStats:
     batches: tuple[tuple[str, int], ...] = ()
     # prompts answered from a judge's file of verdicts (a recorded judge: no engine, nothing billed)
     recorded: int = 0
+    # behind an API: the answers by the model their replies say served them; more than one is a judge that changed
+    # within the run (a provider's new snapshot behind the same name: judge drift)
+    served_models: tuple[tuple[str, int], ...] = ()
     # what the run lost and judged again, by kind (nodes, workers, engine deaths, drained workers, prompts judged
     # again; pipeline.judge.watchdog.Interruptions), those that happened
     interruptions: tuple[tuple[str, int], ...] = ()
@@ -70,6 +73,7 @@ class JudgeStats:
             "judge/api_billed_completion_tokens": float(self.billed_completion_tokens),
             "judge/api_missing_logprob_share": self.missing_share,
             "judge/api_usage_unknown": float(self.usage_unknown),
+            **({"judge/api_served_models": float(len(self.served_models))} if self.served_models else {}),
             **{f"judge/api_batches/{state}": float(n) for state, n in self.batches},
             "judge/api_failed_attempts": float(sum(n for _, n in self.failed_attempts)),
             **{f"judge/api_failed_attempts/{kind}": float(n) for kind, n in self.failed_attempts},

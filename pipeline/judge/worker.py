@@ -212,6 +212,7 @@ def responses(
             "missing_logprobs": pa.array([r.missing for r in done], pa.int32()),
             "failed_attempts": pa.array([list(r.failures) for r in done], pa.list_(pa.string())),
             "usage_unknown": pa.array([r.usage_unknown for r in done], pa.bool_()),
+            "served_model": pa.array([r.served_model for r in done], pa.string()),
             "reasoning": pa.array([r.reasoning for r in done], pa.string()),
             "reasoning_tokens": pa.array(
                 [r.reasoning_tokens if r.reasoning is not None else None for r in done], pa.int32()

@@ -47,6 +47,8 @@ class ApiUsage:
     # the billed tokens answered as lines of batch jobs (judge.api.batch), priced at the batch discount
     batch_prompt_tokens: int = 0
     batch_completion_tokens: int = 0
+    # the answers by the model their replies say served them (a provider that switches snapshots mid-run)
+    models: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def add(self, batch: pa.Table) -> None:
         source = batch.column("source")
@@ -68,6 +70,9 @@ class ApiUsage:
         for kinds in batch.column("failed_attempts").to_pylist():
             for kind in kinds or ():
                 self.failures[kind] = self.failures.get(kind, 0) + 1
+        if "served_model" in batch.column_names:  # the models the replies say served them (cached ones too)
+            for model in from_api.column("served_model").drop_null().to_pylist():
+                self.models[model] = self.models.get(model, 0) + 1
 
     def money(
         self, price_input: float | None, price_output: float | None, batch_discount: float = 1.0

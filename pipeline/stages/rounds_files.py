@@ -212,4 +212,5 @@ def combine_stats(stats: list[JudgeStats], prompts: int, seconds: float) -> Judg
         failed_attempts=tuple(
             sorted(sum((Counter(dict(s.failed_attempts)) for s in stats), Counter()).items())
         ),
+        served_models=tuple(sorted(sum((Counter(dict(s.served_models)) for s in stats), Counter()).items())),
     )

@@ -336,6 +336,7 @@ class Engine:
             "missing_logprobs": pa.array([0] * n, pa.int32()),
             "failed_attempts": pa.array([[]] * n, pa.list_(pa.string())),
             "usage_unknown": pa.array([False] * n, pa.bool_()),
+            "served_model": pa.array([None] * n, pa.string()),
             **{f.name: pa.nulls(n, f.type) for f in REASONING_FIELDS},
         }
         return pa.table(out, schema=RESPONSES)

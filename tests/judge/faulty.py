@@ -58,8 +58,13 @@ class Server(ThreadingHTTPServer):
 
 
 class FaultyServer:
-    def __init__(self, share: float = 0.5, seed: int = 0, max_failures: int = 3, slow: float = 1.5):
+    def __init__(
+        self, share: float = 0.5, seed: int = 0, max_failures: int = 3, slow: float = 1.5, models: tuple = ()
+    ):
         self.share, self.seed, self.max_failures, self.slow = share, seed, max_failures, slow
+        # the snapshots a reply names as its model (a provider switching snapshots mid-run), by the prompt's key
+        self.models = models
+        self.served_models: Counter[str] = Counter()
         self.lock = threading.Lock()
         self.attempts: Counter[str] = Counter()
         self.served: dict[str, list] = {}  # prompt key -> the answer's log-probabilities, once per success
@@ -168,9 +173,13 @@ class FaultyServer:
         elif kind == "two_samples":
             answer["choices"].append(dict(answer["choices"][0], index=1))
         else:  # an answer; one prompt in five answered without its usage (an answer, its token counts unknown)
+            if self.models:
+                answer["model"] = self.models[int(key, 16) % len(self.models)]
             with self.lock:
                 self.successes[key] += 1
                 self.served[key] = logprobs
+                if self.models:
+                    self.served_models[answer["model"]] += 1
             if int(key, 16) % 5 == 0:
                 answer.pop("usage")
                 self.no_usage.add(key)

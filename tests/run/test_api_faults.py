@@ -46,7 +46,9 @@ def standin_overrides(url: str, judge_model: str, tmp_path, *extra: str) -> list
 def test_a_run_against_a_faulty_endpoint_judges_every_prompt_once_with_what_it_answered(
     path, tmp_path, judge_model
 ):
-    with FaultyServer(share=0.5, seed=1, slow=1.2) as server:
+    with FaultyServer(
+        share=0.5, seed=1, slow=1.2, models=("stand-in-2024-08-06", "stand-in-2024-11-20")
+    ) as server:
         cfg = compose(
             standin_overrides(
                 server.url,
@@ -82,6 +84,13 @@ def test_a_run_against_a_faulty_endpoint_judges_every_prompt_once_with_what_it_a
     # the answers without usage are kept and counted, their tokens unknown
     assert result.metrics["judge/api_usage_unknown"] == len(server.no_usage) > 0
     assert f"{len(server.no_usage)} answer(s) whose reply gave no token counts" in result.summary
+    # the provider switched snapshots mid-run: every answer's model recorded, the change said in words
+    assert (
+        dict(result.judge_stats.served_models) == dict(server.served_models)
+        and len(server.served_models) == 2
+    )
+    assert "the judge changed within the run: its replies name 2 models" in result.summary
+    assert result.metrics["judge/api_served_models"] == 2
 
 
 def test_batch_judging_records_its_batches_in_the_run_folder_and_costs_the_batch_price(tmp_path, judge_model):
@@ -132,10 +141,11 @@ def test_batch_judging_records_its_batches_in_the_run_folder_and_costs_the_batch
 def test_a_run_that_stops_on_a_batch_not_done_ends_at_once_on_ray_and_the_rerun_finishes_it(
     tmp_path, judge_model
 ):
-    """The CLI on a local Ray (the endpoint's step on the driver, the prompts as Ray Data tasks): a batch not done
-    within judge.api.batch_wait stops the run; the process ends with its error's exit code and does not hang in Ray
-    Data's finalisers (it waits for nothing once the run has stopped); the same command, once the batch is done,
-    ends 0 with every prompt judged once and the batch created once."""
+    """The CLI on a local Ray (the endpoint's step on the driver, the prompts as Ray Data tasks, four per engine call):
+    the first call's batch is not done within judge.api.batch_wait and stops the run while Ray Data still streams the
+    rest; the process ends with its error's exit code (before the fix it hung in Ray Data's iterator finaliser,
+    connecting to the Ray it had shut down); the same command, once the batch is done, ends 0 with every prompt
+    judged once, that batch picked up (not created again) and no input submitted twice."""
     import subprocess
     import sys
 
@@ -147,7 +157,7 @@ def test_a_run_that_stops_on_a_batch_not_done_ends_at_once_on_ray_and_the_rerun_
             o for o in standin_overrides(server.url, judge_model, tmp_path, "judge.api.path=token_ids")
             if o != "runtime=inprocess"
         ] + ["judge.api.batch=true", "judge.api.batch_poll=0.05", "judge.api.batch_poll_max=0.1",
-             "judge.api.batch_wait=3", "judge.batch_size=1000", f"paths.run_dir={tmp_path / 'run'}"]  # fmt: skip
+             "judge.api.batch_wait=3", "judge.batch_size=4", f"paths.run_dir={tmp_path / 'run'}"]  # fmt: skip
         command = [sys.executable, "-m", "pipeline.cli", *overrides]
         first = subprocess.Popen(
             command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
@@ -164,6 +174,7 @@ def test_a_run_that_stops_on_a_batch_not_done_ends_at_once_on_ray_and_the_rerun_
         server.polls = 1  # the provider finishes the batch
         again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
         assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-        assert server.created == ["batch-0"]
+        assert server.created[0] == "batch-0" and "batch-0" not in server.created[1:]
+        assert len(set(server.inputs)) == len(server.inputs)
     table = pl.read_parquet(tmp_path / "run" / "tables" / "judgments.parquet")
     assert table.height == N_PROMPTS and table.select(KEYS).n_unique() == N_PROMPTS

@@ -135,6 +135,7 @@ def responses(rows: list[dict]) -> pa.Table:
         "missing_logprobs": 0,
         "failed_attempts": [],
         "usage_unknown": False,
+        "served_model": None,
     }
     return pa.Table.from_pylist([{**base, **r} for r in rows], schema=RESPONSES)
 

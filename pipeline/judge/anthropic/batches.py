@@ -133,7 +133,7 @@ class MessageBatches(BatchJobs):
             status = (polled.body or {}).get("processing_status")
             if status == ENDED:
                 return {**(polled.body or {}), "status": ENDED}
-            if polled.body is None and polled.error.startswith("HTTP 404"):
+            if polled.body is None and (polled.error or "").startswith("HTTP 404"):
                 log.warning(
                     "message batch %s is not known to %s (%s): it is read as lost, and its requests are asked again",
                     batch_id,

@@ -19,7 +19,7 @@ from pipeline.judge.anthropic.messages import (
     prompt_turns,
 )
 from pipeline.judge.api.client import Reply
-from pipeline.judge.api.replies import check_of
+from pipeline.judge.api.replies import check_of, served_model
 from pipeline.judge.api.sampled import sampled_logprobs, sampled_request
 from pipeline.judge.spec import ApiEndpoint, JudgeSpec
 from pipeline.judge.tokenizers import load_tokenizer
@@ -116,6 +116,7 @@ class AnthropicEngine:
             requests=attempts,
             failures=kinds,
             usage_unknown=not all(a.usage.known for a in answers),
+            served_model=served_model(replies[0].body),
         )
 
     @property

@@ -234,8 +234,9 @@ class BatchJobs:
         why: dict[str, str] = {}
         out = {original[c]: body for c, body in self._read(batch, sent, failed, why, stray).items()}
         cache = self.client.cache
-        for custom_id, body in out.items() if cache else ():  # stored before the batch is recorded as read
-            cache.put(custom_id, body)
+        if cache is not None:  # stored before the batch is recorded as read
+            for custom_id, body in out.items():
+                cache.put(custom_id, body)
         for custom_id, kinds_of in failed.items():
             failures.setdefault(original[custom_id], []).extend(kinds_of)
             errors[original[custom_id]] = why[custom_id]
@@ -351,7 +352,7 @@ class BatchJobs:
             status = (polled.body or {}).get("status")
             if status in TERMINAL:
                 return polled.body or {}
-            if polled.body is None and polled.error.startswith("HTTP 404"):
+            if polled.body is None and (polled.error or "").startswith("HTTP 404"):
                 log.warning(
                     "batch %s is not known to %s (%s): it is read as lost, and its requests are asked again",
                     batch_id,

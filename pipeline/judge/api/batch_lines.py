@@ -95,8 +95,8 @@ def _read_line(
     kind, or a stray line."""
     try:
         entry = parse_json(raw)
-    except Refused as refused:  # not JSON, too large, too deep, an integer too long, a lone surrogate
-        stray[refused.kind] += 1
+    except Refused as unreadable:  # not JSON, too large, too deep, an integer too long, a lone surrogate
+        stray[unreadable.kind] += 1
         return
     custom_id = entry.get("custom_id") if isinstance(entry, dict) else None
     if not isinstance(custom_id, str) or custom_id not in wanted:

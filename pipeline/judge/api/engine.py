@@ -14,7 +14,15 @@ from pipeline.contracts.frame import PromptFrame, parse_conversation
 from pipeline.judge.api.batch import BatchJobs
 from pipeline.judge.api.bodies import chat_body, completion_body, messages_body
 from pipeline.judge.api.client import ApiClient, Reply
-from pipeline.judge.api.replies import Answer, Reader, Refused, chat_reader, check_of, completion_reader
+from pipeline.judge.api.replies import (
+    Answer,
+    Reader,
+    Refused,
+    chat_reader,
+    check_of,
+    completion_reader,
+    served_model,
+)
 from pipeline.judge.api.sampled import sampled_logprobs, sampled_request
 from pipeline.judge.spec import ApiEndpoint, JudgeSpec
 from pipeline.judge.tokenizers import is_local, load_tokenizer
@@ -170,6 +178,7 @@ class ApiEngine:
             missing=answer.missing,
             failures=tuple(reply.failures),
             usage_unknown=not usage.known,
+            served_model=served_model(reply.body),
         )
 
     @property

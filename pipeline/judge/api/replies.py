@@ -95,6 +95,12 @@ Reader = Callable[[Any], Answer]
 Check = Callable[[Any], "tuple[str, str] | None"]
 
 
+def served_model(body: Any) -> str | None:
+    """The model a reply says served it (its ``model`` field, at most 200 characters), or None."""
+    model = body.get("model") if isinstance(body, dict) else None
+    return model[:200] if isinstance(model, str) and model else None
+
+
 def check_of(reader: Reader) -> Check:
     """The client's check of a reader: None for an answer, else ``(kind, detail)``."""
 
