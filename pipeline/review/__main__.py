@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
     from pipeline.review import agreement as report
+    from pipeline.review import results
     from pipeline.review.answers import AnswerLog, check_reviewer
     from pipeline.review.sample import Strategy, open_sample
 
@@ -114,11 +115,11 @@ def _main(args: argparse.Namespace) -> int:
             )
         sample = open_sample(run_dir, folder)
         result = report.agreement(sample, AnswerLog(folder / "answers.jsonl").read())
-        files = report.write(result)
+        files = results.write(result)
         print(result.text())
         print(f"\ntables: {', '.join(str(p) for p in files)}")
         try:
-            child = report.log_to_mlflow(result, files)
+            child = results.log_to_mlflow(result, files)
         except Exception as exc:  # the tables are written; say why MLflow is not up to date
             print(f"error: could not log to MLflow: {exc}", file=sys.stderr)
             return 1

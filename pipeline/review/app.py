@@ -42,6 +42,7 @@ from jinja2 import Environment, StrictUndefined
 
 from pipeline.contracts.errors import UserError
 from pipeline.review import agreement as report
+from pipeline.review import results
 from pipeline.review.answers import CHOICES, MAX_NOTE, AnswerLog, check_reviewer
 from pipeline.review.keys import owner_key, review_secret, reviewer_key, same
 from pipeline.review.sample import LABELS, ReviewSample, criterion_text, reviewer_order, shown
@@ -445,9 +446,9 @@ def publish(state: ReviewState) -> report.Agreement:
     """Write the agreement tables into the review folder and log them to the run's MLflow record."""
     with state.publishing:
         result = state.agreement()
-        files = report.write(result)
+        files = results.write(result)
         try:
-            report.log_to_mlflow(result, files)
+            results.log_to_mlflow(result, files)
         except Exception:  # the tables are on disk; `review report` brings MLflow up to date later
             log.exception("could not log the review to MLflow; the tables are in %s", state.sample.folder)
         return result

@@ -17,6 +17,7 @@ import pytest
 from pipeline.contracts.errors import UserError
 from pipeline.contracts.schemas import CANDIDATES, COMPARISONS
 from pipeline.review import agreement as report
+from pipeline.review import results
 from pipeline.review.answers import AnswerLog, check_reviewer
 from pipeline.review.sample import (
     BANDS,
@@ -337,7 +338,7 @@ def test_agreement_matches_a_hand_computation(tmp_path):
     # intervals bracket their values; the files are written
     kappa = result.table.filter(pl.col("statistic") == "kappa")
     assert (kappa["ci_low"] <= kappa["value"]).all() and (kappa["value"] <= kappa["ci_high"]).all()
-    files = report.write(result)
+    files = results.write(result)
     assert [p.name for p in files] == ["agreement.csv", "confusion.csv", "labels.csv"]
     assert pl.read_csv(files[2]).height == 20
     assert "judge vs" in result.text() and "Krippendorff's alpha" in result.text()
@@ -529,7 +530,7 @@ def test_notes_that_look_like_formulas_are_neutralised_in_labels_csv(tmp_path):
     notes = ['=HYPERLINK("http://x")', "+1", "-2+3", "@SUM(A1)", "plain, with a comma"]
     for item, note in zip(sample.ids, notes, strict=False):
         log.add({**answer(sample, "ann", item, "i"), "note": note})
-    report.write(report.agreement(sample, log.read()))
+    results.write(report.agreement(sample, log.read()))
     written = pl.read_csv(run_dir / "review" / "labels.csv")["note"].to_list()
     assert sorted(written) == sorted(['\'=HYPERLINK("http://x")', "'+1", "'-2+3", "'@SUM(A1)"])
 

@@ -23,8 +23,9 @@ import pytest
 from pipeline.contracts.errors import ConfigError, UserError
 from pipeline.methods.agreement.selective import cascade, fixed_sequence_threshold
 from pipeline.methods.verdicts.outcomes import WIN_I, WIN_J, judge_verdicts
-from pipeline.review.agreement import agreement, write
+from pipeline.review.agreement import agreement
 from pipeline.review.answers import AnswerLog
+from pipeline.review.results import write
 from pipeline.review.sample import Strategy, open_sample, shown
 from pipeline.run.context import run
 from tests.conftest import DATASETS, compose
