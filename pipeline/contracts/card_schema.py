@@ -52,6 +52,10 @@ JUDGE_CARD = pa.schema(
         pa.field("benchmark_accuracy", pa.float64()),
         pa.field("ordering_accuracy", pa.float64()),
         pa.field("positional_agreement", pa.float64()),
+        # behind an API: the models the judge's replies say served them, with their answers ("model (n), ..."; null
+        # where no reply names one); more than one is a judge that changed within the run
+        pa.field("served_models", pa.string()),
+        pa.field("n_served_models", pa.int32(), nullable=False),
     ]
 )
 

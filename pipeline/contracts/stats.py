@@ -41,12 +41,24 @@ class JudgeStats:
     batches: tuple[tuple[str, int], ...] = ()
     # prompts answered from a judge's file of verdicts (a recorded judge: no engine, nothing billed)
     recorded: int = 0
-    # behind an API: the answers by the model their replies say served them; more than one is a judge that changed
-    # within the run (a provider's new snapshot behind the same name: judge drift)
-    served_models: tuple[tuple[str, int], ...] = ()
+    # behind an API: the answers per judge and model their replies say served them, as (judge, model, answers);
+    # more than one model for a judge is a judge that changed within the run (a provider's new snapshot behind the
+    # same name: judge drift)
+    served_models: tuple[tuple[str, str, int], ...] = ()
     # what the run lost and judged again, by kind (nodes, workers, engine deaths, drained workers, prompts judged
     # again; pipeline.judge.watchdog.Interruptions), those that happened
     interruptions: tuple[tuple[str, int], ...] = ()
+
+    def models_by_judge(self) -> dict[str, tuple[tuple[str, int], ...]]:
+        """Per judge, the models its replies say served them and how many answers each."""
+        out: dict[str, list[tuple[str, int]]] = {}
+        for judge, model, n in self.served_models:
+            out.setdefault(judge, []).append((model, n))
+        return {judge: tuple(models) for judge, models in out.items()}
+
+    def changed_judges(self) -> dict[str, tuple[tuple[str, int], ...]]:
+        """The judges whose replies name more than one model (judge drift within the run)."""
+        return {judge: models for judge, models in self.models_by_judge().items() if len(models) > 1}
 
     @property
     def missing_share(self) -> float:
@@ -73,7 +85,11 @@ class JudgeStats:
             "judge/api_billed_completion_tokens": float(self.billed_completion_tokens),
             "judge/api_missing_logprob_share": self.missing_share,
             "judge/api_usage_unknown": float(self.usage_unknown),
-            **({"judge/api_served_models": float(len(self.served_models))} if self.served_models else {}),
+            **(
+                {"judge/api_served_models": float(max(len(m) for m in self.models_by_judge().values()))}
+                if self.served_models
+                else {}
+            ),
             **{f"judge/api_batches/{state}": float(n) for state, n in self.batches},
             "judge/api_failed_attempts": float(sum(n for _, n in self.failed_attempts)),
             **{f"judge/api_failed_attempts/{kind}": float(n) for kind, n in self.failed_attempts},

@@ -63,6 +63,8 @@ def card_text(card: pl.DataFrame, limit: int = 6) -> str:
                 f"candidate as JudgeBench counts it ({_pct2(row['ordering_accuracy'])} per ordering as LLMBar does, "
                 f"its orderings choosing alike on {_pct2(row['positional_agreement'])});"
             )
+        if row["n_served_models"] > 1:
+            parts.append(f"changed within the run: its replies name {row['n_served_models']} models ({row['served_models']});")
         if row["spearman"] is not None:
             parts.append(f"Spearman with people {_num(row['spearman'])} ({row['method']})")
         lines.append(" ".join(parts).rstrip(";"))

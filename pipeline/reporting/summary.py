@@ -143,11 +143,11 @@ def judge_stats_lines(judge_stats: JudgeStats) -> list[str]:
                     else ""
                 )
             )
-            if len(judge_stats.served_models) > 1:
-                served = ", ".join(f"{model} ({n})" for model, n in judge_stats.served_models)
+            for judge, models in judge_stats.changed_judges().items():
+                served = ", ".join(f"{model} ({n})" for model, n in models)
                 lines.append(
-                    f"the judge changed within the run: its replies name {len(judge_stats.served_models)} models "
-                    f"({served}), so its verdicts mix them; pin the snapshot (judge.api.model) and judge again"
+                    f"judge {judge} changed within the run: its replies name {len(models)} models ({served}), so its "
+                    "verdicts mix them; pin the snapshot (judge.api.model) and judge again"
                 )
             if judge_stats.batches:
                 states = ", ".join(f"{n} {state}" for state, n in judge_stats.batches)

@@ -145,10 +145,12 @@ def card_tables(
     bins: int = 10,
     seed: int = 0,
     meta: pl.DataFrame | None = None,
+    served: Mapping[str, Sequence[tuple[str, int]]] | None = None,
 ) -> CardTables:
     """The card (:data:`JUDGE_CARD`) and the reliability diagrams (:data:`JUDGE_RELIABILITY`), per group (module
     docstring). ``own_systems``: per judge, the systems (generators) that run on the judge's own model; ``meta``: the
-    meta-evaluation (:mod:`pipeline.scoring.meta_table`), whose numbers over every category the card repeats."""
+    meta-evaluation (:mod:`pipeline.scoring.meta_table`), whose numbers over every category the card repeats;
+    ``served``: per judge, the models its replies say served them and their answers (behind an API)."""
     cards, bins_rows = [], []
     frame = with_preferences(comparisons, candidates, human)
     for key, group in frame.group_by(GROUP, maintain_order=True):
@@ -160,6 +162,7 @@ def card_tables(
         row |= _self(group, own_systems.get(judge, ()))
         row |= _agreement(correlations.filter(_is(judge, attribute, template)))
         row |= _benchmark(meta.filter(_is(judge, attribute, template)) if meta is not None else None)
+        row |= _served((served or {}).get(judge, ()))
         cards.append(row)
     card = (
         pl.DataFrame(cards, schema=_schema(JUDGE_CARD)) if cards else pl.DataFrame(schema=_schema(JUDGE_CARD))
@@ -306,6 +309,14 @@ def _benchmark(meta: pl.DataFrame | None) -> dict:
         "benchmark_accuracy": row["accuracy"],
         "ordering_accuracy": row["accuracy_orderings"],
         "positional_agreement": row["positional_agreement"],
+    }
+
+
+def _served(models: Sequence[tuple[str, int]]) -> dict:
+    """The models a judge's replies name, with their answers (more than one: the judge changed within the run)."""
+    return {
+        "served_models": ", ".join(f"{model} ({n})" for model, n in models) or None,
+        "n_served_models": len(models),
     }
 
 

@@ -47,8 +47,8 @@ class ApiUsage:
     # the billed tokens answered as lines of batch jobs (judge.api.batch), priced at the batch discount
     batch_prompt_tokens: int = 0
     batch_completion_tokens: int = 0
-    # the answers by the model their replies say served them (a provider that switches snapshots mid-run)
-    models: dict[str, int] = dataclasses.field(default_factory=dict)
+    # the answers per judge and model their replies say served them (a provider that switches snapshots mid-run)
+    models: dict[tuple[str, str], int] = dataclasses.field(default_factory=dict)
 
     def add(self, batch: pa.Table) -> None:
         source = batch.column("source")
@@ -71,8 +71,9 @@ class ApiUsage:
             for kind in kinds or ():
                 self.failures[kind] = self.failures.get(kind, 0) + 1
         if "served_model" in batch.column_names:  # the models the replies say served them (cached ones too)
-            for model in from_api.column("served_model").drop_null().to_pylist():
-                self.models[model] = self.models.get(model, 0) + 1
+            served = from_api.filter(pc.is_valid(from_api.column("served_model")))
+            for key in zip(served.column("judge").to_pylist(), served.column("served_model").to_pylist()):
+                self.models[key] = self.models.get(key, 0) + 1
 
     def money(
         self, price_input: float | None, price_output: float | None, batch_discount: float = 1.0

@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from pipeline.contracts.stats import JudgeStats
 from pipeline.scoring.card_table import card_tables
 from pipeline.stages import ports
 from pipeline.stages.base import Stage, StageContext
@@ -54,6 +55,7 @@ class Card(Stage):
         ports.HUMAN_SCORES,
         ports.CORRELATIONS,
         ports.META_EVALUATION,
+        ports.JUDGE_STATS,
     )
     writes = (ports.JUDGE_CARD, ports.JUDGE_RELIABILITY)
 
@@ -67,6 +69,7 @@ class Card(Stage):
         human_scores: pa.Table,
         correlations: pa.Table,
         meta_evaluation: pa.Table,
+        judge_stats: JudgeStats,
     ) -> dict[str, Any]:
         tables = card_tables(
             pl.from_arrow(comparisons),
@@ -76,6 +79,7 @@ class Card(Stage):
             pl.from_arrow(correlations),
             self.own_systems,
             meta=pl.from_arrow(meta_evaluation),
+            served=judge_stats.models_by_judge(),
         )
         for row in tables.card.iter_rows(named=True):
             prefix = f"card/{row['attribute']}/{row['judge']}/{row['template_id']}"

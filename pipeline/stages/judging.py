@@ -271,7 +271,7 @@ class Judge(Stage):
             failed_attempts=tuple(sorted(api.failures.items())),
             usage_unknown=api.usage_unknown,
             batches=tuple(batch_states(run_dir / RECORD_FILE).items()),
-            served_models=tuple(sorted(api.models.items())),
+            served_models=tuple(sorted((j, m, n) for (j, m), n in api.models.items())),
         )
 
 

@@ -212,5 +212,12 @@ def combine_stats(stats: list[JudgeStats], prompts: int, seconds: float) -> Judg
         failed_attempts=tuple(
             sorted(sum((Counter(dict(s.failed_attempts)) for s in stats), Counter()).items())
         ),
-        served_models=tuple(sorted(sum((Counter(dict(s.served_models)) for s in stats), Counter()).items())),
+        served_models=tuple(
+            sorted(
+                (judge, model, n)
+                for (judge, model), n in sum(
+                    (Counter({(j, m): k for j, m, k in s.served_models}) for s in stats), Counter()
+                ).items()
+            )
+        ),
     )

@@ -35,6 +35,7 @@ from pipeline.config.judging import GenerateConfig, GeneratorConfig
 from pipeline.config.run import RunConfig
 from pipeline.contracts.keys import COMPARE, PROMPT_KEY, stable_hash
 from pipeline.contracts.schemas import GENERATIONS, JUDGED_KEYS, LEFT_OUT, REASONING_FIELDS, RESPONSES, TASKS
+from pipeline.contracts.stats import JudgeStats
 from pipeline.data.load import Record
 from pipeline.data.records import ValidationRules, validate_records
 from pipeline.data.words import PromptWords
@@ -591,6 +592,17 @@ def run_world(
         "prompt_plan": plan,
         "judge": JudgeSpec("vllm", "sim", "", names.judges[0], 512),  # type: ignore[arg-type]
         "judges": tuple(names.judges),
+        # what the judge stage would say: the first judge's replies name the model that served them
+        "judge_stats": JudgeStats(
+            prompts=judgments.num_rows,
+            judged_now=judgments.num_rows,
+            seconds=0.0,
+            rate=float("nan"),
+            rate_with_startup=float("nan"),
+            prompt_tokens=0,
+            cached_tokens=0,
+            served_models=((names.judges[0], "sim-snapshot", judgments.num_rows),),
+        ),
     }
     ctx = _Ctx(Path("."))
     stages = score_stages(world, base, names, methods)

@@ -85,12 +85,16 @@ def test_a_run_against_a_faulty_endpoint_judges_every_prompt_once_with_what_it_a
     assert result.metrics["judge/api_usage_unknown"] == len(server.no_usage) > 0
     assert f"{len(server.no_usage)} answer(s) whose reply gave no token counts" in result.summary
     # the provider switched snapshots mid-run: every answer's model recorded, the change said in words
-    assert (
-        dict(result.judge_stats.served_models) == dict(server.served_models)
-        and len(server.served_models) == 2
-    )
-    assert "the judge changed within the run: its replies name 2 models" in result.summary
+    (judge, models), *others = result.judge_stats.models_by_judge().items()
+    assert not others and dict(models) == dict(server.served_models) and len(server.served_models) == 2
+    assert f"judge {judge} changed within the run: its replies name 2 models" in result.summary
     assert result.metrics["judge/api_served_models"] == 2
+    # and on the judge's card, beside its other measures
+    card = result.judge_card.filter(pl.col("judge") == judge)
+    assert card.height and set(card["n_served_models"]) == {2}
+    for model, n in server.served_models.items():
+        assert all(f"{model} ({n})" in text for text in card["served_models"])
+    assert "changed within the run: its replies name 2 models" in result.summary.split("judge card", 1)[1]
 
 
 def test_batch_judging_records_its_batches_in_the_run_folder_and_costs_the_batch_price(tmp_path, judge_model):
