@@ -1,8 +1,9 @@
 """A faulty OpenAI-compatible stand-in server (real HTTP on 127.0.0.1): its answers are a deterministic function of
 the prompt, and, seeded, it fails a share of the attempts in every way a real endpoint does: replies that are not
 answers (a body that is not JSON, no choices, empty choices, no logprobs, a NaN, too many samples, alternatives keyed by
-text or without their token, a log-probability above 0, usage that is a list, an index that is a string), 5xx, 429 with
-Retry-After, replies slower than the client's timeout and dropped connections. It records, per prompt, the answers
+text or without their token, a log-probability above 0, usage that is a list, an index that is a string), bodies built
+to break a reader (nested 100 and 5,000 deep, a 310-digit integer, a lone surrogate, 5 MB, a 200 carrying an error),
+5xx, 429 with Retry-After, replies slower than the client's timeout and dropped connections. It records, per prompt, the answers
 it served and every failure it injected, so that a test can check that every prompt was answered once and every
 stored value is what it served."""
 
@@ -31,11 +32,62 @@ INJECTED = {
     "positive": "bad_logprob",  # a log-probability above 0
     "usage_list": "bad_usage",  # usage that is a list
     "string_index": "bad_index",  # a choice's index as a string
+    # bodies built to break a reader (issue 47): each is refused by its kind, never a crash
+    "deep_100": "too_deep",  # an answer nested 100 deep (it parses)
+    "deep_5000": "not_json",  # nested deeper than the parser goes
+    "huge_int": "bad_number",  # a log-probability written as an integer of 310 digits
+    "surrogate": "bad_text",  # the generated text a lone UTF-16 surrogate
+    "oversize": "too_large",  # an answer padded to 5 MB
+    "error_200": "http_5xx",  # a 200 carrying an error object beside empty choices
     "http_500": "http_5xx",
     "http_429": "http_5xx",
     "slow": "timeout",
     "dropped": "connection",
 }
+
+
+def _deep(depth: int):
+    return lambda answer: json.dumps(answer).encode()[:-1] + b', "x": ' + b"[" * depth + b"]" * depth + b"}"
+
+
+def _huge(answer: dict) -> bytes:
+    """The answer with its first log-probability written as an integer of 310 digits."""
+    choice = answer["choices"][0]
+    if "content" in (choice["logprobs"] or {}):
+        choice["logprobs"]["content"][0]["top_logprobs"][0]["logprob"] = "HUGE"
+    else:
+        first = choice["logprobs"]["top_logprobs"][0]
+        first[next(iter(first))] = "HUGE"
+    return json.dumps(answer).encode().replace(b'"HUGE"', b"-" + b"9" * 310)
+
+
+def _surrogate(answer: dict) -> bytes:
+    choice = answer["choices"][0]
+    if "message" in choice:
+        choice["message"]["content"] = "\ud800"
+    else:
+        choice["text"] = "\ud800"
+    return json.dumps(answer).encode()  # ASCII: the surrogate written as the escape \ud800
+
+
+HOSTILE = {
+    "deep_100": _deep(100),
+    "deep_5000": _deep(5000),
+    "huge_int": _huge,
+    "surrogate": _surrogate,
+    "oversize": lambda answer: json.dumps(dict(answer, padding="x" * (5 * 2**20))).encode(),
+    "error_200": lambda answer: json.dumps(
+        dict(answer, choices=[], error={"message": "upstream overloaded", "type": "server_error"})
+    ).encode(),
+}
+# Batch output lines built to break a reader: nested 5,000 and 100 deep, a 310-digit integer, a lone surrogate (each
+# refused whole, before its custom id is read: a stray line of its kind).
+HOSTILE_LINES = (
+    '{"custom_id": ' + "[" * 5000 + "]" * 5000 + "}",
+    '{"custom_id": "x", "response": {"status_code": 200, "body": ' + "[" * 100 + "]" * 100 + "}}",
+    '{"custom_id": "x", "response": {"status_code": 200, "body": {"n": -' + "9" * 310 + "}}}",
+    '{"custom_id": "x", "response": {"status_code": 200, "body": {"text": "\\ud800"}}}',
+)
 # The chat path's alternatives: the label words any demo template reads.
 WORDS = (" A", "A", " B", "B")
 
@@ -131,7 +183,7 @@ class FaultyServer:
         answer, logprobs = self.answer(path, body, key)
         asked = body.get("logprobs") or body.get("logprob_token_ids")
         if (
-            kind in ("no_logprobs", "nan", "text_keys", "positive") and not asked
+            kind in ("no_logprobs", "nan", "text_keys", "positive", "huge_int") and not asked
         ):  # nothing to leave out: a reply without choices instead
             with self.lock:
                 self.injected[kind] -= 1
@@ -139,6 +191,8 @@ class FaultyServer:
             kind = "empty_choices"
         if kind == "not_json":
             return self.send(handler, None, raw=b"<html>upstream error</html>")
+        if kind in HOSTILE:
+            return self.send(handler, None, raw=HOSTILE[kind](answer))
         if kind == "no_choices":
             answer.pop("choices")
         elif kind == "empty_choices":
@@ -389,6 +443,8 @@ class BatchServer(FaultyServer):
         for name, rows in (("output_file_id", out), ("error_file_id", err)):
             file_id = f"file-{len(self.files)}"
             text = "".join(json.dumps(r) + "\n" for r in rows)
+            if self.malformed and index == 0 and name == "output_file_id":
+                text += "".join(line + "\n" for line in HOSTILE_LINES)
             self.files[file_id] = (text + ("{cut sh" if self.malformed and index == 0 else "")).encode()
             batch[name] = file_id
         batch["status"] = ends or "completed"

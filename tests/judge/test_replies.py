@@ -239,8 +239,8 @@ def test_the_client_against_a_server_that_fails_half_its_attempts_in_every_way(t
         }
         assert sum(counted.values()) > 20
         assert set(counted) == {"not_json", "no_choices", "no_logprobs", "not_finite", "wrong_samples", "http_5xx",
-                                "timeout", "connection", "bad_token", "bad_logprob", "bad_usage",
-                                "bad_index"}  # fmt: skip
+                                "timeout", "connection", "bad_token", "bad_logprob", "bad_usage", "bad_index",
+                                "too_deep", "bad_number", "bad_text", "too_large"}  # fmt: skip
         assert server.max_in_flight > 1
         # the cache holds the answers only: a second post asks nothing
         again = client.post("/completions", bodies, check=completion_check(1, True))

@@ -90,7 +90,7 @@ def test_a_run_against_a_faulty_endpoint_judges_every_prompt_once_with_what_it_a
     assert f"judge {judge} changed within the run: its replies name 2 models" in result.summary
     assert result.metrics["judge/api_served_models"] == 2
     # and on the judge's card, beside its other measures
-    card = result.judge_card.filter(pl.col("judge") == judge)
+    card = pl.from_arrow(result.values["judge_card"]).filter(pl.col("judge") == judge)
     assert card.height and set(card["n_served_models"]) == {2}
     for model, n in server.served_models.items():
         assert all(f"{model} ({n})" in text for text in card["served_models"])

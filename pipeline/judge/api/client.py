@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.judging import ApiConfig
-from pipeline.judge.api.parse import parse_json
+from pipeline.judge.api.parse import MAX_BYTES, parse_json
 from pipeline.judge.api.replies import Check, Refused
 from pipeline.judge.spec import ApiEndpoint
 from pipeline.storage.sqlite import SqliteCache
@@ -107,21 +107,40 @@ def backoff_delay(attempt: int, settings: ApiConfig, rng: random.Random, asked: 
     return delay
 
 
-def _server_message(response: Any) -> str:
+async def _read(response: Any, limit: int | None) -> bytes | None:
+    """The body of a streamed ``response``, or None once it passes ``limit`` bytes (the rest is not read: a reply of
+    50 MB is refused after its first :data:`MAX_BYTES`); ``limit=None``: the whole body (a batch's output file)."""
+    if limit is None:
+        return await response.aread()
+    chunks, size = [], 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _server_message(content: bytes | None) -> str:
+    if content is None:
+        return f"a body of more than {MAX_BYTES} bytes"
     try:
-        payload = parse_json(response.content)
+        payload = parse_json(content)
     except Refused:
-        return response.content[:500].decode("utf-8", "replace")
+        return content[:500].decode("utf-8", "replace")
     message = payload.get("error", payload) if isinstance(payload, dict) else payload
     if isinstance(message, dict):
         message = message.get("message", message)
     return str(message)[:500]
 
 
-def _answer(response: Any, check: Check | None) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
-    """A 2xx response's body, or why it is not an answer (a body that does not parse, or one ``check`` refuses)."""
+def _answer(content: bytes | None, check: Check | None) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+    """A 2xx response's body, or why it is not an answer (a body over the size limit, one that does not parse, or
+    one ``check`` refuses)."""
+    if content is None:
+        return None, ("too_large", f"a body of more than {MAX_BYTES} bytes")
     try:
-        body = parse_json(response.content)
+        body = parse_json(content)
     except Refused as refused:
         return None, (refused.kind, refused.detail)
     if check is not None:
@@ -251,22 +270,24 @@ class ApiClient:
             self.stats.requests += 1
             asked = None
             try:
-                response = await http.request(method, url, **request)
+                async with http.stream(method, url, **request) as response:
+                    ok = response.status_code < 300
+                    content = await _read(response, None if text and ok else MAX_BYTES)
             except (httpx.TimeoutException, httpx.TransportError) as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 failures.append("timeout" if isinstance(exc, httpx.TimeoutException) else "connection")
                 self._count("transport")
             else:
                 self._count(str(response.status_code))
-                if response.status_code < 300:
-                    answer, problem = ({"text": response.text}, None) if text else _answer(response, check)
+                if ok:
+                    answer, problem = ({"text": response.text}, None) if text else _answer(content, check)
                     if problem is None:
                         return Reply(answer, attempts=attempt + 1, failures=failures)
                     kind, detail = problem
                     failures.append(kind)
                     error = f"a reply that is not an answer ({kind}: {detail})"
                 else:
-                    error = f"HTTP {response.status_code}: {_server_message(response)}"
+                    error = f"HTTP {response.status_code}: {_server_message(content)}"
                     retried = response.status_code in RETRY_STATUS or response.status_code >= 500
                     failures.append("http_5xx" if retried else "http_4xx")
                     if not retried:
