@@ -295,6 +295,7 @@ class BatchServer(FaultyServer):
         self.forgotten: set[str] = (
             set()
         )  # batches the provider no longer knows (a 404 for their id, not listed)
+        self.forget_after: dict[str, int] = {}  # batch id -> forgotten once polled that many times
         self.polls, self.line_share, self.every = polls, share, every
         self.ends, self.partial, self.create_delay, self.malformed = (
             ends or {},
@@ -375,6 +376,10 @@ class BatchServer(FaultyServer):
                 items = items[[i["id"] for i in items].index(after) + 1 :]
             return self.send(h, {"object": "list", "data": items[:2], "has_more": len(items) > 2})
         if parts[1] == "batches":
+            with self.lock:
+                known = self.batches.get(parts[2])
+                if known is not None and known["polled"] >= self.forget_after.get(parts[2], 10**9):
+                    self.forgotten.add(parts[2])
             if parts[2] in self.forgotten or parts[2] not in self.batches:
                 return self.send(h, {"error": {"message": f"No batch found with id '{parts[2]}'"}}, 404)
             with self.lock:

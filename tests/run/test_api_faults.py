@@ -100,13 +100,16 @@ def test_a_run_against_a_faulty_endpoint_judges_every_prompt_once_with_what_it_a
 def test_batch_judging_records_its_batches_in_the_run_folder_and_costs_the_batch_price(tmp_path, judge_model):
     """judge.api.batch=true against a stand-in of the Batch API that misbehaves as the issue's probe did: the first
     batch expires with part of its lines answered, every batch drops a third of its lines and fails a sixth, every
-    create is answered after the client's timeout, and the first output holds malformed lines. Every prompt judged
-    once, with what the server answered, in one run; no input submitted twice; every batch's state in the run folder
-    and the summary; the cost at half price."""
+    create is answered after the client's timeout, the first output holds malformed lines and lines built to break a
+    reader, every output and error file fails its first four downloads (a 404, a 500, a 502, a dropped connection),
+    and the second batch is forgotten by the provider once polled. Every prompt judged once, with what the server
+    answered, in one run; no input submitted twice; every batch's state in the run folder and the summary; the cost
+    at half price."""
     from tests.judge.faulty import BatchServer
 
     with BatchServer(polls=2, share=0.5, every=True, seed=5, ends={0: "expired"}, partial=0.7, create_delay=0.6,
-                     malformed=True) as server:  # fmt: skip
+                     malformed=True, download_failures=4) as server:  # fmt: skip
+        server.forget_after["batch-1"] = 1  # found at the provider, polled once, then a 404
         cfg = compose(
             standin_overrides(
                 server.url,
@@ -129,9 +132,12 @@ def test_batch_judging_records_its_batches_in_the_run_folder_and_costs_the_batch
     assert sorted(tuple(v) for v in table["label_logprobs"].to_list()) == sorted(
         tuple(v) for v in server.served.values()
     )
-    assert len(server.created) >= 3 and len(set(server.inputs)) == len(server.inputs)
+    # no input submitted twice (the forgotten batch's requests asked again in a batch of their own marker)
+    assert len(server.created) >= 4 and server.forgotten == {"batch-1"}
+    assert len(set(server.inputs)) == len(server.inputs)
     states = dict(result.judge_stats.batches)
-    assert states["expired"] == 1 and states["completed"] == len(server.created) - 1 and "open" not in states
+    assert states["expired"] == 1 and states["lost"] == 1 and "open" not in states
+    assert states["completed"] == len(server.created) - 2
     assert result.metrics["judge/api_batches/expired"] == 1
     assert f"Batch jobs: {len(server.created)} (" in result.summary and "1 expired" in result.summary
     counted = dict(result.judge_stats.failed_attempts)
