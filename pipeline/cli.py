@@ -34,7 +34,9 @@ USER_ERROR, FAILURE = 2, 1
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def _main(cfg: DictConfig) -> None:
-    run_cfg = to_run_config(cfg)
+    from hydra.core.hydra_config import HydraConfig
+
+    run_cfg = to_run_config(cfg, dict(HydraConfig.get().runtime.choices))
     if not run_cfg.verbose:
         from pipeline.config.derived import resolve_path
 

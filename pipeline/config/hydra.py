@@ -4,21 +4,24 @@ conversion of the composed config into a validated :class:`RunConfig`.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from pipeline import PROJECT_ROOT
 from pipeline.config.assessment import CriterionOption
 from pipeline.config.enums import ChatTemplate
+from pipeline.config.keys import base_node, refuse, required_missing, unknown_keys
 from pipeline.config.run import RunConfig
 from pipeline.config.validate import validate
 from pipeline.contracts.errors import ConfigError
 
 
 def register_configs() -> None:
-    """Register the schema with Hydra's ConfigStore (conf/config.yaml lists ``base_config`` first)."""
+    """Register the schema with Hydra's ConfigStore (conf/config.yaml lists ``base_config`` first), the keys an
+    option of a group requires (``???``) left missing (:func:`pipeline.config.keys.base_node`)."""
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(name="base_config", node=RunConfig)
+    ConfigStore.instance().store(name="base_config", node=base_node(RunConfig, Path(CONF_DIR)))
 
 
 def _option(criterion: str, value: Any) -> CriterionOption:
@@ -44,11 +47,15 @@ def _option(criterion: str, value: Any) -> CriterionOption:
     )
 
 
-def to_run_config(cfg: Any) -> RunConfig:
-    """Convert a composed DictConfig into a validated :class:`RunConfig` (once, at the entry point)."""
+def to_run_config(cfg: Any, choices: dict[str, Any] | None = None) -> RunConfig:
+    """Convert a composed DictConfig into a validated :class:`RunConfig` (once, at the entry point): a key the schema
+    does not have, or one the chosen option of a group requires (``choices``: group -> option, Hydra's) and nothing
+    set, is refused first."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
+    plain = OmegaConf.to_container(cfg, resolve=False, throw_on_missing=False)
+    refuse(list(unknown_keys(plain, RunConfig)) + required_missing(cfg, dict(choices or {}), Path(CONF_DIR)))
     try:
         merged = OmegaConf.merge(OmegaConf.structured(RunConfig), cfg)
         run_cfg = OmegaConf.to_object(merged)
@@ -73,5 +80,11 @@ def compose(overrides: list[str] | None = None) -> RunConfig:
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
 
+    from omegaconf import OmegaConf, open_dict
+
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return to_run_config(hydra_compose("config", overrides=overrides or []))
+        cfg = hydra_compose("config", overrides=overrides or [], return_hydra_config=True)
+    choices = OmegaConf.to_container(cfg.hydra.runtime.choices)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return to_run_config(cfg, choices)  # type: ignore[arg-type]

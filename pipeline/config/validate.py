@@ -24,6 +24,7 @@ from pipeline.config.enums import (
     Orderings,
 )
 from pipeline.config.judging import JudgeConfig
+from pipeline.config.keys import unused_settings
 from pipeline.config.run import RunConfig
 from pipeline.config.stage_plugins import stage_plugin
 from pipeline.config.templates import template_problems
@@ -350,4 +351,5 @@ CHECKS = (
     report_problems,
     trust_problems,
     extra_stage_problems,
+    unused_settings,
 )

@@ -10,6 +10,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
+from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.schemas import HUMAN_SCORES, SchemaError
 from pipeline.stages import ports
 from pipeline.stages.base import Port, Stage
@@ -154,8 +155,11 @@ def test_an_adaptive_run_scores_poe_logit_with_the_rounds_settings():
     ]
     score = next(s for s in adaptive(compose(overrides), ROOT).stages if s.name == "score")
     assert score.logit == poe_logit.Settings(6.0, None, False, 0.1, False)
-    plain = next(s for s in assessment(compose(overrides[1:]), ROOT).stages if s.name == "score")
+    plain = next(s for s in assessment(compose([]), ROOT).stages if s.name == "score")
     assert plain.logit == poe_logit.DEFAULTS
+    # the rounds' settings in a run without rounds: refused, not ignored
+    with pytest.raises(ConfigError, match="adaptive.logit_clip=6.0 is set, but this run does not use it"):
+        compose(overrides[1:])
 
 
 def test_the_workflows_page_lists_every_workflow_as_declared():
