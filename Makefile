@@ -23,10 +23,11 @@ PYTEST_XDIST := $(if $(filter 0,$(TEST_WORKERS)),-p no:xdist,-n $(TEST_WORKERS) 
 # The headless browser of the review page's test (Debian's package; Playwright drives it, it downloads nothing).
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
-# The run folder to review (default: the latest finished run), e.g. make review RUN=outputs/runs/... ARGS="--reviewer ann"
+# The run to review: its folder, its folder's name or its MLflow run id (default: the latest finished run under
+# paths.output_root; `make runs` lists them), e.g. make review RUN=20-15-16-demo ARGS="--reviewer ann"
 RUN ?=
 
-.PHONY: help install run stages test test-fast lint format review review-report bench-judge bench-methods bench-combined bench-generate bench-reasoning bench-adaptive lock clean
+.PHONY: help install run stages check runs mlflow test test-fast lint format review review-report bench-judge bench-methods bench-combined bench-generate bench-reasoning bench-adaptive lock clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -53,8 +54,17 @@ $(CHROMIUM):
 run: $(STAMP) ## set up and run the main job on the embedded default (demo data, SmolLM2 on CPU vLLM, local Ray, local MLflow)
 	$(BIN)/python -m pipeline.cli $(ARGS)
 
-stages: $(STAMP) ## print every workflow's segments, stages and the tables they pass, from their declarations (ARGS: overrides for one)
+stages: $(STAMP) ## print every workflow's stages by segment, from their declarations (ARGS: overrides for one; --markdown: the full tables)
 	$(BIN)/python -m pipeline.workflows.describe $(ARGS)
+
+check: $(STAMP) ## check a run's config, data, model, key and engine settings without starting or spending anything, and print its plan (ARGS: the run's overrides)
+	$(BIN)/python -m pipeline.run.check $(ARGS)
+
+runs: $(STAMP) ## list the runs under paths.output_root with their status and key numbers (ARGS: --root DIR)
+	$(BIN)/python -m pipeline.run.runs list $(ARGS)
+
+mlflow: $(STAMP) ## the MLflow UI on the runs' local store, http://127.0.0.1:5000 (ARGS: --root DIR --port N)
+	$(BIN)/python -m pipeline.run.runs mlflow $(ARGS)
 
 test: $(STAMP) $(CHROMIUM) ## run every test: unit, config, real CPU vLLM engine, end to end on a local Ray, the review page in headless Chromium
 	$(BIN)/python -m pytest $(PYTEST_XDIST) $(PYTEST_ARGS)
@@ -72,7 +82,7 @@ format: $(STAMP) ## ruff format and autofix
 	$(BIN)/ruff format pipeline tests jobs
 	$(BIN)/ruff check --fix pipeline tests jobs
 
-review: $(STAMP) ## blind review of a finished run in the browser on 127.0.0.1:8765 (RUN: the run folder; ARGS: --reviewer NAME --strategy stratified|disagreements|random|active|escalated --n 40 ...)
+review: $(STAMP) ## blind review of a finished run in the browser on 127.0.0.1:8765 (RUN: the run folder, its name or its MLflow run id; ARGS: --root DIR --reviewer NAME --strategy stratified|disagreements|random|active|escalated --n 40 ...)
 	$(BIN)/python -m pipeline.review serve $(RUN) $(ARGS)
 
 review-report: $(STAMP) ## agreement of the review's answers with the judge and between reviewers: printed, written to RUN/review/, logged to MLflow

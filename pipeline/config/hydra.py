@@ -79,7 +79,6 @@ def compose(overrides: list[str] | None = None) -> RunConfig:
     register_configs()
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
-
     from omegaconf import OmegaConf, open_dict
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):

@@ -72,7 +72,7 @@ def _walk(value: Any, tp: Any, prefix: str) -> Iterator[str]:
             yield from _walk(item, _strip_optional(args[0]), f"{prefix.rstrip('.')}[{k}].")
     elif origin is dict and len(args) == 2 and isinstance(value, (dict, DictConfig)):
         for key, item in value.items():
-            yield from _walk(item, _strip_optional(args[1]), f"{prefix}{key}.")
+            yield from _walk(item, _strip_optional(args[1]), f"{prefix}{key!s}.")
 
 
 # --- required keys (???) -----------------------------------------------------------------------------------------

@@ -64,7 +64,9 @@ def card_text(card: pl.DataFrame, limit: int = 6) -> str:
                 f"its orderings choosing alike on {_pct2(row['positional_agreement'])});"
             )
         if row["n_served_models"] > 1:
-            parts.append(f"changed within the run: its replies name {row['n_served_models']} models ({row['served_models']});")
+            parts.append(
+                f"changed within the run: its replies name {row['n_served_models']} models ({row['served_models']});"
+            )
         if row["spearman"] is not None:
             parts.append(f"Spearman with people {_num(row['spearman'])} ({row['method']})")
         lines.append(" ".join(parts).rstrip(";"))

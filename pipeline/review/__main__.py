@@ -11,7 +11,8 @@ report  the agreement of every answer so far with the judge and between reviewer
         ``RUN_DIR/review/agreement.csv``, ``confusion.csv`` and ``labels.csv``, and logged to MLflow (a child run
         of the run's own).
 
-RUN_DIR defaults to the latest finished run under ``outputs/``. Errors a user can fix print their message and
+RUN_DIR is a run folder, a folder's name or an MLflow run id (``make runs`` lists them), under ``--root`` (default
+``paths.output_root`` as configured); it defaults to the latest finished run there. Errors a user can fix print their message and
 exit with status 2.
 """
 
@@ -22,24 +23,17 @@ import logging
 import sys
 from pathlib import Path
 
-from pipeline import PROJECT_ROOT
 from pipeline.contracts.errors import UserError
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def _run_dir(value: str | None) -> Path:
-    from pipeline.run.results import latest_run_dir
+def _run_dir(value: str | None, root: str | None) -> Path:
+    """The run folder ``value`` names (a folder, a folder's name or an MLflow run id; default the latest finished
+    run) under ``root`` (default ``paths.output_root`` as configured)."""
+    from pipeline.run.runs import configured_root, find_run
 
-    if value:
-        path = Path(value).resolve()
-        if not (path / "config.json").exists():
-            raise UserError(f"{path} is not a run folder (no config.json)")
-        return path
-    try:
-        return latest_run_dir(PROJECT_ROOT / "outputs")
-    except FileNotFoundError as exc:
-        raise UserError(str(exc)) from exc
+    return find_run(value, Path(root).resolve() if root else configured_root())
 
 
 def parser() -> argparse.ArgumentParser:
@@ -53,7 +47,14 @@ def parser() -> argparse.ArgumentParser:
         ("report", "the agreement report"),
     ):
         sub = commands.add_parser(name, help=help_)
-        sub.add_argument("run_dir", nargs="?", help="the run folder (default: the latest under outputs/)")
+        sub.add_argument(
+            "run_dir",
+            nargs="?",
+            help="the run: its folder, its folder's name or its MLflow run id (default: the latest finished run)",
+        )
+        sub.add_argument(
+            "--root", help="the output root the runs are under (default: paths.output_root as configured)"
+        )
         sub.add_argument("--folder", help="the review folder (default: RUN_DIR/review)")
         if name == "invite":
             sub.add_argument(
@@ -99,7 +100,7 @@ def _main(args: argparse.Namespace) -> int:
     from pipeline.review.answers import AnswerLog, check_reviewer
     from pipeline.review.sample import Strategy, open_sample
 
-    run_dir = _run_dir(args.run_dir)
+    run_dir = _run_dir(args.run_dir, args.root)
     folder = Path(args.folder).resolve() if args.folder else run_dir / "review"
     if args.command == "invite":
         from pipeline.review.keys import personal_links, review_secret

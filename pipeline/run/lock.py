@@ -40,3 +40,23 @@ def run_folder_lock(run_dir: Path) -> Iterator[Path]:
         yield path
     finally:
         os.close(fd)  # releases the lock
+
+
+def holder(run_dir: Path) -> str | None:
+    """The process holding ``run_dir`` (its pid, as it wrote it), or None when no run holds it (a crashed run's lock
+    is released with its process)."""
+    path = run_dir / LOCK_FILE
+    if not path.exists():
+        return None
+    fd = os.open(path, os.O_RDWR)
+    try:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EACCES, errno.EAGAIN):
+                raise
+            return os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)

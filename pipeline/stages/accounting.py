@@ -72,7 +72,9 @@ class ApiUsage:
                 self.failures[kind] = self.failures.get(kind, 0) + 1
         if "served_model" in batch.column_names:  # the models the replies say served them (cached ones too)
             served = from_api.filter(pc.is_valid(from_api.column("served_model")))
-            for key in zip(served.column("judge").to_pylist(), served.column("served_model").to_pylist()):
+            for key in zip(
+                served.column("judge").to_pylist(), served.column("served_model").to_pylist(), strict=True
+            ):
                 self.models[key] = self.models.get(key, 0) + 1
 
     def money(

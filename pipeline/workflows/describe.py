@@ -1,7 +1,8 @@
 """``python -m pipeline.workflows.describe [overrides]`` (``make stages``): every workflow's segments and stages,
 and the values they pass, as declared; ``--packages``: the map of the package's layers.
 
-Prints Markdown built from the stage declarations themselves (``docs/workflows.md`` holds the same text, and a
+By default a short view that fits a terminal: each workflow's stages by segment, one line each, with the ports it
+writes (:func:`brief`). ``--markdown`` prints Markdown built from the stage declarations themselves (``docs/workflows.md`` holds the same text, and a
 test keeps it in sync): for each workflow, its stages by segment with what each does, reads and writes; then every
 port with what it holds, its schema (columns) or type, and its file in the run folder. With overrides, the one
 workflow those overrides compose.
@@ -120,6 +121,42 @@ def package_map() -> str:
     return "\n".join(lines)
 
 
+def brief(overrides: list[str] | None = None) -> str:
+    """Each workflow (or the one ``overrides`` compose) as its stages by segment, one line each with what it writes,
+    cut to fit a terminal of 100 columns."""
+    flows = [workflow(overrides)] if overrides else [workflow(example) for example in EXAMPLES.values()]
+    lines = []
+    for flow in flows:
+        lines.append(f"workflow {flow.name}: " + " -> ".join(s.name for s in flow.segments))
+        for segment in flow.segments:
+            for stage in segment.stages:
+                line = f"  {segment.name:<8} {stage.name:<16} -> {', '.join(p.name for p in stage.writes)}"
+                lines.append(line if len(line) <= 100 else line[:97] + "...")
+        lines.append("")
+    lines.append(
+        "`make stages ARGS=--markdown` prints every stage's description, the ports and what is registered"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from pipeline.contracts.errors import UserError
+
+    markdown = "--markdown" in argv
+    args = [a for a in argv if a != "--markdown"]
+    try:
+        if args == ["--packages"]:
+            print(package_map())
+        else:
+            print(describe(args) if markdown else brief(args))
+    except (UserError, HydraException, OmegaConfBaseException) as exc:
+        print(f"make stages: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    print(package_map() if args == ["--packages"] else describe(args))
+    raise SystemExit(main(sys.argv[1:]))

@@ -271,7 +271,13 @@ def test_malformed_output_lines_are_counted_by_kind_and_never_stop_the_read(tmp_
         first = next(iter(states(tmp_path).values()))
         assert first["failed"] == {"conflict": 1, "bad_line": 1}
         # a line cut short in each file, and the lines built to break a reader (faulty.HOSTILE_LINES)
-        assert first["stray_lines"] == {"no_request": 4, "not_json": 3, "too_deep": 1, "bad_number": 1, "bad_text": 1}
+        assert first["stray_lines"] == {
+            "no_request": 4,
+            "not_json": 3,
+            "too_deep": 1,
+            "bad_number": 1,
+            "bad_text": 1,
+        }
 
 
 def test_a_batch_recorded_by_an_earlier_version_is_picked_up_not_submitted_again(tmp_path):

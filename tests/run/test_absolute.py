@@ -154,3 +154,106 @@ def test_workflow_absolute_rates_without_comparisons(tmp_path):
     assert corr["method"].to_list() == ["g_eval"]
     assert pl.from_arrow(result.values["cost"])["mode"].to_list() == ["g_eval"]
     assert "P(A)" not in result.summary and "g_eval" in result.summary
+
+
+def test_the_check_plans_what_the_run_judged_and_a_resumed_folder_is_planned_as_done(absolute_run):
+    """make check on the same config (pipeline.run.check): the prompts it plans, by mode, are those the run judged,
+    and the engines it plans are those that started (the run folder's events); on the finished folder it plans
+    nothing more to judge. It creates no run folder."""
+    from pipeline.config.hydra import compose as compose_config
+    from pipeline.run.check import check
+    from pipeline.storage.events import read_events
+
+    cfg, result = absolute_run
+    folders = sorted(result.run_dir.parent.iterdir())
+    plan = check(cfg)
+    assert sorted(result.run_dir.parent.iterdir()) == folders  # nothing created
+    judgments = pl.from_arrow(result.values["judgments"])
+    ratings = pl.from_arrow(result.values["ratings"])
+    judged = {COMPARE: judgments.height, **{m: n for m, n in ratings.group_by("mode").len().iter_rows()}}
+    assert plan.by_mode == judged and plan.prompts == result.judge_stats.judged_now == N_PAIRS + N_RATINGS
+    started = [
+        e
+        for e in read_events(result.run_dir / "logs" / "engine_events.jsonl")
+        if e["event"] == "engine_started"
+    ]
+    assert [j.engine_starts for j in plan.judges] == [str(len(started))] and plan.stored == 0
+    # the prompt tokens the engine counted, against the estimate from a tokenized sample (a tenth either way)
+    counted = result.judge_stats.prompt_tokens
+    assert abs(plan.prompt_tokens - counted) < 0.1 * counted, (plan.prompt_tokens, counted)
+    again = check(
+        compose_config([*OVERRIDES, f"paths.run_dir={result.run_dir}", "tracking.experiment=absolute-test"])
+    )
+    assert again.resumed and again.prompts == 0 and again.stored == N_PAIRS + N_RATINGS
+    assert "0 already judged" in plan.text() and f"{N_PAIRS + N_RATINGS} already judged" in again.text()
+
+
+def test_the_runs_are_listed_found_by_name_or_mlflow_id_and_served_in_the_mlflow_ui(absolute_run, tmp_path):
+    """make runs, make review RUN=<name or id>, make mlflow (pipeline.run.runs) on the run's own output root: its
+    status and numbers listed; found by folder, folder name and MLflow run id; a stopped run and a running one told
+    apart; the MLflow UI a real server on the run's store that knows the run."""
+    import json
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    from pipeline.contracts.errors import UserError
+    from pipeline.review.__main__ import _run_dir
+    from pipeline.run.runs import find_run, runs, table
+    from tests.conftest import ROOT
+
+    _, result = absolute_run
+    root = result.run_dir.parents[2]
+    [found] = [r for r in runs(root) if r.folder == result.run_dir]
+    assert (
+        found.status == "finished"
+        and found.judgments == N_PAIRS
+        and found.mlflow_run_id == result.mlflow_run_id
+    )
+    assert found.method is not None and result.run_dir.name in table(runs(root))
+    for ref in (str(result.run_dir), result.run_dir.name, result.mlflow_run_id, None):
+        assert find_run(ref, root) == result.run_dir
+        assert _run_dir(ref, str(root)) == result.run_dir  # the review finds it wherever the output root is
+    with pytest.raises(UserError, match="no run folder, folder name or MLflow run id 'nope'"):
+        find_run("nope", root)
+    # a run stopped before its summary, and one a process holds
+    stopped = root / "runs" / "2000-01-01" / "00-00-00-demo"
+    shutil.copytree(result.run_dir, stopped, ignore=shutil.ignore_patterns("summary.txt", "tracking.json"))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from pipeline.run.lock import "
+         "run_folder_lock\nwith run_folder_lock(Path(sys.argv[1])):\n    print('held', flush=True); time.sleep(600)",
+         str(result.run_dir)], cwd=ROOT, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        status = {r.folder: r.status for r in runs(root)}
+        assert status[stopped] == "stopped" and status[result.run_dir] == "running"
+    finally:
+        holder.kill()
+        holder.wait()
+        shutil.rmtree(stopped)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ui = subprocess.Popen(
+        [sys.executable, "-m", "pipeline.run.runs", "mlflow", "--root", str(root), "--port", str(port)],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}/api/2.0/mlflow/runs/get?run_id={result.mlflow_run_id}"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=5) as reply:
+                    body = json.loads(reply.read())
+                break
+            except OSError:
+                assert ui.poll() is None and time.monotonic() < deadline, "the MLflow UI did not start"
+                time.sleep(1)
+        assert body["run"]["info"]["run_id"] == result.mlflow_run_id
+    finally:
+        os.killpg(ui.pid, signal.SIGTERM)  # the UI and its server's workers
+        ui.wait(timeout=30)

@@ -108,8 +108,13 @@ def test_the_card_names_the_models_that_served_each_judge_and_a_judge_that_chang
     both = pl.concat([comps, second])
     bias2 = pl.concat([bias, bias.with_columns(pl.lit("jd2").alias("judge"))])
     corr2 = pl.concat([corr, corr.with_columns(pl.lit("jd2").alias("judge"))])
-    served = {"jd": (("gpt-x-0513", 300), ("gpt-x-0806", 36))}  # jd2 is a local engine: no reply names a model
+    served = {
+        "jd": (("gpt-x-0513", 300), ("gpt-x-0806", 36))
+    }  # jd2 is a local engine: no reply names a model
     card = card_tables(both, bias2, cands, human, corr2, {}, served=served).card
     rows = {r["judge"]: r for r in card.iter_rows(named=True)}
-    assert rows["jd"]["served_models"] == "gpt-x-0513 (300), gpt-x-0806 (36)" and rows["jd"]["n_served_models"] == 2
+    assert (
+        rows["jd"]["served_models"] == "gpt-x-0513 (300), gpt-x-0806 (36)"
+        and rows["jd"]["n_served_models"] == 2
+    )
     assert rows["jd2"]["served_models"] is None and rows["jd2"]["n_served_models"] == 0

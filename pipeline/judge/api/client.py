@@ -134,7 +134,9 @@ def _server_message(content: bytes | None) -> str:
     return str(message)[:500]
 
 
-def _answer(content: bytes | None, check: Check | None) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
+def _answer(
+    content: bytes | None, check: Check | None
+) -> tuple[dict[str, Any] | None, tuple[str, str] | None]:
     """A 2xx response's body, or why it is not an answer (a body over the size limit, one that does not parse, or
     one ``check`` refuses)."""
     if content is None:

@@ -1,0 +1,181 @@
+"""The runs under an output root: each with its status and key numbers (``make runs``), one found by its folder, its
+folder's name or its MLflow run id (the review's ``RUN=``), and the MLflow store they were logged to (``make mlflow``).
+
+A run's status is read from its folder: ``running`` while a process holds its lock (:mod:`pipeline.run.lock`),
+``finished`` once its summary is written, ``failed`` when its log says so, else ``stopped`` (killed, or ended before
+its summary).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.contracts.errors import UserError
+from pipeline.run.lock import holder
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    folder: Path
+    status: str
+    workflow: str
+    dataset: str
+    judge: str
+    judgments: int
+    # the best Spearman with people over the run's methods (per context, averaged), and its method
+    spearman: float | None
+    method: str | None
+    mlflow_run_id: str | None
+
+
+def _status(folder: Path) -> str:
+    if holder(folder) is not None:
+        return "running"
+    if (folder / "summary.txt").exists():
+        return "finished"
+    log = folder / "run.log"
+    if log.exists() and "run failed" in log.read_text(errors="replace")[-20000:]:
+        return "failed"
+    return "stopped"
+
+
+def _rows(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(path).metadata.num_rows if path.exists() else 0
+
+
+def _best(folder: Path) -> tuple[float | None, str | None]:
+    import polars as pl
+
+    path = folder / "tables" / "correlations.parquet"
+    if not path.exists():
+        return None, None
+    table = pl.read_parquet(path).drop_nulls("spearman")
+    if not table.height:
+        return None, None
+    best = table.group_by("method").agg(pl.col("spearman").mean()).sort("spearman", descending=True).row(0)
+    return float(best[1]), str(best[0])
+
+
+def info(folder: Path) -> RunInfo:
+    """A run folder's status and key numbers."""
+    config = json.loads((folder / "config.json").read_text())
+    tracking = folder / "tracking.json"
+    run_id = json.loads(tracking.read_text()).get("run_id") if tracking.exists() else None
+    judge = config.get("judge", {})
+    spearman, method = _best(folder)
+    return RunInfo(
+        folder=folder,
+        status=_status(folder),
+        workflow=str(config.get("workflow", "")),
+        dataset=str(config.get("dataset", {}).get("name", "")),
+        judge=str(judge.get("name") or judge.get("model", "")),
+        judgments=_rows(folder / "tables" / "judgments.parquet"),
+        spearman=spearman,
+        method=method,
+        mlflow_run_id=run_id,
+    )
+
+
+def runs(output_root: Path) -> list[RunInfo]:
+    """Every run folder under ``output_root/runs`` (those holding a config.json), oldest first."""
+    folders = sorted(
+        (p.parent for p in (output_root / "runs").glob("*/*/config.json")), key=lambda p: p.stat().st_mtime
+    )
+    return [info(folder) for folder in folders]
+
+
+def find_run(ref: str | None, output_root: Path) -> Path:
+    """The run folder ``ref`` names: a path, a folder's name under ``output_root/runs``, an MLflow run id, or None /
+    ``latest`` for the latest finished run. :class:`UserError` naming what was looked at when none matches."""
+    if ref and Path(ref).is_dir():
+        folder = Path(ref).resolve()
+        if not (folder / "config.json").exists():
+            raise UserError(f"{folder} is not a run folder (no config.json)")
+        return folder
+    known = runs(output_root)
+    if not ref or ref == "latest":
+        finished = [r for r in known if r.status == "finished"]
+        if not finished:
+            raise UserError(f"no finished run under {output_root / 'runs'}; run `make run` first")
+        return finished[-1].folder
+    matches = [r.folder for r in known if ref in (r.folder.name, r.mlflow_run_id)]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise UserError(
+            f"{ref} names {len(matches)} runs under {output_root}: give the folder ({matches[0]}, ...)"
+        )
+    raise UserError(
+        f"no run folder, folder name or MLflow run id {ref!r} under {output_root / 'runs'} ({len(known)} runs "
+        "there; `make runs` lists them, `paths.output_root=<dir>` or --root looks elsewhere)"
+    )
+
+
+def table(found: list[RunInfo]) -> str:
+    """The runs as a table that fits a terminal."""
+    if not found:
+        return "no runs yet"
+    rows = [("folder", "status", "workflow", "dataset", "judge", "judged", "best Spearman", "MLflow run")]
+    for r in found:
+        best = f"{r.spearman:.3f} {r.method}" if r.spearman is not None else "-"
+        rows.append(
+            (
+                f"{r.folder.parent.name}/{r.folder.name}",
+                r.status,
+                r.workflow,
+                r.dataset,
+                r.judge[:24],
+                str(r.judgments),
+                best,
+                (r.mlflow_run_id or "-")[:12],
+            )
+        )
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
+
+
+def configured_root() -> Path:
+    """``paths.output_root`` as the config composes it (conf/ and CA_* environment), resolved."""
+    from pipeline import PROJECT_ROOT
+    from pipeline.config.derived import resolve_path
+    from pipeline.config.hydra import compose
+
+    return resolve_path(compose([]).paths.output_root, PROJECT_ROOT)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m pipeline.run.runs [list|mlflow] [--root DIR]``."""
+    import argparse
+    import os
+    import sys
+
+    top = argparse.ArgumentParser(prog="python -m pipeline.run.runs", description=__doc__.split("\n\n")[0])
+    top.add_argument("command", nargs="?", default="list", choices=["list", "mlflow"])
+    top.add_argument("--root", help="the output root (default: paths.output_root as configured)")
+    top.add_argument("--port", type=int, default=5000, help="mlflow: the UI's port on 127.0.0.1")
+    args = top.parse_args(sys.argv[1:] if argv is None else argv)
+    root = Path(args.root).resolve() if args.root else configured_root()
+    if args.command == "list":
+        print(table(runs(root)))
+        return 0
+    from pipeline.run.tracking import local_store
+
+    if not (root / "mlflow" / "mlflow.db").exists():
+        print(f"no MLflow store under {root / 'mlflow'} yet; run `make run` first", file=sys.stderr)
+        return 2
+    uri, artifacts = local_store(root)
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--default-artifact-root", artifacts,
+               "--host", "127.0.0.1", "--port", str(args.port)]  # fmt: skip
+    print(f"MLflow UI on http://127.0.0.1:{args.port} for {uri}", flush=True)
+    os.execvp(command[0], command)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

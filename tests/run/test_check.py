@@ -1,0 +1,56 @@
+"""make check (pipeline.run.check): a newcomer's mistakes are each refused with the key and the fix before anything
+runs, printed without a traceback (exit 2), by the check and by the run alike; a good config prints its plan. The
+plan against a real run of the same config is tests/run/test_absolute.py's."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.run.check import main
+
+MISTAKES = [
+    (["+judge.batchsize=8"], "did you mean judge.batch_size?"),
+    (["judge.batchsize=8"], "Could not override 'judge.batchsize'"),
+    (["judge.api.base_url=http://127.0.0.1:8000/v1"], "is for a judge behind an endpoint; remove it, or choose one"),
+    (["judge=gpu"], "judge.model is required by judge=gpu"),
+    (["dataset=summeval", "dataset.path=/nowhere/summeval.jsonl"], "/nowhere/summeval.jsonl"),
+    (["judge=api", "judge.api.base_url=http://127.0.0.1:9/v1", "judge.api.api_key_env=CA_EMPTY_KEY"],
+     "CA_EMPTY_KEY', but that environment variable"),
+    (["+judge.engine.max_num_seq=4"], "did you mean max_num_seqs"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("overrides", "message"), MISTAKES)
+def test_a_newcomers_mistake_is_refused_by_the_check_with_the_key_and_no_traceback(
+    overrides, message, capsys, monkeypatch, tmp_path
+):
+    monkeypatch.setenv("CA_EMPTY_KEY", "")
+    assert main([*overrides, f"paths.output_root={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()  # nothing written
+
+
+def test_the_same_mistakes_stop_the_run_before_anything_runs(tmp_path, monkeypatch):
+    from pipeline.config.hydra import compose
+    from pipeline.contracts.errors import UserError
+    from pipeline.run.context import run
+
+    monkeypatch.setenv("CA_EMPTY_KEY", "")
+    for overrides, message in MISTAKES:
+        with pytest.raises(Exception, match=None) as caught:
+            run(compose([*overrides, f"paths.output_root={tmp_path}", "runtime=inprocess"]))
+        assert message in str(caught.value), overrides
+        assert isinstance(caught.value, UserError) or "Could not override" in str(caught.value)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_good_config_prints_its_plan(capsys, tmp_path):
+    assert main(["debug=quick", f"paths.output_root={tmp_path}"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "nothing was started, sent or spent" in out
+        and "prompts to judge: " in out
+        and "engine starts 1" in out
+    )
+    assert not (tmp_path / "runs").exists()
