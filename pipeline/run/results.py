@@ -33,14 +33,6 @@ class RunTables:
     judge_reliability: pl.DataFrame
 
 
-def latest_run_dir(output_root: Path) -> Path:
-    """The most recently finished run under ``output_root/runs`` (one holding a summary.txt)."""
-    runs = sorted((output_root / "runs").glob("*/*/summary.txt"), key=lambda p: p.stat().st_mtime)
-    if not runs:
-        raise FileNotFoundError(f"no finished run under {output_root / 'runs'}; run `make run` first")
-    return runs[-1].parent
-
-
 def load_run(run_dir: Path) -> RunTables:
     tables = run_dir / "tables"
 

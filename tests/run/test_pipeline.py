@@ -228,6 +228,23 @@ def test_notebook_runs_on_the_finished_run(demo_run, monkeypatch):
     assert namespace["card"].height >= 1 and namespace["fig_card"] is not None  # the judge's report card
 
 
+def test_the_notebook_runs_in_its_jupyter_kernel(demo_run, monkeypatch):
+    """The notebook as Jupyter runs it: every cell in the python3 kernel the notebook extra installs, none failing."""
+    import json
+
+    import nbclient
+    import nbformat
+
+    _, result = demo_run
+    monkeypatch.setenv("CA_RUN_DIR", str(result.run_dir))
+    notebook = nbformat.read(ROOT / "notebooks" / "explore_run.ipynb", as_version=4)
+    assert notebook.metadata.kernelspec.name == "python3"
+    nbclient.NotebookClient(notebook, timeout=600, resources={"metadata": {"path": str(ROOT)}}).execute()
+    outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.output_type == "error"], json.dumps(outputs)[:2000]
+    assert any(o.output_type in ("display_data", "execute_result") for o in outputs)
+
+
 def test_resume_false_on_a_folder_with_judgments_is_refused_at_once(demo_run, outputs):
     _, result = demo_run
     parts = sorted((result.run_dir / "judgments").glob("part-*.parquet"))

@@ -40,6 +40,6 @@ ANTHROPIC = BackendEntry(
     sampled=True,
     batch=True,
     generation=True,
-    runs="behind Anthropic's Messages API (or a server of it); the worker holds a client",
+    runs="behind Anthropic's Messages API (or a server of it); the driver holds the client (no worker starts)",
     summary="Anthropic's Messages API: sampled verdicts, reasoning by chat, Message Batches",
 )
