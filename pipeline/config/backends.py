@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.methods.plugins import Registry, load
 
 if TYPE_CHECKING:
-    from pipeline.config.judging import JudgeConfig
+    from pipeline.config.judging import GeneratorConfig, JudgeConfig
 
 ENTRY_POINTS = "llm_comparative_assessment.backends"
 
@@ -136,3 +136,24 @@ def backend(name: object) -> BackendEntry:
     """The registered backend ``name``; an unknown name lists the valid ones."""
     backends()
     return REGISTRY.get(name)
+
+
+# A generator with an endpoint of its own (``generate.models[k].api``) and no backend named is asked through this one
+# (OpenAI's wire format, the one most servers speak).
+DEFAULT_ENDPOINT = "api"
+
+
+def generator_backend(generator: GeneratorConfig, judge: JudgeConfig) -> BackendEntry:
+    """The backend a generator runs on: the one it names (``generate.models[k].backend``); else, with an endpoint of
+    its own (``api``), :data:`DEFAULT_ENDPOINT`; else in-process on the judge's backend, or on the default backend
+    when the judge's cannot generate on this machine (an endpoint serves the judge's model, not the generator's)."""
+    from pipeline.config.judging import JudgeConfig
+
+    if generator.backend is not None:
+        return backend(generator.backend)
+    if generator.api is not None:
+        return backend(DEFAULT_ENDPOINT)
+    entry = backend(judge.backend)
+    if entry.endpoint or not entry.generation or not entry.engine:
+        return backend(JudgeConfig().backend)
+    return entry

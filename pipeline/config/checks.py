@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 
-from pipeline.config.backends import backends
+from pipeline.config.backends import backends, generator_backend
 from pipeline.config.enums import AbsoluteMode, ApiPath, Orderings, StopCriterion
 from pipeline.config.judging import ApiConfig
 from pipeline.config.run import RunConfig
@@ -143,10 +143,27 @@ def generate_problems(cfg: RunConfig) -> list[str]:
     if len(gen.models) == 1:
         problems.append("config generate.models has one model: comparing outputs needs at least two")
     for m in gen.models:
-        if m.api is not None:
-            problems += endpoint_problems(m.api, f"generate.models[{m.name}].api")
+        key = f"generate.models[{m.name}]"
+        if m.backend is not None and m.backend not in backends():
+            problems.append(
+                f"config {key}.backend={m.backend} is not a registered backend: {', '.join(backends())}"
+            )
+            continue
+        entry = generator_backend(m, cfg.judge)
+        if not entry.generation:
+            able = [n for n, e in backends().items() if e.generation]
+            problems.append(
+                f"config {key}.backend={entry.name} cannot generate; one of {', '.join(able)} can"
+            )
+        if entry.endpoint:
+            problems += endpoint_problems(m.api or ApiConfig(), f"{key}.api")
             if m.engine:
-                problems.append(f"config generate.models[{m.name}].engine has no effect with an api")
+                problems.append(f"config {key}.engine has no effect behind an endpoint ({entry.name})")
+        elif m.api is not None:
+            problems.append(
+                f"config {key}.api has no effect: backend {entry.name} generates on this machine; remove it, or "
+                "name a backend behind an endpoint (backend: api, anthropic)"
+            )
         if m.max_tokens < 1 or m.temperature < 0 or not 0 < m.top_p <= 1:
             problems.append(
                 f"config generate.models {m.name!r}: max_tokens >= 1, temperature >= 0 and top_p in (0, 1] are "

@@ -165,8 +165,10 @@ class GeneratorConfig:
     # vllm.LLM settings and the engine's environment, over the judge's (judge.engine, judge.env).
     engine: dict[str, Any] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
-    # Generate behind an OpenAI-compatible API (base_url, model, api_key_env, concurrency, cache, prices: as
-    # judge.api); None: in-process (with the judge's backend, vllm when the judge itself is behind an API).
+    # The backend it generates on (a registered one that can generate: `make stages` lists them); None: the judge's
+    # in-process backend, or `api` (OpenAI's wire format) when ``api`` is set (pipeline.config.backends).
+    backend: str | None = None
+    # Its endpoint, for a backend behind one (base_url, model, api_key_env, concurrency, cache, prices: as judge.api).
     api: ApiConfig | None = None
 
 

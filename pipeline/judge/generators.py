@@ -9,16 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.config.backends import backend
-from pipeline.config.judging import GeneratorConfig, JudgeConfig
+from pipeline.config.backends import generator_backend
+from pipeline.config.judging import ApiConfig, GeneratorConfig, JudgeConfig
 from pipeline.contracts.engine import Request
 from pipeline.judge.spec import JudgeSpec
-
-# A generator with an endpoint of its own (``generate.models[k].api``, OpenAI's wire format) is asked through the
-# api backend; one without runs in-process: on the judge's backend, or on the default one (``judge.backend``'s
-# default) when the judge answers behind an endpoint (that endpoint serves the judge's model, not the generator's).
-API_GENERATOR = "api"
-IN_PROCESS = JudgeConfig().backend
 
 
 @dataclass(frozen=True)
@@ -45,33 +39,25 @@ def generator_request(cfg: GeneratorConfig) -> Request:
 
 
 def generator_judge_config(cfg: GeneratorConfig, judge: JudgeConfig) -> JudgeConfig:
-    """The engine of a generator as a judge config: its model with the judge's engine settings under its own,
-    or its endpoint (``api``). A generator without one runs in-process, with the judge's backend (vllm when the
-    judge itself is behind an API: the judge's endpoint serves the judge's model, not the generator's)."""
-    if cfg.api is not None:
-        return JudgeConfig(
-            backend=API_GENERATOR,
-            model=cfg.model,
-            name=cfg.model,
-            max_model_len=judge.max_model_len,
-            env={**judge.env, **cfg.env},
-            batch_size=judge.batch_size,
-            num_actors=judge.num_actors,
-            num_cpus_per_actor=judge.num_cpus_per_actor,
-            num_gpus_per_actor=0.0,
-            api=cfg.api,
-        )
+    """The engine of a generator as a judge config, on its backend (:func:`pipeline.config.backends.generator_backend`):
+    behind its endpoint (``api``), or its model on this machine with the judge's engine settings under its own."""
+    entry = generator_backend(cfg, judge)
+    common = {
+        "backend": entry.name,
+        "model": cfg.model,
+        "name": cfg.model,
+        "max_model_len": judge.max_model_len,
+        "env": {**judge.env, **cfg.env},
+        "batch_size": judge.batch_size,
+        "num_actors": judge.num_actors,
+        "num_cpus_per_actor": judge.num_cpus_per_actor,
+    }
+    if entry.endpoint:
+        return JudgeConfig(**common, num_gpus_per_actor=0.0, api=cfg.api or ApiConfig())
     return JudgeConfig(
-        backend=IN_PROCESS if backend(judge.backend).endpoint else judge.backend,
-        model=cfg.model,
-        name=cfg.model,
-        max_model_len=judge.max_model_len,
+        **common,
         engine={**judge.engine, **cfg.engine},
-        env={**judge.env, **cfg.env},
         engine_process=judge.engine_process,
-        batch_size=judge.batch_size,
-        num_actors=judge.num_actors,
-        num_cpus_per_actor=judge.num_cpus_per_actor,
         num_gpus_per_actor=judge.num_gpus_per_actor,
     )
 

@@ -126,7 +126,8 @@ def load_tokenizer(spec: Any) -> Any:
     verdicts: it reads no text), :class:`WordPieces`."""
     from pipeline.config.backends import backend
 
-    if backend(spec.backend).answers:
+    entry = backend(spec.backend)
+    if entry.answers:
         return WordPieces()
     from transformers import AutoTokenizer
 
@@ -134,12 +135,17 @@ def load_tokenizer(spec: Any) -> Any:
         try:
             return AutoTokenizer.from_pretrained(spec.model_path)
         except OSError as exc:
-            if not spec.api:
+            if not entry.endpoint:
                 raise
             log.info("no local tokenizer for %s (%s)", spec.model_path, str(exc).splitlines()[0])
-    if not spec.api:
+    if not entry.endpoint or spec.api is None:
         raise ValueError(f"judge {spec.name}: no model to load a tokenizer from")
-    found = server_tokenizer(str(spec.api.settings.base_url), spec.api.model, spec.api.secret)
+    # a server that takes token-id prompts (vLLM's) may tokenize for us; another (a hosted API) is not asked
+    found = (
+        server_tokenizer(str(spec.api.settings.base_url), spec.api.model, spec.api.secret)
+        if entry.token_ids
+        else None
+    )
     if found is not None:
         log.info("judge %s: tokens from %s", spec.name, found.source)
         return found

@@ -137,7 +137,7 @@ def report_generator_usage(
     cache, billed tokens and, with prices, money (``generate/api_*``)."""
     if not usage:
         return
-    prices = {m.name: m.api for m in cfg.models if m.api is not None}
+    prices = {m.name: m.api for m in cfg.models if m.name in usage}  # None: no prices given
     total = ApiUsage()
     money: float | None = None
     for name, u in usage.items():

@@ -13,6 +13,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.config.backends import backend
 from pipeline.config.judging import GenerateConfig, JudgeConfig
 from pipeline.contracts.frame import PromptFrame
 from pipeline.contracts.schemas import GENERATIONS
@@ -172,7 +173,7 @@ class Generate(Stage):
             progress = Progress(prompts.num_rows, verb="generated", noun="outputs")
             with closing_front(step), closing(ctx.executor.stream(blocks, [step])) as batches:
                 for batch in batches:
-                    if spec.api:
+                    if backend(spec.backend).endpoint:
                         done.usage.setdefault(group[0].name, ApiUsage()).add(batch)
                     done.reused += pc.sum(pc.equal(batch.column("source"), "store")).as_py() or 0
                     is_failed = pc.is_valid(batch.column("error"))

@@ -67,9 +67,8 @@ class ResolveJudge(Stage):
 
     def run(self, ctx: StageContext) -> dict[str, Any]:
         spec = resolve_judge(self.judge, self.cache_dir)
-        if (
-            spec.api is not None and spec.api.settings.batch
-        ):  # batch judging records its jobs in the run folder
+        if backend(spec.backend).endpoint and spec.api is not None and spec.api.settings.batch:
+            # batch judging records its jobs in the run folder
             record = str(ctx.planned_run_dir / RECORD_FILE)
             spec = dataclasses.replace(spec, api=dataclasses.replace(spec.api, record_path=record))
         log.info("judge %s on %s, %s: %s", spec.name, spec.backend, spec.dtype, spec.dtype_reason)
@@ -170,7 +169,8 @@ class PreparePrompts(Stage):
         from pipeline.prompts.absolute import resolve_absolute
 
         tokenizer = load_tokenizer(judge)
-        if not is_exact(tokenizer) and judge.api is not None and judge.api.path == ApiPath.token_ids:
+        endpoint = judge.api if backend(judge.backend).endpoint else None
+        if not is_exact(tokenizer) and endpoint is not None and endpoint.path == ApiPath.token_ids:
             raise ConfigError(
                 f"config judge.api.path=token_ids needs the tokenizer of {judge.model}, and there is none here "
                 "(no local checkpoint, no /tokenize on the server): use judge.api.path=chat or auto"
@@ -216,7 +216,7 @@ class PreparePrompts(Stage):
         )
         if not is_exact(tokenizer):
             log.info("prompt lengths are estimated (%s)", tokenizer.source)
-        sampled = judge.api is not None and judge.api.path == ApiPath.sampled
+        sampled = endpoint is not None and endpoint.path == ApiPath.sampled
         if not is_exact(tokenizer) and not sampled:  # a sampled verdict reads no first-token alternatives
             check_words_by_request(judge, plan, lengths.candidates)
         report = dataclasses.replace(input_report, truncated_contexts=list(lengths.truncated))

@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pipeline.config.backends import generator_backend
 from pipeline.config.derived import (
     judge_label,
     judge_templates,
@@ -219,7 +220,11 @@ def own_systems(cfg: RunConfig) -> dict[str, tuple[str, ...]]:
     compares its own outputs with others', its card measures its self-preference."""
     out = {}
     for judge in [cfg.judge, *derived_jurors(cfg)]:
-        own = tuple(g.name for g in cfg.generate.models if g.model == judge.model and g.api is None)
+        own = tuple(
+            g.name
+            for g in cfg.generate.models
+            if g.model == judge.model and not generator_backend(g, cfg.judge).endpoint
+        )
         if own and workflow(cfg.workflow).generated:
             out[judge_label(judge)] = own
     return out

@@ -15,7 +15,7 @@ from tests.conftest import ROOT
 
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 COMMAND = re.compile(r'make (?:run|check|stages) ARGS="((?:[^"\\]|\\.)*)"')
-PRESET = re.compile(r"```yaml\n(# @package _global_\n.*?)```", re.S)
+PRESET = re.compile(r"```yaml\n((?:#[^\n]*\n){0,2}?# @package _global_\n.*?)```", re.S)
 
 
 def commands() -> list[tuple[str, str]]:

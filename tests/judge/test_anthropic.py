@@ -181,3 +181,35 @@ def test_anthropic_message_batches_answer_every_request_once_at_the_batch_price(
     full = (stats.billed_prompt_tokens * 3.0 + stats.billed_completion_tokens * 15.0) / 1e6
     assert stats.billed_prompt_tokens > 0 and stats.money == pytest.approx(full * 0.5)
     assert "API (batch/sampled path)" in result.summary
+
+
+def test_a_generator_on_the_anthropic_backend_generates_through_it(tmp_path, judge_model, anthropic_key):
+    """Anthropic's declared generation is used (generate.models[k].backend=anthropic, read from the backend
+    registry, not from the config's shape): its outputs are what the stand-in said, beside a generator on the
+    judge's own in-process backend that is only planned here (the run stops after generating, no engine needed
+    for the API generator)."""
+    from pipeline.config.backends import generator_backend
+    from pipeline.judge.generators import generator_judge_config
+
+    with AnthropicServer() as server:
+        api = (f"{{base_url: '{server.url}', model: claude-stand-in, api_key_env: STAND_IN_ANTHROPIC_KEY, "
+               f"cache_path: '{tmp_path / 'gen.sqlite'}'}}")  # fmt: skip
+        overrides = [
+            "experiment=generate_demo",
+            f"+generate.models=[{{name: claude-a, model: claude-stand-in, backend: anthropic, max_tokens: 16, "
+            f"api: {api}}}, {{name: claude-b, model: claude-stand-in, backend: anthropic, max_tokens: 16, "
+            f"system_prompt: 'Be terse.', api: {api}}}]",
+            "generate.max_inputs=2",
+            "runtime=inprocess",
+            f"paths.output_root={tmp_path}",
+            f"judge.model={judge_model}",
+        ]
+        cfg = compose(overrides)
+        [a, b] = cfg.generate.models
+        assert generator_backend(a, cfg.judge).name == "anthropic"
+        assert generator_judge_config(a, cfg.judge).backend == "anthropic"
+        result = run(cfg, stop_after="generate")
+    generations = pl.from_arrow(result.values["generations"])
+    assert generations.height == 2 * 2 and set(generations["model"]) == {"claude-a", "claude-b"}
+    said = {t for r in server.served.values() for t in r["texts"].values()}
+    assert set(generations["output"]) <= said and server.refused == []
