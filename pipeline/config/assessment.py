@@ -5,6 +5,7 @@ the leaderboard and the judge's reasons.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from pipeline.config.enums import (
     AbsoluteMode,
@@ -247,6 +248,9 @@ class ScoringConfig:
     # Score the run's jurors (every judge and template that judged the same prompts) together as a jury:
     # jury_poe, jury_majority and jury_mean in the scores, jurors.parquet and juror_agreement.parquet.
     jury: bool = False
+    # Settings of the methods that take them (a plugin's scorer, registered with its settings' dataclass): method ->
+    # {setting: value}, e.g. `+scoring.options.copeland.margin=0.1`; each checked against what the method takes.
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass

@@ -15,7 +15,7 @@ Every backend, the built-in ones included, is registered by the entry point grou
     my_provider = "my_provider:BACKEND"
 
 Entry points are loaded once, the first time the registry is read (:func:`backends`), as every registry's are
-(:mod:`pipeline.methods.plugins`).
+(:mod:`pipeline.registry`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from pipeline.methods.plugins import Registry, load
+from pipeline.registry import Registry, load
 
 if TYPE_CHECKING:
     from pipeline.config.judging import GeneratorConfig, JudgeConfig

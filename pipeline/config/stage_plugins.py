@@ -9,7 +9,7 @@ tables are written to the run folder's ``tables/`` and logged to MLflow with the
     my_stage = "my_package:MY_STAGE"
 
 The entry points are loaded once, the first time the registry is read (:func:`stage_plugins`), as every
-registry's are (:mod:`pipeline.methods.plugins`).
+registry's are (:mod:`pipeline.registry`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.methods.plugins import Registry, load
+from pipeline.registry import Registry, load
 
 ENTRY_POINTS = "llm_comparative_assessment.stages"
 

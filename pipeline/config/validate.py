@@ -99,6 +99,19 @@ def scoring_problems(cfg: RunConfig) -> list[str]:
             f"run has no human scores to fit it to (workflow={cfg.workflow}, scoring.correlation="
             f"{cfg.scoring.correlation}); use scoring.calibrate=none"
         )
+    for method, given in cfg.scoring.options.items():
+        if method not in methods:
+            problems.append(
+                f"config scoring.options.{method} is set, but {method} is not among scoring.methods ({methods}); add "
+                "it there, or remove its options"
+            )
+        elif method in SCORERS:
+            from pipeline.methods.scorers.registry import scorer
+
+            try:
+                scorer(method).options(dict(given))
+            except ValueError as exc:
+                problems.append(f"config scoring.options.{method}: {exc}")
     return problems
 
 

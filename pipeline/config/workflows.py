@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.config.enums import Workflow
-from pipeline.methods.plugins import load
+from pipeline.registry import load
 
 
 @dataclass(frozen=True)

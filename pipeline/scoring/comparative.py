@@ -10,7 +10,9 @@ mean is shifted by the observed P(A) (PoE appendix A.6), ``poe_logit``'s by the 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -68,12 +70,20 @@ def method_scores(
     tie: np.ndarray | None = None,
     contradicted: np.ndarray | None = None,
     logit: poe_logit.Settings = poe_logit.DEFAULTS,
+    options: Mapping[str, Any] | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """(scores, standard errors or None) of one context by the registered scorer ``method``
     (:mod:`pipeline.methods.scorers.registry`). ``tie``: the tie probability of each comparison, for a scorer that reads it
     (every other scorer uses ``p``, in which the tie is split evenly). ``contradicted``: the comparisons whose two
-    orderings contradict each other, for a scorer that leaves them out; ``logit``: how the capped log-odds fit."""
-    inputs = FitInputs(tie=tie, contradicted=contradicted, shift=debias == Debias.mean_shift, logit=logit)
+    orderings contradict each other, for a scorer that leaves them out; ``logit``: how the capped log-odds fit;
+    ``options``: the method's own settings (``scoring.options``)."""
+    inputs = FitInputs(
+        tie=tie,
+        contradicted=contradicted,
+        shift=debias == Debias.mean_shift,
+        logit=logit,
+        options=scorer(method).options(options or {}),
+    )
     return scorer(method).fit_context(n, i, j, p, inputs)
 
 
@@ -152,9 +162,11 @@ def score_comparisons(
     methods: list[str],
     debias: Debias,
     logit: poe_logit.Settings = poe_logit.DEFAULTS,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Scored:
     """SCORES rows for every (judge, attribute, template, context) group and method; ``logit``: how
-    ``poe_logit`` fits, and whether it leaves out the pairs whose orderings contradict each other."""
+    ``poe_logit`` fits, and whether it leaves out the pairs whose orderings contradict each other; ``options``: per
+    method, its own settings (``scoring.options``)."""
     members = {ctx.context_id: list(ctx.candidate_ids) for ctx in group_by_context(candidates)}
     rows: dict[str, list] = {k: [] for k in ("judge", "attribute", "template_id", "method", "context_id")}
     rows.update(candidate_id=[], score=[], stderr=[], rank=[])
@@ -183,6 +195,7 @@ def score_comparisons(
                     tie,
                     flagged if scorer(method).contradictions else None,
                     logit,
+                    (options or {}).get(method),
                 )
             except ComparisonError as exc:
                 named = f" (candidate(s) {', '.join(cands[k] for k in exc.items)})" if exc.items else ""

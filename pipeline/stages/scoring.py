@@ -5,7 +5,8 @@ the leaderboard, the correlations with people and the cost.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -59,6 +60,8 @@ class Score(Stage):
     # scoring.calibrate: the comparisons' probabilities as the judge gives them, or after a temperature fitted to
     # people's preferences and cross-fitted over contexts (the comparisons table keeps the judge's own).
     calibrate: Calibrate = Calibrate.none
+    # scoring.options: per method, its own settings (a plugin scorer's)
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     name = "score"
     reads = (ports.COMPARISONS, ports.CANDIDATES, ports.HUMAN_SCORES)
@@ -80,6 +83,7 @@ class Score(Stage):
             list(self.methods),
             self.debias,
             self.logit,
+            self.options,
         )
         ctx.metrics["scoring/unscored_groups"] = float(len(scored.unscored))
         for method in leaves_out_contradictions(list(self.methods)):

@@ -53,7 +53,7 @@ def describe(overrides: list[str] | None = None) -> str:
 
 
 def registered() -> str:
-    """What is registered (built-in and plugins alike, :mod:`pipeline.methods.plugins`): the workflows, the judge
+    """What is registered (built-in and plugins alike, :mod:`pipeline.registry`): the workflows, the judge
     backends with what each supports, the scoring methods with what each gives, and the stages from outside."""
     from pipeline.config.backends import backends
     from pipeline.config.stage_plugins import stage_plugins

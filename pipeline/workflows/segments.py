@@ -199,7 +199,7 @@ def scoring(cfg: RunConfig, root: Path, logit: poe_logit.Settings = poe_logit.DE
                 cfg.judge,
                 judgement_store(cfg, root, cache_dir(cfg, root)),
             ),
-            Score(methods, cfg.scoring.debias, logit, cfg.scoring.calibrate),
+            Score(methods, cfg.scoring.debias, logit, cfg.scoring.calibrate, cfg.scoring.options),
             Rate(),
             Combine(cfg.scoring.debias, cfg.absolute.combine_weight, cfg.absolute.combine),
             Jury(cfg.scoring.jury),

@@ -277,3 +277,24 @@ def test_the_invariance_battery_takes_a_plugin_scorer_and_stage_up(plugin_path):
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     assert "3 passed" in done.stdout
+
+
+def test_the_plugin_passes_the_public_conformance_battery(plugin_path, tmp_path, cache_dir, judge_model):
+    """What a plugin's author runs (pipeline.testing) on this plugin's scorer, backend (its engine made from the
+    spec its resolver gives for the real model) and stage (on the product's own comparisons)."""
+    from pipeline.config.enums import Debias, Orderings
+    from pipeline.config.judging import JudgeConfig
+    from pipeline.judge.models import resolve_judge
+    from pipeline.stages.scoring import Reduce
+    from pipeline.testing import check_backend, check_scorer, check_stage
+    from tests.invariance.test_invariance import base
+    from tests.invariance.world import World, _Ctx, run_world
+
+    check_scorer(registry.scorer("copeland"))
+    spec = resolve_judge(JudgeConfig(backend="hashed", model=judge_model, store=False), cache_dir)
+    check_backend(backends.backend("hashed"), spec)
+    judgments = run_world(World(sizes=(3, 4), seed=3), base(), ("win_ratio",)).tables["judgments"].to_arrow()
+    reduced = Reduce(Debias.average, Orderings.both).run(_Ctx(tmp_path), judgments=judgments)
+    comparisons = pl.DataFrame(reduced["comparisons"]).to_arrow()  # as the runner hands it on (Arrow)
+    stage = stage_plugins.stage_plugin("pair_counts").builder()(compose([]), ROOT)
+    check_stage(stage, {"comparisons": comparisons}, tmp_path)

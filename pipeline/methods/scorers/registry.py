@@ -13,19 +13,18 @@ Every scorer, the built-in ones defined here included, is registered by the entr
     copeland = "my_scorers:COPELAND"
 
 The entry points are loaded once, the first time the registry is read (:func:`scorers`), as every registry's are
-(:mod:`pipeline.methods.plugins`).
+(:mod:`pipeline.registry`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from pipeline.methods.plugins import Registry
 from pipeline.methods.scorers import (
     average_probability,
     bradley_terry,
@@ -38,6 +37,7 @@ from pipeline.methods.scorers import (
     win_ratio,
 )
 from pipeline.methods.scorers.comparison_checks import ComparisonError
+from pipeline.registry import Registry
 
 ENTRY_POINTS = "llm_comparative_assessment.scorers"
 
@@ -55,6 +55,8 @@ class FitInputs:
     contradicted: NDArray[np.bool_] | None = None
     shift: bool = False
     logit: poe_logit.Settings = poe_logit.DEFAULTS
+    # the scorer's own settings from the config (``scoring.options.<method>``, read into its ``settings``)
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 Fit = Callable[[int, NDArray[np.int64], NDArray[np.int64], Array, FitInputs], "tuple[Array, Array | None]"]
@@ -68,13 +70,19 @@ class ScorerEntry:
 
     - ``score``: ``f(n_items, i, j, p, **options) -> scores`` (higher is better);
     - ``fit``: one context's ``(scores, standard errors or None)`` from its comparisons and :class:`FitInputs`;
-      default: ``score`` with no standard errors;
+      default: ``score`` with no standard errors, called with the scorer's settings as keyword arguments;
+    - ``settings``: the dataclass of the settings it takes from the config (``scoring.options.<name>.<field>``: a
+      key that is not one of its fields is refused, naming them); None: it takes none;
     - ``stderr``: ``fit`` gives standard errors; ``ties``: it reads the tie probability (a template needs a tie
       option); ``contradictions``: it leaves out the pairs whose orderings contradict each other;
     - ``batched``: its batched form for the efficiency curves (None: not on the curves);
     - ``leaderboard``: a model leaderboard reports its mean scores by default; ``report_rank`` / ``card_rank``: its
       place among the methods a report draws against people / the judge's card shows (lower first; None: never by
-      default); ``round_link``: the adaptive rounds' link whose model it is (its scores rank as the rounds fitted).
+      default); ``round_link``: the adaptive rounds' link whose model it is (its scores rank as the rounds fitted);
+    - ``unique``: its fit has one optimum, so its scores are the same under any indices, row order and sides of the
+      comparisons (:mod:`pipeline.testing` checks it); False: one optimum of several (a least-absolute-deviation
+      program), which the product makes reproducible by giving every scorer the comparisons in one canonical order
+      (:func:`pipeline.scoring.comparative.in_canonical_order`).
     """
 
     name: str
@@ -89,6 +97,26 @@ class ScorerEntry:
     card_rank: int | None = None
     round_link: str | None = None
     summary: str = ""
+    settings: type | None = None
+    unique: bool = True
+
+    def options(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """``given`` read into :attr:`settings` (its defaults filled in); ValueError naming what it does not take."""
+        if self.settings is None:
+            if given:
+                raise ValueError(f"scoring method {self.name} takes no settings (got {sorted(given)})")
+            return {}
+        known = [f.name for f in fields(self.settings)]
+        unknown = sorted(set(given) - set(known))
+        if unknown:
+            raise ValueError(
+                f"scoring method {self.name} takes {', '.join(known) or 'no settings'}, not {unknown}"
+            )
+        try:
+            value = self.settings(**given)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"scoring method {self.name}: {exc}") from exc
+        return {f.name: getattr(value, f.name) for f in fields(self.settings)}
 
     def fit_context(
         self, n: int, i: NDArray[np.int64], j: NDArray[np.int64], p: Array, inputs: FitInputs
@@ -100,7 +128,7 @@ class ScorerEntry:
             scores, errors = self.fit(n, i, j, p, inputs)
         else:
             options = {"tie": inputs.tie} if self.ties else {}
-            scores, errors = self.score(n, i, j, p, **options), None
+            scores, errors = self.score(n, i, j, p, **options, **inputs.options), None
         try:
             scores = np.asarray(scores, dtype=np.float64)
             errors = None if errors is None else np.asarray(errors, dtype=np.float64)
@@ -206,6 +234,7 @@ POE_LAPLACE = ScorerEntry(
     "poe_laplace",
     poe_laplace.poe_laplace,
     batched=_batched("batch_laplace_irls", centred=True, pinned=True),
+    unique=False,
     summary="Product-of-Experts, Laplace experts",
 )
 POE_LOGIT = ScorerEntry(

@@ -1,6 +1,8 @@
-"""Registries filled by entry points (the Python packaging convention): what every registry of the package shares
-(the scorers here, in :mod:`pipeline.methods.scorers.registry`; the judge backends and the plugin stages in
-:mod:`pipeline.config`). It lives in the bottom layer so that each of them can use it.
+"""The registries' loader: entries from entry points, what every registry of the package shares.
+
+Entry points are the Python packaging convention. The registries are the scorers'
+(:mod:`pipeline.methods.scorers.registry`), the judge backends' and the stages' from outside (:mod:`pipeline.config`).
+A module of its own at the bottom floor, below the maths, so that each of them can use it.
 
 Each entry point of a registry's group names an entry (an instance of the registry's entry class, whose ``name`` is
 the entry point's name) or a function returning one. The entry points are loaded once, the first time the registry
