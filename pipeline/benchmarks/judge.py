@@ -182,6 +182,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="also run the pipeline with this many judge actors, each pinned to its own cores "
         "(VLLM_CPU_OMP_THREADS_BIND=auto), against one actor on every core",
     )
+    parser.add_argument(
+        "--standin",
+        default="",
+        help="also judge with a stand-in engine at these GPU rates (prompts/s per worker, e.g. 200,1000): the "
+        "pipeline against the stand-in called directly in batches of judge.batch_size (pipeline.benchmarks.standin)",
+    )
+    parser.add_argument("--standin-prompts", type=int, default=10000, help="prompts of the stand-in rows")
+    parser.add_argument("--standin-workers", default="1,2", help="judge workers of the stand-in rows")
+    parser.add_argument("--standin-only", action="store_true", help="only the stand-in rows (no CPU engine)")
     parser.add_argument("--verbose", action="store_true", help="the engines' and Ray's output on the console")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. judge.batch_size=128")
     return parser.parse_args(argv)
@@ -385,11 +394,21 @@ def agreement(p: np.ndarray, reference: np.ndarray) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    setup = prepare(args)
-    measured = measure(args, setup)
-    out = console()
-    out.write("\n".join(report(args, setup, measured, sys.argv[1:] if argv is None else argv)) + "\n")
-    out.flush()
+    given = sys.argv[1:] if argv is None else argv
+    if not args.standin_only:
+        setup = prepare(args)
+        measured = measure(args, setup)
+        out = console()  # after prepare: the process output is captured from then on
+        out.write("\n".join(report(args, setup, measured, given)) + "\n")
+        out.flush()
+    if args.standin:
+        from pipeline.benchmarks.standin_rows import standin_rows
+
+        contexts = max(1, -(-args.standin_prompts // 240))  # SummEval: 240 ordered pairs per article
+        setup = prepare(argparse.Namespace(**{**vars(args), "contexts": contexts}))
+        out = console()
+        out.write("\n".join(standin_rows(args, setup, given)) + "\n")
+        out.flush()
 
 
 def engine_where(spec: JudgeSpec) -> str:

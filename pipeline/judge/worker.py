@@ -71,7 +71,9 @@ class JudgeWorker:
         self.spec = engine_spec(spec)
         self.in_flight = 0
         self.events = events
-        self.base: Engine = open_engine(spec)
+        self.base: Engine = self.open(spec)
+        # pyarrow imports pandas on its first conversion (0.3 s here): at the worker's start, not in its first batch
+        pa.array([0.0])
         self.engines: dict[tuple[str, bool], Engine] = {}
         self.start_seconds = self.base.start_seconds
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
@@ -102,6 +104,11 @@ class JudgeWorker:
             },
             sync=False,
         )
+
+    @staticmethod
+    def open(spec: JudgeSpec) -> Engine:
+        """The worker's engine: its backend's (a benchmark's worker may give another, :mod:`pipeline.benchmarks`)."""
+        return open_engine(spec)
 
     def engine(self, task: Task) -> Engine:
         """The engine that answers ``task``: the worker's, with the reasoning in front when a request asks for it
