@@ -15,6 +15,8 @@ PIP_TORCH := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
 ARGS ?=
 # Pytest selection, e.g. make test PYTEST_ARGS="-m 'not engine'"
 PYTEST_ARGS ?=
+# Where this machine's engine-mode measurements live (paths.cache_dir: CA_CACHE_DIR, else .cache)
+ENGINE_MODES := $(or $(CA_CACHE_DIR),.cache)/engine_modes.json
 # Test workers (pytest-xdist), each with its own local Ray: one judges while the other waits on an engine, a server
 # or a run starting. A file's tests stay on one worker (they share its engine or server); tests/conftest.py sends
 # the longest files first. TEST_WORKERS=0 runs everything in this process.
@@ -27,7 +29,7 @@ SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 # paths.output_root; `make runs` lists them), e.g. make review RUN=20-15-16-demo ARGS="--reviewer ann"
 RUN ?=
 
-.PHONY: help install run stages check runs mlflow test test-fast lint format review review-report bench-judge bench-methods bench-combined bench-generate bench-reasoning bench-adaptive lock clean
+.PHONY: help install run engine-modes stages check runs mlflow test test-fast lint format review review-report bench-judge bench-methods bench-combined bench-generate bench-reasoning bench-adaptive lock clean
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
@@ -51,8 +53,15 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -q
 	$(SUDO) apt-get install -y -q chromium chromium-driver
 
-run: $(STAMP) ## set up and run the main job on the embedded default (demo data, SmolLM2 on CPU vLLM, local Ray, local MLflow)
+run: $(STAMP) $(ENGINE_MODES) ## set up and run the main job on the embedded default (demo data, SmolLM2 on CPU vLLM, local Ray, local MLflow)
 	$(BIN)/python -m pipeline.cli $(ARGS)
+
+# This machine's engine modes for the default judge, measured once (judge.engine.enforce_eager=auto reads them)
+$(ENGINE_MODES): | $(STAMP)
+	$(BIN)/python -m pipeline.benchmarks.engine_modes
+
+engine-modes: $(STAMP) ## measure this machine's eager and compiled engine (start, rate) for a run's judge, for enforce_eager=auto (ARGS: the run's overrides)
+	$(BIN)/python -m pipeline.benchmarks.engine_modes $(ARGS)
 
 stages: $(STAMP) ## print every workflow's stages by segment, from their declarations (ARGS: overrides for one; --markdown: the full tables)
 	$(BIN)/python -m pipeline.workflows.describe $(ARGS)

@@ -48,6 +48,8 @@ class JudgeStats:
     # what the run lost and judged again, by kind (nodes, workers, engine deaths, drained workers, prompts judged
     # again; pipeline.judge.watchdog.Interruptions), those that happened
     interruptions: tuple[tuple[str, int], ...] = ()
+    # judge.engine.enforce_eager=auto: the engine's mode chosen for the run, and why (pipeline.judge.engine_mode)
+    engine_mode: str = ""
 
     def models_by_judge(self) -> dict[str, tuple[tuple[str, int], ...]]:
         """Per judge, the models its replies say served them and how many answers each."""
@@ -94,4 +96,9 @@ class JudgeStats:
             "judge/api_failed_attempts": float(sum(n for _, n in self.failed_attempts)),
             **{f"judge/api_failed_attempts/{kind}": float(n) for kind, n in self.failed_attempts},
             **({"judge/api_cost": self.money} if self.money is not None else {}),
+            **(
+                {"judge/engine_compiled": float(self.engine_mode.startswith("compiled"))}
+                if self.engine_mode
+                else {}
+            ),
         }

@@ -27,6 +27,8 @@ RESOURCE_ONLY_ENGINE_KEYS = frozenset(
         "pipeline_parallel_size",
         "data_parallel_size",
         "threads",
+        # eager or compiled: the same answers within the engine's noise, chosen per run (pipeline.judge.engine_mode)
+        "enforce_eager",
     }
 )
 

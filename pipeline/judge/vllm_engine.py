@@ -84,7 +84,12 @@ class VLLMEngine:
 
         self._sampling = SamplingParams
         start = time.perf_counter()
-        self.llm = LLM(model=spec.model_path, max_model_len=spec.max_model_len, **spec.engine)
+        engine = dict(spec.engine)
+        if (
+            str(engine.get("enforce_eager", "")).lower() == "auto"
+        ):  # a stage that chose no mode: the quick start
+            engine["enforce_eager"] = True
+        self.llm = LLM(model=spec.model_path, max_model_len=spec.max_model_len, **engine)
         self.start_seconds = time.perf_counter() - start
         self.tokenizer = self.llm.get_tokenizer()
         self._params: dict[Request, Any] = {}

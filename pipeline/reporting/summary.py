@@ -118,6 +118,8 @@ def judge_stats_lines(judge_stats: JudgeStats) -> list[str]:
             + (f"{steady:.2f}/s after the first batch; " if _finite(steady) else "")
             + f"prefix cache served {judge_stats.cache_share:.1%} of prompt tokens"
         )
+        if judge_stats.engine_mode:
+            lines.append(f"engine mode (judge.engine.enforce_eager=auto) {judge_stats.engine_mode}")
         if judge_stats.interruptions:
             lines.append(
                 "interrupted: "

@@ -23,6 +23,10 @@ from pipeline.contracts.stats import JudgeStats
 from pipeline.data.contexts import group_by_context
 from pipeline.judge.api.batch import RECORD_FILE, batch_states
 from pipeline.judge.cores import worker_process_env
+from pipeline.judge.engine_mode import choose as choose_mode
+from pipeline.judge.engine_mode import is_auto
+from pipeline.judge.engine_mode import remember as remember_mode
+from pipeline.judge.engine_mode import resolved as resolved_mode
 from pipeline.judge.recorded.answers import SOURCE as RECORDED
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.stored import closing_front, on_the_driver
@@ -157,10 +161,14 @@ class Judge(Stage):
     given: Mapping[str, np.ndarray] | None = None
     # The judge workers (their engines) stay up after the stage for the next call (adaptive rounds).
     keep_workers: bool = False
+    # This machine's measurements of the engine's modes (pipeline.judge.engine_mode), for enforce_eager=auto; None:
+    # none read or written (auto is eager).
+    engine_modes: Path | None = None
 
     name = "judge"
     reads = (ports.CONTEXTS, ports.PROMPT_PLAN, ports.JUDGE, ports.STORE, ports.RATING_STORE)
-    writes = (ports.JUDGMENTS, ports.RATINGS, ports.JUDGE_STATS)
+    # the judge again: with the engine's mode chosen (enforce_eager=auto), for the stages after it
+    writes = (ports.JUDGMENTS, ports.RATINGS, ports.JUDGE_STATS, ports.JUDGE)
 
     def run(
         self,
@@ -175,6 +183,10 @@ class Judge(Stage):
         remaining = column_total(contexts, "n_prompts")
         shards = split_shards(contexts)
         log.info("%d prompts to judge in %d shard(s)", remaining, len(shards))
+        choice = choose_mode(judge, remaining, self.engine_modes) if is_auto(judge) and remaining else None
+        if choice is not None:
+            judge = resolved_mode(judge, choice)
+            log.info("engine mode %s", choice.reason)
         progress = Progress(remaining)
         tally = Tally()
         events = ctx.run_dir / "logs" / ENGINE_EVENTS
@@ -225,9 +237,16 @@ class Judge(Stage):
         stats = replace(
             self._stats(judgments, ratings, progress, tally, ctx.run_dir),
             interruptions=tuple((k, n) for k, n in lost.counts() if n),
+            engine_mode=choice.reason if choice is not None else "",
         )
+        if (
+            choice is not None and self.engine_modes is not None
+        ):  # this run's own start and rate, for the next
+            starts = [float(e.get("seconds") or 0) for e in read_events(events)[seen_events:]
+                      if e.get("event") == "engine_started"]  # fmt: skip
+            remember_mode(self.engine_modes, judge, choice.eager, max(starts, default=0.0), progress.rate())
         ctx.metrics.update(stats.metrics())
-        return {"judgments": judgments, "ratings": ratings, "judge_stats": stats}
+        return {"judgments": judgments, "ratings": ratings, "judge_stats": stats, "judge": judge}
 
     def _log(self, progress: Progress, reused: int) -> None:
         if progress.total:

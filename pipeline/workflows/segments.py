@@ -30,6 +30,7 @@ from pipeline.config.derived import jurors as derived_jurors
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
 from pipeline.config.workflows import workflow
+from pipeline.judge.engine_mode import RECORD as ENGINE_MODES
 from pipeline.methods.scorers import poe_logit
 from pipeline.scoring.leaderboard import Board
 from pipeline.stages.answers import CheckAnswers
@@ -114,6 +115,7 @@ def judge_stage(cfg: RunConfig, root: Path, judge: JudgeConfig | None = None) ->
         judgement_store(cfg, root, cache_dir(cfg, root), judge),
         # the run's judge's engines kept for its reasons (one engine per model and run)
         keep_workers=own and reasons_per_group(cfg) > 0,
+        engine_modes=cache_dir(cfg, root) / ENGINE_MODES,
     )
 
 

@@ -1,0 +1,153 @@
+"""The engine's mode chosen for the run: ``judge.engine.enforce_eager=auto`` (the default).
+
+vLLM's compiled engine (``enforce_eager=false``) judges faster once it has started, and takes longer to start (a
+2-core CPU: 63-70 s against 9-21 s eager, about 20% faster after; BENCHMARKS.md). Whether it pays depends on the
+prompts a run judges, on the device and on the model, so the choice rests on measurements of this machine, not on a
+guess: for each (device, model, dtype) the record ``<paths.cache_dir>/engine_modes.json`` holds each mode's engine
+start and judging rate, written by ``make engine-modes`` (both modes measured on a sample of the run's own prompts,
+the compiled engine started twice so that its start is the one a run sees with vLLM's compile cache warm) and
+refreshed by every run that judges with ``auto`` (its own start and rate, for the mode it ran).
+
+With both modes measured, the mode that judges the run's prompts sooner, start included, is chosen; else vLLM's own
+default for the device (compiled on a GPU, eager on a CPU), and the summary says that nothing was measured and how to
+measure it. Either way the summary says which
+mode and why, with the crossover. Both modes give the same judgments within the engine's numerical noise, so the
+mode is not part of the judge's identity: a resumed run may finish in the other mode.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from pipeline.judge.hardware import read_cpu
+
+log = logging.getLogger("pipeline")
+
+AUTO = "auto"
+RECORD = "engine_modes.json"
+KEY = "enforce_eager"
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One mode's engine start (seconds) and judging rate (prompts per second after the start)."""
+
+    start: float
+    rate: float
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The mode chosen (``eager``), in words why, and the prompts from which the compiled engine pays (None: not
+    measured, or it never does)."""
+
+    eager: bool
+    reason: str
+    crossover: int | None = None
+
+    @property
+    def mode(self) -> str:
+        return "eager" if self.eager else "compiled"
+
+
+def is_auto(spec: Any) -> bool:
+    return str(spec.engine.get(KEY, "")).lower() == AUTO
+
+
+def machine_key(spec: Any) -> str:
+    """The device, model and dtype the measurements hold for."""
+    device = "gpu" if spec.on_gpu else read_cpu().describe()
+    return json.dumps(
+        {
+            "device": device,
+            "model": Path(str(spec.model_path)).name,
+            "dtype": spec.dtype,
+            "len": spec.max_model_len,
+        },
+        sort_keys=True,
+    )
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError):
+        log.warning("engine modes: %s is not readable JSON; measurements start afresh", path)
+        return {}
+
+
+def measured(record: dict[str, Any], key: str) -> dict[str, Measured]:
+    return {mode: Measured(float(m["start"]), float(m["rate"])) for mode, m in record.get(key, {}).items()}
+
+
+def crossover(eager: Measured, compiled: Measured) -> int | None:
+    """The prompts from which the compiled engine finishes first (None: it never does)."""
+    gain = 1 / eager.rate - 1 / compiled.rate
+    if gain <= 0:
+        return None
+    return max(0, int((compiled.start - eager.start) / gain) + 1)
+
+
+def choose(spec: Any, prompts: int, record_path: Path | None) -> Choice:
+    """The mode for ``prompts`` prompts on this machine (module docstring)."""
+    found = measured(read_record(record_path), machine_key(spec)) if record_path is not None else {}
+    eager, compiled = found.get("eager"), found.get("compiled")
+    if eager is None or compiled is None:
+        lacking = " and ".join(m for m in ("eager", "compiled") if m not in found)
+        # unmeasured: vLLM's own default for the device (CUDA graphs on a GPU; the quick start on a CPU)
+        default = Choice(not spec.on_gpu, "")
+        return replace(
+            default,
+            reason=f"{default.mode}: the {lacking} engine was never measured for this model on this "
+            f"{'GPU' if spec.on_gpu else 'CPU'} (`make engine-modes` measures both), so {default.mode} as vLLM "
+            "would; judge.engine.enforce_eager=true / false chooses",
+        )
+    t_eager = eager.start + prompts / eager.rate
+    t_compiled = compiled.start + prompts / compiled.rate
+    point = crossover(eager, compiled)
+    pays = f"it pays from {point:,} prompts" if point is not None else "it never pays here"
+    facts = (
+        f"measured here: start {eager.start:.0f} s eager, {compiled.start:.0f} s compiled; "
+        f"{eager.rate:.1f} against {compiled.rate:.1f} prompts/s"
+    )
+    if t_compiled < t_eager:
+        return Choice(
+            False,
+            f"compiled: {prompts:,} prompts take about {t_compiled:.0f} s with its start against {t_eager:.0f} s eager "
+            f"({facts}; {pays})",
+            point,
+        )
+    return Choice(
+        True,
+        f"eager: {prompts:,} prompts take about {t_eager:.0f} s with its start against {t_compiled:.0f} s compiled "
+        f"({facts}; {pays})",
+        point,
+    )
+
+
+def resolved(spec: Any, choice: Choice) -> Any:
+    """``spec`` with the chosen mode in place of ``auto``."""
+    return replace(spec, engine={**spec.engine, KEY: choice.eager})
+
+
+def remember(record_path: Path, spec: Any, eager: bool, start: float, rate: float) -> None:
+    """Record a mode's start and rate for this machine (the latest measurement of each mode stands)."""
+    if not (start > 0 and rate > 0):
+        return
+    record = read_record(record_path)
+    key = machine_key(spec)
+    record.setdefault(key, {})["eager" if eager else "compiled"] = {
+        "start": round(start, 2),
+        "rate": round(rate, 3),
+    }
+    record_path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=record_path.parent, prefix=".engine_modes-")
+    with os.fdopen(fd, "w") as f:
+        json.dump(record, f, indent=2, sort_keys=True)
+    os.replace(tmp, record_path)

@@ -1,0 +1,86 @@
+"""The engine's mode chosen for the run (pipeline.judge.engine_mode): from this machine's measurements, the mode that
+judges the run's prompts sooner with its start; vLLM's default for the device when nothing is measured; the reason in
+words; measurements recorded per device, model and dtype; the mode outside the judge's identity (a resumed run may
+finish in the other mode). No engine: the measurements are given."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from pipeline.judge.engine_mode import Measured, choose, crossover, is_auto, machine_key, remember, resolved
+from pipeline.judge.spec import JudgeSpec
+
+SPEC = JudgeSpec("vllm", "smollm2", "/models/smollm2", "smollm2", 4096, engine={"enforce_eager": "auto"})
+# as measured here (BENCHMARKS.md): eager starts in 12 s at 12.5 prompts/s, compiled in 30 s (its cache warm) at 15/s
+EAGER, COMPILED = Measured(12.0, 12.5), Measured(30.0, 15.0)
+
+
+def recorded(tmp_path, eager=EAGER, compiled=COMPILED):
+    path = tmp_path / "engine_modes.json"
+    remember(path, SPEC, True, eager.start, eager.rate)
+    remember(path, SPEC, False, compiled.start, compiled.rate)
+    return path
+
+
+def test_the_mode_that_finishes_first_is_chosen_and_the_reason_says_why(tmp_path):
+    path = recorded(tmp_path)
+    point = crossover(EAGER, COMPILED)  # (30 - 12) / (1/12.5 - 1/15) = 1350
+    assert point == 1350
+    small, large = choose(SPEC, 200, path), choose(SPEC, 2000, path)
+    assert small.eager and small.mode == "eager" and not large.eager and large.mode == "compiled"
+    assert "200 prompts take about 28 s with its start against 43 s compiled" in small.reason
+    assert "2,000 prompts take about 163 s with its start against 172 s eager" in large.reason
+    assert "it pays from 1,350 prompts" in large.reason and large.crossover == point
+    # on either side of the crossover
+    assert choose(SPEC, point - 1, path).eager and not choose(SPEC, point + 1, path).eager
+
+
+def test_a_compiled_engine_no_faster_never_pays(tmp_path):
+    path = recorded(tmp_path, compiled=Measured(30.0, 12.0))
+    choice = choose(SPEC, 100_000, path)
+    assert (
+        choice.eager
+        and "it never pays here" in choice.reason
+        and crossover(EAGER, Measured(30.0, 12.0)) is None
+    )
+
+
+def test_nothing_measured_is_vllms_own_default_for_the_device_and_says_how_to_measure(tmp_path):
+    cpu = choose(SPEC, 2000, tmp_path / "none.json")
+    assert cpu.eager and "never measured" in cpu.reason and "make engine-modes" in cpu.reason
+    gpu = choose(replace(SPEC, on_gpu=True), 2000, tmp_path / "none.json")
+    assert not gpu.eager and gpu.reason.startswith(
+        "compiled: the eager and compiled engine was never measured"
+    )
+    # one mode measured is not enough to choose from
+    path = tmp_path / "one.json"
+    remember(path, SPEC, True, 12.0, 12.5)
+    assert "the compiled engine was never measured" in choose(SPEC, 2000, path).reason
+
+
+def test_measurements_hold_for_their_device_model_and_dtype_only(tmp_path):
+    path = recorded(tmp_path)
+    other = replace(SPEC, model_path="/models/qwen", engine={"enforce_eager": "auto", "dtype": "float32"})
+    assert machine_key(other) != machine_key(SPEC)
+    assert "never measured" in choose(other, 2000, path).reason
+    record = json.loads(path.read_text())
+    assert set(record[machine_key(SPEC)]) == {"eager", "compiled"}
+    remember(path, SPEC, True, 0.0, 10.0)  # a run that started no engine records nothing
+    assert json.loads(path.read_text()) == record
+
+
+def test_the_mode_is_resolved_in_the_spec_and_is_not_part_of_the_judges_identity(tmp_path):
+    choice = choose(SPEC, 2000, recorded(tmp_path))
+    spec = resolved(SPEC, choice)
+    assert is_auto(SPEC) and not is_auto(spec) and spec.engine["enforce_eager"] is False
+    assert (
+        spec.identity() == SPEC.identity() == resolved(SPEC, choose(SPEC, 10, recorded(tmp_path))).identity()
+    )
+
+
+@pytest.mark.parametrize("value", ["auto", "AUTO"])
+def test_auto_is_read_whatever_its_case(value):
+    assert is_auto(replace(SPEC, engine={"enforce_eager": value}))
