@@ -28,7 +28,7 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from pipeline.judge.api.batch import LOOKUP_PAGES, LOST, BatchJobs, BatchPending, download
+from pipeline.judge.api.batch import LOOKUP_PAGES, LOST, BatchJobs, download, wait_for
 from pipeline.judge.api.batch_lines import Line, read_output
 from pipeline.judge.api.parse import parse_json
 from pipeline.judge.api.replies import Refused
@@ -126,29 +126,13 @@ class MessageBatches(BatchJobs):
         return created >= since and total == n
 
     def _wait(self, batch_id: str) -> dict[str, Any]:
-        started = time.monotonic()
-        delay = self.settings.batch_poll
-        while True:
-            polled = self.client.call("GET", f"/messages/batches/{batch_id}")
-            status = (polled.body or {}).get("processing_status")
-            if status == ENDED:
-                return {**(polled.body or {}), "status": ENDED}
-            if polled.body is None and (polled.error or "").startswith("HTTP 404"):
-                log.warning(
-                    "message batch %s is not known to %s (%s): it is read as lost, and its requests are asked again",
-                    batch_id,
-                    self.client.base_url,
-                    polled.error,
-                )
-                return {"id": batch_id, "status": LOST}
-            if time.monotonic() - started + delay > self.settings.batch_wait:
-                raise BatchPending(
-                    f"message batch {batch_id} at {self.client.base_url} is {status or 'not answering'} after "
-                    f"{time.monotonic() - started:.0f} s (judge.api.batch_wait={self.settings.batch_wait:g}); it is "
-                    f"recorded in {self.record.path}: the same command picks it up"
-                )
-            time.sleep(delay)
-            delay = min(delay * 2, self.settings.batch_poll_max)
+        def ended(body: dict[str, Any]) -> dict[str, Any] | None:
+            return {**body, "status": ENDED} if body.get("processing_status") == ENDED else None
+
+        path = f"/messages/batches/{batch_id}"
+        return wait_for(
+            self.client, self.record.path, path, f"message batch {batch_id}", ended, "processing_status"
+        )
 
     def _read(
         self,

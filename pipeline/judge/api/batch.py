@@ -345,30 +345,12 @@ class BatchJobs:
         return None
 
     def _wait(self, batch_id: str) -> dict[str, Any]:
-        started = time.monotonic()
-        delay = self.settings.batch_poll
-        while True:
-            polled = self.client.call("GET", f"/batches/{batch_id}")
-            status = (polled.body or {}).get("status")
-            if status in TERMINAL:
-                return polled.body or {}
-            if polled.body is None and (polled.error or "").startswith("HTTP 404"):
-                log.warning(
-                    "batch %s is not known to %s (%s): it is read as lost, and its requests are asked again",
-                    batch_id,
-                    self.client.base_url,
-                    polled.error,
-                )
-                return {"id": batch_id, "status": LOST}
-            if time.monotonic() - started + delay > self.settings.batch_wait:
-                raise BatchPending(
-                    f"batch {batch_id} at {self.client.base_url} is {status or 'not answering'} after "
-                    f"{time.monotonic() - started:.0f} s (judge.api.batch_wait={self.settings.batch_wait:g}); it is "
-                    f"recorded in {self.record.path}: the same command picks it up (every answer is stored as it "
-                    "arrives)"
-                )
-            time.sleep(delay)
-            delay = min(delay * 2, self.settings.batch_poll_max)
+        def ended(body: dict[str, Any]) -> dict[str, Any] | None:
+            return body if body.get("status") in TERMINAL else None
+
+        return wait_for(
+            self.client, self.record.path, f"/batches/{batch_id}", f"batch {batch_id}", ended, "status"
+        )
 
     def _read(
         self,
@@ -394,6 +376,45 @@ class BatchJobs:
             without_line="no_line" if status == "completed" else "batch_failed",
             stray=stray,
         )
+
+
+def wait_for(
+    client: ApiClient,
+    record: Path | None,
+    path: str,
+    what: str,
+    ended: Callable[[dict[str, Any]], dict[str, Any] | None],
+    status_field: str,
+) -> dict[str, Any]:
+    """Poll ``path`` (a provider's batch) until ``ended`` gives its final body, every ``judge.api.batch_poll`` seconds,
+    doubling up to ``batch_poll_max``: a batch the provider answers 404 for is read as lost (its requests asked
+    again); one not ended within ``batch_wait`` stops the run with :class:`BatchPending` (recorded in ``record``: the
+    same command picks it up). The one loop of every provider's batches (OpenAI's, Anthropic's)."""
+    settings = client.settings
+    started = time.monotonic()
+    delay = settings.batch_poll
+    while True:
+        polled = client.call("GET", path)
+        final = ended(polled.body) if isinstance(polled.body, dict) else None
+        if final is not None:
+            return final
+        if polled.body is None and (polled.error or "").startswith("HTTP 404"):
+            log.warning(
+                "%s is not known to %s (%s): it is read as lost, and its requests are asked again",
+                what,
+                client.base_url,
+                polled.error,
+            )
+            return {"id": path.rsplit("/", 1)[-1], "status": LOST}
+        if time.monotonic() - started + delay > settings.batch_wait:
+            status = (polled.body or {}).get(status_field) if isinstance(polled.body, dict) else None
+            raise BatchPending(
+                f"{what} at {client.base_url} is {status or 'not answering'} after "
+                f"{time.monotonic() - started:.0f} s (judge.api.batch_wait={settings.batch_wait:g}); it is "
+                f"recorded in {record}: the same command picks it up (every answer is stored as it arrives)"
+            )
+        time.sleep(delay)
+        delay = min(delay * 2, settings.batch_poll_max)
 
 
 def _field(reply: Reply, name: str, what: str) -> str:
