@@ -19,22 +19,29 @@ from pipeline.contracts.errors import UserError
 LOCK_FILE = ".run.lock"
 
 
+def _take(fd: int) -> str | None:
+    """Lock ``fd`` for this process; None once held, else the holder's pid as it wrote it."""
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EAGAIN):
+            raise
+        return os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+    return None
+
+
 @contextlib.contextmanager
 def run_folder_lock(run_dir: Path) -> Iterator[Path]:
     """Hold the run folder for this process (module docstring); :class:`UserError` if another holds it."""
     path = run_dir / LOCK_FILE
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EACCES, errno.EAGAIN):
-                raise
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+        other = _take(fd)
+        if other is not None:
             raise UserError(
-                f"run folder {run_dir} is in use by another run (process {holder}); wait for it to end, or give "
+                f"run folder {run_dir} is in use by another run (process {other}); wait for it to end, or give "
                 "this run a folder of its own (paths.run_dir)"
-            ) from None
+            )
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield path
@@ -50,13 +57,9 @@ def holder(run_dir: Path) -> str | None:
         return None
     fd = os.open(path, os.O_RDWR)
     try:
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno not in (errno.EACCES, errno.EAGAIN):
-                raise
-            return os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
-        fcntl.lockf(fd, fcntl.LOCK_UN)
-        return None
+        other = _take(fd)
+        if other is None:
+            fcntl.lockf(fd, fcntl.LOCK_UN)
+        return other
     finally:
         os.close(fd)
