@@ -10,7 +10,7 @@ from pipeline.config.enums import ApiPath, EngineProcess, OutputHandling
 
 @dataclass
 class ApiConfig:
-    """The judge behind an OpenAI-compatible API (``judge.backend=api``; :mod:`pipeline.judge.api`)."""
+    """The judge behind an OpenAI-compatible API (``judge.backend=api``; :mod:`pipeline.judge.openai` on :mod:`pipeline.judge.endpoint`)."""
 
     # The endpoint, e.g. http://127.0.0.1:8000/v1 (a `vllm serve`).
     base_url: str | None = None
@@ -46,7 +46,7 @@ class ApiConfig:
     # Price per million prompt (input) and completion (output) tokens, for the cost in the summary and MLflow.
     price_input: float | None = None
     price_output: float | None = None
-    # Batch judging (OpenAI's Batch API: /files, /batches; pipeline.judge.api.batch): each engine call's requests go
+    # Batch judging (OpenAI's Batch API: /files, /batches; pipeline.judge.endpoint.batch): each engine call's requests go
     # as one batch input file, polled (from batch_poll seconds, doubling to batch_poll_max) until done, at most
     # batch_wait seconds (then the run stops; the same command picks the recorded batch up). The lines a batch did
     # not answer (missing, failed, or its batch expired, failed or was cancelled) go into a new batch, at most

@@ -77,7 +77,7 @@ class Result:
     # included; 0 from a cache or the store).
     source: str = "engine"
     requests: int = 0
-    # Requested tokens not among an API's returned alternatives (given a floor; see pipeline.judge.api).
+    # Requested tokens not among an API's returned alternatives (given a floor; see pipeline.judge.endpoint).
     missing: int = 0
     # With Request.reasoning: the reasoning generated before the answer, its tokens, and whether the budget cut it
     # (the answer is still read after the answer prefix). None / 0 / None without reasoning.
@@ -85,7 +85,7 @@ class Result:
     reasoning_tokens: int = 0
     reasoning_cut: bool | None = None
     # Behind an API: the kind of every attempt that failed before the answer (or without one): a reply that was not
-    # an answer, an HTTP error, a timeout, a lost connection (pipeline.judge.api.replies.KINDS).
+    # an answer, an HTTP error, a timeout, a lost connection (pipeline.judge.endpoint.replies.KINDS).
     failures: tuple[str, ...] = ()
     # Behind an API: the reply gave no token counts (or not all of them); the missing ones are 0 (the prompt's length
     # on the token-id path), and the run counts the answers whose usage is unknown.

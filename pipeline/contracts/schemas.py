@@ -138,7 +138,7 @@ RESPONSES = pa.schema(
         pa.field("requests", pa.int32(), nullable=False),
         # Requested tokens an API did not return among its alternatives (their log-probability is a floor).
         pa.field("missing_logprobs", pa.int32(), nullable=False),
-        # Behind an API: the kind of every attempt that failed before the answer (pipeline.judge.api.replies).
+        # Behind an API: the kind of every attempt that failed before the answer (pipeline.judge.endpoint.replies).
         pa.field("failed_attempts", pa.list_(pa.string()), nullable=False),
         # Behind an API: the reply gave no token counts (they are 0, or the prompt's length on the token-id path).
         pa.field("usage_unknown", pa.bool_(), nullable=False),

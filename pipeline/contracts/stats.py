@@ -32,7 +32,7 @@ class JudgeStats:
     # for other candidates with the same texts; pipeline.judge.memo)
     reused: int = 0
     # behind an API: failed attempts by kind (replies that were not answers, HTTP errors, timeouts, lost
-    # connections; pipeline.judge.api.replies.KINDS), retried or not
+    # connections; pipeline.judge.endpoint.replies.KINDS), retried or not
     failed_attempts: tuple[tuple[str, int], ...] = ()
     # behind an API: answers whose reply gave no token counts (their billed tokens are unknown)
     usage_unknown: int = 0

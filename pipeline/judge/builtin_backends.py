@@ -65,7 +65,7 @@ HF = BackendEntry(
 )
 API = BackendEntry(
     name="api",
-    engine="pipeline.judge.api.engine:ApiEngine",
+    engine="pipeline.judge.openai.engine:ApiEngine",
     resolve="pipeline.judge.models:resolve_endpoint",
     checks=endpoint_judge_problems,
     endpoint=True,

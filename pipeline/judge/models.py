@@ -20,7 +20,7 @@ from pipeline.config.backends import backend
 from pipeline.config.enums import ApiPath
 from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.errors import ConfigError, ModelError
-from pipeline.judge.api.sampled import SUFFIX as SAMPLED
+from pipeline.judge.endpoint.sampled import SUFFIX as SAMPLED
 from pipeline.judge.hardware import engine_dtype
 from pipeline.judge.spec import ApiEndpoint, JudgeSpec, Secret
 

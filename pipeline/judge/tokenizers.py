@@ -9,7 +9,7 @@ For a judge behind an API (``judge.backend=api``) that checkpoint may not be on 
 3. neither (a hosted model): :class:`WordPieces`, which splits text into words and punctuation marks. Token
    counts are then estimates (prompt lengths are checked approximately) and a label word counts as one token
    when it is one such piece; the run checks the label words with a test request at start
-   (:func:`pipeline.judge.api.words.check_words`).
+   (:func:`pipeline.judge.openai.words.check_words`).
 
 Every object here offers what the pipeline uses of a Hugging Face tokenizer: ``encode``, ``decode``, calling it
 on texts, and ``chat_template``; ``exact`` says whether its ids are the model's.

@@ -19,7 +19,7 @@ from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.schemas import JUDGED_KEYS
 from pipeline.data.records import InputReport
 from pipeline.data.source import DatasetInfo, load_input
-from pipeline.judge.api.batch import RECORD_FILE
+from pipeline.judge.endpoint.batch import RECORD_FILE
 from pipeline.judge.models import resolve_judge
 from pipeline.judge.spec import JudgeSpec
 from pipeline.prompts.labels import resolve_labels
@@ -86,7 +86,7 @@ def check_words_by_request(judge: JudgeSpec, plan: PromptPlan, candidates: pa.Ta
     comparison in both orderings (and the first prompt of each absolute template that reads words), sent to
     the endpoint's chat path; a word among the first token's alternatives is a single token the judge uses.
     Words not seen are warned about (they will be floored and counted); a side with none seen is refused."""
-    from pipeline.judge.api.words import check_words
+    from pipeline.judge.openai.words import check_words
     from pipeline.prompts.labels import LabelError
 
     frame = pl.from_arrow(candidates.select(["context_id", "context", "text"]))

@@ -21,8 +21,8 @@ from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.errors import UserError
 from pipeline.contracts.stats import JudgeStats
 from pipeline.data.contexts import group_by_context
-from pipeline.judge.api.batch import RECORD_FILE, batch_states
 from pipeline.judge.cores import worker_process_env
+from pipeline.judge.endpoint.batch import RECORD_FILE, batch_states
 from pipeline.judge.engine_mode import choose as choose_mode
 from pipeline.judge.engine_mode import is_auto
 from pipeline.judge.engine_mode import remember as remember_mode

@@ -10,7 +10,7 @@ the driver opens the file (:class:`pipeline.judge.stored.StoreFront`: it answers
 prompts are sent to the workers, and keeps their answers as they come back), so a cluster's workers never need
 it: it lives on the driver's disk, never on a network file system.
 
-In-process engines only: a judge behind an API has its own reply cache (:mod:`pipeline.judge.api.client`).
+In-process engines only: a judge behind an API has its own reply cache (:mod:`pipeline.judge.endpoint.client`).
 """
 
 from __future__ import annotations

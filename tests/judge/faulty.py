@@ -17,9 +17,9 @@ import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from pipeline.judge.api.batch import TERMINAL
+from pipeline.judge.endpoint.batch import TERMINAL
 
-# What the server injects, and the kind the client must count it as (pipeline.judge.api.replies.KINDS).
+# What the server injects, and the kind the client must count it as (pipeline.judge.endpoint.replies.KINDS).
 INJECTED = {
     "not_json": "not_json",
     "no_choices": "no_choices",

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.contracts.errors import ConfigError
 from pipeline.judge.anthropic.messages import read_message
-from pipeline.judge.api.replies import KINDS, Refused
+from pipeline.judge.endpoint.replies import KINDS, Refused
 from pipeline.run.context import run
 from pipeline.stages.accounting import JudgeFailed
 from tests.conftest import compose

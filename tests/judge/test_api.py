@@ -18,9 +18,9 @@ import pytest
 
 from pipeline.config.judging import ApiConfig
 from pipeline.contracts.engine import Request
-from pipeline.judge.api.bodies import chat_body, completion_body
-from pipeline.judge.api.client import ApiClient, backoff_delay, retry_after
-from pipeline.judge.api.replies import Refused, chat_reader, completion_reader
+from pipeline.judge.endpoint.client import ApiClient, backoff_delay, retry_after
+from pipeline.judge.endpoint.replies import Refused, chat_reader, completion_reader
+from pipeline.judge.openai.bodies import chat_body, completion_body
 from pipeline.judge.spec import ApiEndpoint
 
 KEY = "sk-test-0123456789abcdef-do-not-leak"
@@ -415,8 +415,8 @@ def test_chat_replies_give_the_words_among_the_alternatives_and_floor_the_rest()
 
 
 def test_the_path_is_probed_once_token_ids_where_the_server_takes_them(tmp_path, judge_model):
-    from pipeline.judge.api.engine import ApiEngine
     from pipeline.judge.models import resolve_judge
+    from pipeline.judge.openai.engine import ApiEngine
     from tests.conftest import compose
 
     fake = FakeJudge()

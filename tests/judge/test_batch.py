@@ -13,7 +13,7 @@ from collections import Counter
 import pytest
 
 from pipeline.config.judging import ApiConfig
-from pipeline.judge.api.batch import (
+from pipeline.judge.endpoint.batch import (
     BatchJobs,
     BatchPending,
     BatchRecord,
@@ -22,8 +22,8 @@ from pipeline.judge.api.batch import (
     input_file,
     read_output,
 )
-from pipeline.judge.api.client import ApiClient
-from pipeline.judge.api.replies import check_of, completion_reader
+from pipeline.judge.endpoint.client import ApiClient
+from pipeline.judge.endpoint.replies import check_of, completion_reader
 from pipeline.judge.spec import ApiEndpoint
 from tests.judge.faulty import BatchServer, logprob, prompt_key
 

@@ -1,4 +1,4 @@
-"""A reply is an answer only if it holds what was asked for: the checks of pipeline.judge.api.replies on each kind
+"""A reply is an answer only if it holds what was asked for: the checks of pipeline.judge.endpoint.replies on each kind
 of non-answer, and the client against a faulty stand-in server that fails half of its attempts in every way
 (seeded, under concurrency): every prompt answered, once, with what the server answered for it; every failed
 attempt counted by its kind; nothing that is not an answer in the reply cache."""
@@ -12,8 +12,8 @@ from collections import Counter
 import pytest
 
 from pipeline.config.judging import ApiConfig
-from pipeline.judge.api.client import ApiClient, cache_key
-from pipeline.judge.api.replies import chat_reader, check_of, completion_reader
+from pipeline.judge.endpoint.client import ApiClient, cache_key
+from pipeline.judge.endpoint.replies import chat_reader, check_of, completion_reader
 from pipeline.judge.spec import ApiEndpoint
 from tests.judge.faulty import FaultyServer, logprob, prompt_key
 

@@ -1,4 +1,4 @@
-"""Fuzzing the readers of pipeline.judge.api.replies (hypothesis): reply bodies for every request kind (label and
+"""Fuzzing the readers of pipeline.judge.endpoint.replies (hypothesis): reply bodies for every request kind (label and
 absolute reads on the token-id and chat paths, sampled verdicts, reasoning and generation), valid, mutated, truncated,
 retyped and with extreme numbers. Each is refused with a kind of KINDS, or read as finite values equal to what the
 body says (computed here from the body, independently of the reader); nothing else is ever raised. The batch output
@@ -13,8 +13,8 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.judge.api.batch import Line, read_output
-from pipeline.judge.api.replies import KINDS, Refused, chat_reader, check_of, completion_reader
+from pipeline.judge.endpoint.batch import Line, read_output
+from pipeline.judge.endpoint.replies import KINDS, Refused, chat_reader, check_of, completion_reader
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -263,7 +263,7 @@ def test_bodies_built_to_break_the_readers_are_refused_by_kind_and_never_raise(d
     """The client's reading of a reply (parse within the limits, then the request's check) and the batch output
     reader, on bodies with huge integers, deep nesting, lone surrogates, oversize lists and padded token ids: a
     refusal of a kind of KINDS or an answer whose every string can be stored, never another exception."""
-    from pipeline.judge.api.client import _answer
+    from pipeline.judge.endpoint.client import _answer
 
     path, n, tokens = request
     body = data.draw(body_of(path, n, tokens))

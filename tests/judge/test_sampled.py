@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.config.judging import ApiConfig
 from pipeline.contracts.engine import Request
-from pipeline.judge.api.sampled import first_word, sampled_logprobs, sampled_request
+from pipeline.judge.endpoint.sampled import first_word, sampled_logprobs, sampled_request
 from pipeline.methods.verdicts.win_probability import p_a_wins, side_logprobs
 
 

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from pipeline.contracts.engine import Request
-from pipeline.judge.api.batch import Line, input_file, read_output
-from pipeline.judge.api.bodies import chat_body
-from pipeline.judge.api.replies import chat_reader, check_of
+from pipeline.judge.endpoint.batch import Line, input_file, read_output
+from pipeline.judge.endpoint.replies import chat_reader, check_of
+from pipeline.judge.openai.bodies import chat_body
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 

@@ -3,7 +3,7 @@ is: this package, its entry point (``pyproject.toml``) and its page (``docs/anth
 
 The Messages API returns no log-probabilities, so a verdict is **sampled** (``judge.api.path=sampled``): each prompt
 is asked ``judge.api.samples`` times, the answer prefix sent as the assistant's turn for the model to continue, and
-the first word of each sample counted (:mod:`pipeline.judge.api.sampled`, the rule the OpenAI-compatible backend's
+the first word of each sample counted (:mod:`pipeline.judge.endpoint.sampled`, the rule the OpenAI-compatible backend's
 sampled path uses). Reasoning before the verdict goes by chat: the reasoning is generated, then sent back inside the
 assistant's turn that the verdict continues. With ``judge.api.batch`` the requests go as **Message Batches** at the
 batch price (:mod:`.batches`). The endpoint's other settings are ``judge.api``'s: address, key (sent as ``x-api-key``),

@@ -1,5 +1,5 @@
 """Message Batches (``judge.api.batch`` with ``judge.backend=anthropic``): the requests of an engine call as batches
-of Anthropic's Message Batches API, at the batch price, with the lifecycle of :mod:`pipeline.judge.api.batch` (an
+of Anthropic's Message Batches API, at the batch price, with the lifecycle of :mod:`pipeline.judge.endpoint.batch` (an
 intent recorded before anything is paid for, a batch that ends read whatever its state, rounds for what it did not
 answer, a read batch never picked up again); what differs is the wire:
 
@@ -28,10 +28,10 @@ from collections import Counter
 from datetime import datetime
 from typing import Any
 
-from pipeline.judge.api.batch import LOOKUP_PAGES, LOST, BatchJobs, download, wait_for
-from pipeline.judge.api.batch_lines import Line, read_output
-from pipeline.judge.api.parse import parse_json
-from pipeline.judge.api.replies import Refused
+from pipeline.judge.endpoint.batch import LOOKUP_PAGES, LOST, BatchJobs, download, wait_for
+from pipeline.judge.endpoint.batch_lines import Line, read_output
+from pipeline.judge.endpoint.parse import parse_json
+from pipeline.judge.endpoint.replies import Refused
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ class MessageBatches(BatchJobs):
         errors: dict[str, str],
         stray: Counter[str],
     ) -> dict[str, dict[str, Any]]:
-        """The batch's results as the lines of an output file (:func:`pipeline.judge.api.batch_lines.read_output`:
+        """The batch's results as the lines of an output file (:func:`pipeline.judge.endpoint.batch_lines.read_output`:
         every reply checked, conflicts and stray lines counted)."""
         ours = {provider_id(ln.custom_id): ln.custom_id for ln in lines}
         text = (

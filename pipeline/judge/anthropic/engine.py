@@ -18,9 +18,9 @@ from pipeline.judge.anthropic.messages import (
     message_body,
     prompt_turns,
 )
-from pipeline.judge.api.client import Reply
-from pipeline.judge.api.replies import check_of, served_model
-from pipeline.judge.api.sampled import sampled_logprobs, sampled_request
+from pipeline.judge.endpoint.client import Reply
+from pipeline.judge.endpoint.replies import check_of, served_model
+from pipeline.judge.endpoint.sampled import sampled_logprobs, sampled_request
 from pipeline.judge.spec import ApiEndpoint, JudgeSpec
 from pipeline.judge.tokenizers import load_tokenizer
 

@@ -2,7 +2,7 @@
 
 A reply is an answer only if it is a message whose ``content`` is a list of blocks (the text blocks' texts joined are
 the answer), whose ``stop_reason`` is a string or absent, and whose ``usage`` counts, where given, are token counts
-(:mod:`pipeline.judge.api.replies`: a reply that is not an answer is a failed attempt of its kind, retried, never
+(:mod:`pipeline.judge.endpoint.replies`: a reply that is not an answer is a failed attempt of its kind, retried, never
 cached). Prompt tokens are the input tokens with the cache's reads and writes; cached tokens are the cache's reads.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from pipeline.contracts.engine import Request
-from pipeline.judge.api.client import ApiClient
-from pipeline.judge.api.replies import Answer, Reader, Refused, Usage, token_count
+from pipeline.judge.endpoint.client import ApiClient
+from pipeline.judge.endpoint.replies import Answer, Reader, Refused, Usage, token_count
 
 # The API version every request names (``anthropic-version``).
 VERSION = "2023-06-01"

@@ -11,10 +11,9 @@ from typing import Any
 from pipeline.config.enums import ApiPath
 from pipeline.contracts.engine import Request, Result
 from pipeline.contracts.frame import PromptFrame, parse_conversation
-from pipeline.judge.api.batch import BatchJobs
-from pipeline.judge.api.bodies import chat_body, completion_body, messages_body
-from pipeline.judge.api.client import ApiClient, Reply
-from pipeline.judge.api.replies import (
+from pipeline.judge.endpoint.batch import BatchJobs
+from pipeline.judge.endpoint.client import ApiClient, Reply
+from pipeline.judge.endpoint.replies import (
     Answer,
     Reader,
     Refused,
@@ -23,7 +22,8 @@ from pipeline.judge.api.replies import (
     completion_reader,
     served_model,
 )
-from pipeline.judge.api.sampled import sampled_logprobs, sampled_request
+from pipeline.judge.endpoint.sampled import sampled_logprobs, sampled_request
+from pipeline.judge.openai.bodies import chat_body, completion_body, messages_body
 from pipeline.judge.spec import ApiEndpoint, JudgeSpec
 from pipeline.judge.tokenizers import is_local, load_tokenizer
 
@@ -143,7 +143,7 @@ class ApiEngine:
 
     def send(self, path: str, bodies: list[dict[str, Any]], readers: list[Reader]) -> list[Reply]:
         """The bodies answered by the endpoint: request by request, or as one batch job (``judge.api.batch``);
-        a reply is an answer only if its reader reads it (:mod:`pipeline.judge.api.replies`)."""
+        a reply is an answer only if its reader reads it (:mod:`pipeline.judge.endpoint.replies`)."""
         checks = [check_of(r) for r in readers]
         if self.batches is not None:
             return self.batches.post(path, bodies, checks)

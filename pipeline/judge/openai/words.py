@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from pipeline.contracts.engine import Request
 from pipeline.contracts.frame import PromptFrame
-from pipeline.judge.api.bodies import chat_body
-from pipeline.judge.api.client import ApiClient
-from pipeline.judge.api.replies import chat_alternatives, chat_reader, check_of, read_choices
+from pipeline.judge.endpoint.client import ApiClient
+from pipeline.judge.endpoint.replies import chat_alternatives, chat_reader, check_of, read_choices
+from pipeline.judge.openai.bodies import chat_body
 from pipeline.judge.spec import JudgeSpec
 
 

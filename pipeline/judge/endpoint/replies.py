@@ -13,7 +13,7 @@ the body says them) or raises :class:`Refused` with its kind (:data:`KINDS`) and
 anything else, whatever the body (``tests/judge/test_replies_fuzz.py``). A reply that is refused is a failed attempt:
 retried like a 5xx, counted by kind, never stored and never cached; a cached reply is read again by its reader when
 it is served, so a reply cached by an older version that is not an answer is asked again
-(:class:`pipeline.judge.api.client.ApiClient`, :mod:`pipeline.judge.api.batch`).
+(:class:`pipeline.judge.endpoint.client.ApiClient`, :mod:`pipeline.judge.endpoint.batch`).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ KINDS = (
     "not_finite",  # a log-probability that is not a finite number (NaN, infinity, a string)
     "bad_logprob",  # a log-probability above 0
     "bad_usage",  # a token count that is not a non-negative integer (below 2**31)
-    "too_large",  # a body larger than pipeline.judge.api.parse.MAX_BYTES
-    "too_deep",  # a body nested deeper than pipeline.judge.api.parse.MAX_DEPTH
-    "bad_number",  # an integer of more digits than pipeline.judge.api.parse.MAX_DIGITS
+    "too_large",  # a body larger than pipeline.judge.endpoint.parse.MAX_BYTES
+    "too_deep",  # a body nested deeper than pipeline.judge.endpoint.parse.MAX_DEPTH
+    "bad_number",  # an integer of more digits than pipeline.judge.endpoint.parse.MAX_DIGITS
     "bad_text",  # a string that cannot be encoded (a lone UTF-16 surrogate)
     "unreadable",  # a body a reader could not take apart for a reason of no other kind (named in the detail)
     "http_4xx",  # a refusal (not retried) ...

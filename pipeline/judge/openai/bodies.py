@@ -1,6 +1,6 @@
 """Request bodies of an OpenAI-compatible endpoint: the token-id path (``/completions``, exact log-probabilities of
 requested token ids) and the chat path (``/chat/completions``, the first token's top alternatives). Their replies are
-read by :mod:`pipeline.judge.api.replies`.
+read by :mod:`pipeline.judge.endpoint.replies`.
 """
 
 from __future__ import annotations

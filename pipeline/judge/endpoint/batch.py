@@ -1,7 +1,7 @@
 """Batch judging (``judge.api.batch``): an engine call's requests as jobs of OpenAI's Batch API, at the providers'
 batch price (half on OpenAI's and Anthropic's), never paid twice and never stuck.
 
-1. The requests the reply cache does not hold are written as a batch input file (:mod:`pipeline.judge.api.batch_lines`:
+1. The requests the reply cache does not hold are written as a batch input file (:mod:`pipeline.judge.endpoint.batch_lines`:
    one JSON line per request, its ``custom_id`` the request's cache key). The batch is named by a **marker**: the
    SHA-256 of the input file and the number of batches of that file already read (``<digest>.<n>``); a batch of the
    same requests again (the first ended without answering them) names its lines ``<cache key>#<n>``, so that no
@@ -18,7 +18,7 @@ batch price (half on OpenAI's and Anthropic's), never paid twice and never stuck
    most ``batch_wait`` seconds; then the run stops with what to do (:class:`BatchPending`), and the same command
    picks the recorded batch up.
 4. A batch that ends, ``completed`` or not (``expired``, ``failed``, ``cancelled``), is read: the output and error
-   files it has are downloaded, every line checked as a reply (:mod:`pipeline.judge.api.replies`); the answers go to
+   files it has are downloaded, every line checked as a reply (:mod:`pipeline.judge.endpoint.replies`); the answers go to
    the reply cache, and only then is the batch recorded as read, with its status and counts. A batch recorded as
    read is never picked up again. A download that fails (a 404, a 5xx or a dropped connection past the retries) is
    asked again; if it still fails the run stops (:class:`BatchPending`) with the batch unread, and the same command
@@ -43,9 +43,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pipeline.judge.api.batch_lines import Line, input_file, read_output
-from pipeline.judge.api.client import ApiClient, Reply, cache_key
-from pipeline.judge.api.replies import Check
+from pipeline.judge.endpoint.batch_lines import Line, input_file, read_output
+from pipeline.judge.endpoint.client import ApiClient, Reply, cache_key
+from pipeline.judge.endpoint.replies import Check
 
 log = logging.getLogger(__name__)
 

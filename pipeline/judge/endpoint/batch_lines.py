@@ -1,6 +1,6 @@
 """A batch job's lines: the input file written for it, and its output and error files read back.
 
-Every output line is checked as a reply of its own (:mod:`pipeline.judge.api.replies`). A line that cannot be read
+Every output line is checked as a reply of its own (:mod:`pipeline.judge.endpoint.replies`). A line that cannot be read
 never stops the read; it is counted by kind:
 
 - a line that is not JSON, is not an object, or names no request of the batch by a string ``custom_id``: a *stray*
@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.judge.api.parse import parse_json
-from pipeline.judge.api.replies import Check, Refused
+from pipeline.judge.endpoint.parse import parse_json
+from pipeline.judge.endpoint.replies import Check, Refused
 
 
 @dataclass(frozen=True)

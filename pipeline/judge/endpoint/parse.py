@@ -1,5 +1,5 @@
 """A reply's JSON, parsed within limits set here and nowhere else: whatever a server sends, the result is a value a
-reader can take apart or a :class:`pipeline.judge.api.replies.Refused` of a named kind, never another exception.
+reader can take apart or a :class:`pipeline.judge.endpoint.replies.Refused` of a named kind, never another exception.
 
 - ``too_large``: a body (or a batch output line) of more than :data:`MAX_BYTES`;
 - ``not_json``: a body that does not parse (JSON nested deeper than the parser goes is one: ``RecursionError``);
@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline.judge.api.replies import Refused
+from pipeline.judge.endpoint.replies import Refused
 
 # A reply larger than this is refused (an answer of one token with its alternatives is a few kilobytes).
 MAX_BYTES = 4 * 2**20

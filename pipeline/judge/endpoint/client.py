@@ -10,7 +10,7 @@ and the engine that answers the judge worker's prompts through it (:class:`ApiEn
   attempts or ``retry_for`` seconds. A server that goes away and comes back within that time costs retries,
   not the run.
 - **Replies that are not answers.** A 2xx whose body does not parse, or that the request's check refuses
-  (:mod:`pipeline.judge.api.replies`: a reply that does not answer what was asked), is a failed attempt of its kind:
+  (:mod:`pipeline.judge.endpoint.replies`: a reply that does not answer what was asked), is a failed attempt of its kind:
   retried like a 5xx, never cached. A cached reply is checked again when it is served.
 - **Failures.** A request that keeps failing, or that the server refuses (another 4xx), comes back as a
   :class:`Reply` with its ``error`` (status and the server's message). The others in the batch are unaffected.
@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.judging import ApiConfig
-from pipeline.judge.api.parse import MAX_BYTES, parse_json
-from pipeline.judge.api.replies import Check, Refused
+from pipeline.judge.endpoint.parse import MAX_BYTES, parse_json
+from pipeline.judge.endpoint.replies import Check, Refused
 from pipeline.judge.spec import ApiEndpoint
 from pipeline.storage.sqlite import SqliteCache
 
@@ -63,7 +63,7 @@ class Reply:
     error: str | None = None
     cached: bool = False
     attempts: int = 0
-    # the kind of every attempt that failed (pipeline.judge.api.replies.KINDS), the retried ones included
+    # the kind of every attempt that failed (pipeline.judge.endpoint.replies.KINDS), the retried ones included
     failures: list[str] = field(default_factory=list)
     # answered as a line of a batch job (judge.api.batch), at the batch price
     batch: bool = False
@@ -185,7 +185,7 @@ class ApiClient:
         check: Check | Sequence[Check] | None = None,
     ) -> list[Reply]:
         """POST every body to ``base_url + path`` (at most ``concurrency`` at once); replies in order. ``check``
-        (one for all bodies, or one per body; :mod:`pipeline.judge.api.replies`): a 2xx reply it refuses is a failed
+        (one for all bodies, or one per body; :mod:`pipeline.judge.endpoint.replies`): a 2xx reply it refuses is a failed
         attempt, retried, and never cached."""
         checks: list[Check | None] = list(check) if isinstance(check, Sequence) else [check] * len(bodies)
         return asyncio.run(self._post_all(path, list(bodies), use_cache, checks))
