@@ -1,22 +1,19 @@
-"""Settings derived from the config: paths, the identities a run folder is resumed with, and the defaults that
-depend on the workflow.
+"""Settings derived from the config: paths, the identities a run folder is resumed with, the jury's judges as
+judge configs. (What a stage is built with is derived where the workflows are composed: :mod:`pipeline.workflows.settings`.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from pipeline.config.assessment import PromptConfig
-from pipeline.config.backends import backend
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
-from pipeline.config.workflows import workflow
 from pipeline.contracts.errors import ConfigError
-from pipeline.methods.scorers.registry import ranked, scorers
 
 
 def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -40,23 +37,6 @@ def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
 def to_flat_dict(cfg: RunConfig) -> dict[str, Any]:
     """The resolved config as dotted keys (for MLflow params); enum values as their plain strings."""
     return {k: (str(v) if isinstance(v, StrEnum) else v) for k, v in flatten(cfg).items()}
-
-
-def reasons_per_group(cfg: RunConfig) -> int:
-    """How many comparisons per attribute and template get the judge's reasons (``reasons.n``, or the workflow's
-    default where the judge's backend can generate them)."""
-    if cfg.reasons.n is not None:
-        return cfg.reasons.n
-    return workflow(cfg.workflow).reasons if backend(cfg.judge.backend).generation else 0
-
-
-def leaderboard_methods(cfg: RunConfig) -> list[str]:
-    """The methods whose mean scores the leaderboard reports (``leaderboard.methods``, or its default)."""
-    if cfg.leaderboard.methods is not None:
-        return list(cfg.leaderboard.methods)
-    chosen = set(cfg.scoring.methods)
-    comparative = [name for name, entry in scorers().items() if entry.leaderboard and name in chosen]
-    return comparative + [str(m) for m in cfg.absolute.modes]
 
 
 def resolve_path(path: str, root: Path) -> Path:
@@ -105,26 +85,6 @@ def rating_identity(cfg: RunConfig) -> dict:
         "prompt": prompt,
         "criteria_options": options,
     } | reasoning_identity(cfg.judge)
-
-
-def judgement_store(
-    cfg: RunConfig, root: Path, cache_dir: Path, judge: JudgeConfig | None = None
-) -> Path | None:
-    """Where an in-process judge (``judge``, default ``cfg.judge``) keeps its answers across runs
-    (``judge.store``); None: off, a judge behind an API (its reply cache does this), or one that answers by key
-    (its answers are what it holds)."""
-    judge = judge or cfg.judge
-    entry = backend(judge.backend)
-    if not judge.store or entry.endpoint or entry.answers:
-        return None
-    return resolve_path(judge.store_path, root) if judge.store_path else cache_dir / "judgements.sqlite"
-
-
-def drawn_method(methods: Sequence[str]) -> str:
-    """The comparative method the report draws against the human scores: the one of ``methods`` registered first in
-    ``report_rank`` (the capped log-odds, then PoE-Gaussian), else the first of ``methods``."""
-    drawn = ranked([m for m in methods if m in scorers()], lambda entry: entry.report_rank)
-    return drawn[0] if drawn else methods[0]
 
 
 def jurors(cfg: RunConfig) -> list[JudgeConfig]:

@@ -13,10 +13,12 @@ names.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
-from pipeline.config.derived import drawn_method, judging_identity, rating_identity
+from pipeline.config.derived import judging_identity, rating_identity
+from pipeline.config.enums import Workflow as WorkflowName
 from pipeline.config.run import RunConfig
 from pipeline.config.stage_plugins import stage_plugin
 from pipeline.config.workflows import workflow
@@ -25,6 +27,7 @@ from pipeline.methods.scorers.registry import scorers
 from pipeline.stages.base import Stage, WorkflowError
 from pipeline.workflows import segments
 from pipeline.workflows.core import Segment, Workflow
+from pipeline.workflows.settings import drawn_method
 
 log = logging.getLogger("pipeline")
 
@@ -103,11 +106,21 @@ def adaptive(cfg: RunConfig, root: Path) -> Workflow:
     )
 
 
+# Each registered workflow's composition (pipeline.config.workflows holds what it derives); a test checks that every
+# registered workflow has one.
+COMPOSE: dict[WorkflowName, Callable[[RunConfig, Path], Workflow]] = {
+    WorkflowName.comparative: assessment,
+    WorkflowName.absolute: assessment,
+    WorkflowName.generate: generate,
+    WorkflowName.adaptive: adaptive,
+}
+
+
 def build(cfg: RunConfig, root: Path) -> Workflow:
     """The workflow ``cfg.workflow`` names, composed by the function its entry registers
     (:mod:`pipeline.config.workflows`), with the stages from outside that ``extra_stages`` names at the end of their
     segments (:mod:`pipeline.config.stage_plugins`)."""
-    composed: Workflow = workflow(cfg.workflow).builder()(cfg, root)
+    composed: Workflow = COMPOSE[workflow(cfg.workflow).name](cfg, root)
     if not cfg.extra_stages:
         return composed
     names = [s.name for s in composed.segments]

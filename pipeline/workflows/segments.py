@@ -17,15 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.backends import generator_backend
-from pipeline.config.derived import (
-    judge_label,
-    judge_templates,
-    judgement_store,
-    judging_identity,
-    leaderboard_methods,
-    reasons_per_group,
-    resolve_path,
-)
+from pipeline.config.derived import judge_label, judge_templates, judging_identity, resolve_path
 from pipeline.config.derived import jurors as derived_jurors
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
@@ -47,6 +39,7 @@ from pipeline.stages.rounds import Rounds
 from pipeline.stages.scoring import Combine, Correlate, Cost, Leaderboard, Rate, Reduce, Score
 from pipeline.stages.trust import Certify, CheckTrust, DrawLabels, PPIBoard
 from pipeline.workflows.core import Segment
+from pipeline.workflows.settings import judgement_store, leaderboard_methods, reasons_per_group
 
 
 def cache_dir(cfg: RunConfig, root: Path) -> Path:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from pipeline.config.derived import judgement_store
 from pipeline.run.context import run
 from pipeline.storage.events import read_events
+from pipeline.workflows.settings import judgement_store
 from tests.conftest import compose
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]

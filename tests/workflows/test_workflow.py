@@ -239,3 +239,13 @@ def test_every_port_is_documented_once():
     declared = [v for v in vars(ports).values() if isinstance(v, Port)]
     assert len({p.name for p in declared}) == len(declared)
     assert all(p.doc and not re.search(r"\bTODO\b", p.doc) for p in declared)
+
+
+def test_every_registered_workflow_is_composed_in_the_workflows_package():
+    """The registry (pipeline.config.workflows) says what a workflow derives; its composition is the workflows
+    package's own (catalog.COMPOSE), so nothing in the config points up the layers to it."""
+    from pipeline.config import workflows as registry
+    from pipeline.workflows.catalog import COMPOSE
+
+    assert set(COMPOSE) == set(registry.WORKFLOWS)
+    assert "pipeline.workflows.catalog:" not in (ROOT / "pipeline" / "config" / "workflows.py").read_text()
