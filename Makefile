@@ -15,8 +15,6 @@ PIP_TORCH := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
 ARGS ?=
 # Pytest selection, e.g. make test PYTEST_ARGS="-m 'not engine'"
 PYTEST_ARGS ?=
-# Where this machine's engine-mode measurements live (paths.cache_dir: CA_CACHE_DIR, else .cache)
-ENGINE_MODES := $(or $(CA_CACHE_DIR),.cache)/engine_modes.json
 # Test workers (pytest-xdist), each with its own local Ray: one judges while the other waits on an engine, a server
 # or a run starting. A file's tests stay on one worker (they share its engine or server); tests/conftest.py sends
 # the longest files first. TEST_WORKERS=0 runs everything in this process.
@@ -53,12 +51,8 @@ $(CHROMIUM):
 	$(SUDO) apt-get update -q
 	$(SUDO) apt-get install -y -q chromium chromium-driver
 
-run: $(STAMP) $(ENGINE_MODES) ## set up and run the main job on the embedded default (demo data, SmolLM2 on CPU vLLM, local Ray, local MLflow)
+run: $(STAMP) ## set up and run the main job on the embedded default (demo data, SmolLM2 on CPU vLLM, local Ray, local MLflow)
 	$(BIN)/python -m pipeline.cli $(ARGS)
-
-# This machine's engine modes for the default judge, measured once (judge.engine.enforce_eager=auto reads them)
-$(ENGINE_MODES): | $(STAMP)
-	$(BIN)/python -m pipeline.benchmarks.engine_modes
 
 engine-modes: $(STAMP) ## measure this machine's eager and compiled engine (start, rate) for a run's judge, for enforce_eager=auto (ARGS: the run's overrides)
 	$(BIN)/python -m pipeline.benchmarks.engine_modes $(ARGS)
