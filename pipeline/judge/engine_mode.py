@@ -60,6 +60,14 @@ def is_auto(spec: Any) -> bool:
     return str(spec.engine.get(KEY, "")).lower() == AUTO
 
 
+def device_default(engine: dict[str, Any], on_gpu: bool) -> dict[str, Any]:
+    """``engine`` with ``auto`` as vLLM's own default for the device (compiled on a GPU, eager on a CPU): for an engine
+    whose prompts are not counted up front (the generators', which the judge then shares)."""
+    if str(engine.get(KEY, "")).lower() != AUTO:
+        return engine
+    return {**engine, KEY: not on_gpu}
+
+
 def machine_key(spec: Any) -> str:
     """The device, model and dtype the measurements hold for."""
     device = "gpu" if spec.on_gpu else read_cpu().describe()
@@ -95,8 +103,12 @@ def crossover(eager: Measured, compiled: Measured) -> int | None:
 
 
 def choose(spec: Any, prompts: int, record_path: Path | None) -> Choice:
-    """The mode for ``prompts`` prompts on this machine (module docstring)."""
-    found = measured(read_record(record_path), machine_key(spec)) if record_path is not None else {}
+    """The mode for ``prompts`` prompts on this machine (module docstring); ``record_path`` None: an engine the judge
+    shares with stages before it (the generators'), in their mode, vLLM's default for the device."""
+    if record_path is None:
+        eager = not spec.on_gpu
+        return Choice(eager, f"{'eager' if eager else 'compiled'}: the engine the generators started (vLLM's default)")
+    found = measured(read_record(record_path), machine_key(spec))
     eager, compiled = found.get("eager"), found.get("compiled")
     if eager is None or compiled is None:
         lacking = " and ".join(m for m in ("eager", "compiled") if m not in found)

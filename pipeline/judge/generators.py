@@ -12,6 +12,7 @@ from typing import Any
 from pipeline.config.backends import generator_backend
 from pipeline.config.judging import ApiConfig, GeneratorConfig, JudgeConfig
 from pipeline.contracts.engine import Request
+from pipeline.judge.engine_mode import device_default
 from pipeline.judge.spec import JudgeSpec
 
 
@@ -56,7 +57,7 @@ def generator_judge_config(cfg: GeneratorConfig, judge: JudgeConfig) -> JudgeCon
         return JudgeConfig(**common, num_gpus_per_actor=0.0, api=cfg.api or ApiConfig())
     return JudgeConfig(
         **common,
-        engine={**judge.engine, **cfg.engine},
+        engine=device_default({**judge.engine, **cfg.engine}, judge.num_gpus_per_actor > 0),
         engine_process=judge.engine_process,
         num_gpus_per_actor=judge.num_gpus_per_actor,
     )

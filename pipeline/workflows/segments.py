@@ -108,7 +108,8 @@ def judge_stage(cfg: RunConfig, root: Path, judge: JudgeConfig | None = None) ->
         judgement_store(cfg, root, cache_dir(cfg, root), judge),
         # the run's judge's engines kept for its reasons (one engine per model and run)
         keep_workers=own and reasons_per_group(cfg) > 0,
-        engine_modes=cache_dir(cfg, root) / ENGINE_MODES,
+        # a workflow whose generators share the judge's engine keeps their mode (vLLM's default for the device)
+        engine_modes=None if workflow(cfg.workflow).generated else cache_dir(cfg, root) / ENGINE_MODES,
     )
 
 

@@ -164,9 +164,12 @@ def test_the_check_plans_what_the_run_judged_and_a_resumed_folder_is_planned_as_
     from pipeline.run.check import check
     from pipeline.storage.events import read_events
 
-    cfg, result = absolute_run
+    _, result = absolute_run  # (its config is changed by the rerun's test: composed afresh here)
+    root = result.run_dir.parents[2]
     folders = sorted(result.run_dir.parent.iterdir())
-    plan = check(cfg)
+    plan = check(
+        compose_config([*OVERRIDES, f"paths.output_root={root}", "tracking.experiment=absolute-test"])
+    )
     assert sorted(result.run_dir.parent.iterdir()) == folders  # nothing created
     judgments = pl.from_arrow(result.values["judgments"])
     ratings = pl.from_arrow(result.values["ratings"])
@@ -177,7 +180,9 @@ def test_the_check_plans_what_the_run_judged_and_a_resumed_folder_is_planned_as_
         for e in read_events(result.run_dir / "logs" / "engine_events.jsonl")
         if e["event"] == "engine_started"
     ]
-    assert [j.engine_starts for j in plan.judges] == [str(len(started))] and plan.stored == 0
+    # one engine per run of the folder (the rerun's test judges in it again): the plan's one start, as each run's
+    assert [j.engine_starts for j in plan.judges] == ["1"] and plan.stored == 0
+    assert started and len(started) == len({e["worker"] for e in started})
     # the prompt tokens the engine counted, against the estimate from a tokenized sample (a tenth either way)
     counted = result.judge_stats.prompt_tokens
     assert abs(plan.prompt_tokens - counted) < 0.1 * counted, (plan.prompt_tokens, counted)
