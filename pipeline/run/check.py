@@ -172,7 +172,8 @@ def _judged(cfg: RunConfig, values: dict[str, Any], plan: Plan, rounds: bool) ->
     judged, left_out = values["judged"], values.get("left_out")
     plan.stored = judged.num_rows
     plan.left_out = left_out.num_rows if left_out is not None else 0
-    shard = ShardContexts(cfg.pairs if not rounds else _all_pairs(cfg), cfg.runtime.max_shards)
+    pairs = _all_pairs(cfg) if rounds else cfg.pairs
+    shard = ShardContexts(pairs, cfg.runtime.max_shards)
     contexts = shard.run(
         DryContext(plan.run_dir),
         candidates=candidates,
@@ -181,9 +182,7 @@ def _judged(cfg: RunConfig, values: dict[str, Any], plan: Plan, rounds: bool) ->
         left_out=left_out if left_out is not None else judged.slice(0, 0),
     )["contexts"]
     texts: list[str] = []
-    for chunk in generate_prompts(
-        contexts, cfg.pairs if not rounds else _all_pairs(cfg), values["prompt_plan"]
-    ):
+    for chunk in generate_prompts(contexts, pairs, values["prompt_plan"]):
         modes = chunk.column("mode").to_pylist()
         for mode in modes:
             plan.by_mode[mode] = plan.by_mode.get(mode, 0) + 1

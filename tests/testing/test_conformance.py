@@ -96,26 +96,25 @@ def test_scoring_options_reach_the_scorer_on_the_products_path(monkeypatch):
 
     monkeypatch.setattr(registry, "REGISTRY", registry.REGISTRY.fresh())
     registry.REGISTRY.register(ScorerEntry("margin", margin_wins, settings=MarginSettings))
-    if True:
-        cands = pa.table({"context_id": ["c"] * 3, "context": ["x"] * 3, "candidate_id": ["a", "b", "k"],
-                          "candidate_index": [0, 1, 2], "system": [None] * 3, "text": ["1", "22", "333"]})  # fmt: skip
-        comps = pl.DataFrame({"judge": ["jd"] * 3, "attribute": ["q"] * 3, "template_id": ["t"] * 3,
-                              "context_id": ["c"] * 3, "cand_i": ["a", "a", "b"], "cand_j": ["b", "k", "k"],
-                              "p_ij": [0.8, 0.7, 0.6], "p_ji": [0.2, 0.3, 0.4], "p": [0.8, 0.7, 0.6],
-                              "p_tie": [0.0] * 3})  # fmt: skip
-        human = pl.DataFrame(schema={"context_id": pl.String, "candidate_id": pl.String, "attribute": pl.String,
-                                     "human_score": pl.Float64})  # fmt: skip
-        from pipeline.config.enums import Debias
+    cands = pa.table({"context_id": ["c"] * 3, "context": ["x"] * 3, "candidate_id": ["a", "b", "k"],
+                      "candidate_index": [0, 1, 2], "system": [None] * 3, "text": ["1", "22", "333"]})  # fmt: skip
+    comps = pl.DataFrame({"judge": ["jd"] * 3, "attribute": ["q"] * 3, "template_id": ["t"] * 3,
+                          "context_id": ["c"] * 3, "cand_i": ["a", "a", "b"], "cand_j": ["b", "k", "k"],
+                          "p_ij": [0.8, 0.7, 0.6], "p_ji": [0.2, 0.3, 0.4], "p": [0.8, 0.7, 0.6],
+                          "p_tie": [0.0] * 3})  # fmt: skip
+    human = pl.DataFrame(schema={"context_id": pl.String, "candidate_id": pl.String, "attribute": pl.String,
+                                 "human_score": pl.Float64})  # fmt: skip
+    from pipeline.config.enums import Debias
 
-        plain = score_comparisons(comps, cands, human, ["margin"], Debias.average).scores
-        wide = score_comparisons(
-            comps, cands, human, ["margin"], Debias.average, options={"margin": {"margin": 0.4}}
-        )
-        assert plain["score"].to_list() != [0.0, 0.0, 0.0] and wide.scores["score"].to_list() == [
-            0.0,
-            0.0,
-            0.0,
-        ]
+    plain = score_comparisons(comps, cands, human, ["margin"], Debias.average).scores
+    wide = score_comparisons(
+        comps, cands, human, ["margin"], Debias.average, options={"margin": {"margin": 0.4}}
+    )
+    assert plain["score"].to_list() != [0.0, 0.0, 0.0] and wide.scores["score"].to_list() == [
+        0.0,
+        0.0,
+        0.0,
+    ]
 
 
 # --- backends ------------------------------------------------------------------------------------------------
