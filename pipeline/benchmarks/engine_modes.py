@@ -14,12 +14,11 @@ from __future__ import annotations
 import argparse
 import gc
 import sys
-import tempfile
 import time
 from dataclasses import replace
-from pathlib import Path
 
 from pipeline import PROJECT_ROOT
+from pipeline.benchmarks.timing import workspace
 from pipeline.config.derived import resolve_path
 from pipeline.config.hydra import compose
 from pipeline.judge.engine_mode import KEY, RECORD, Measured, choose, crossover, machine_key, remember
@@ -27,7 +26,7 @@ from pipeline.judge.hardware import read_cpu
 from pipeline.judge.vllm_engine import VLLMEngine
 from pipeline.prompts.pairs import generate_prompts, split_shards
 from pipeline.run.context import run
-from pipeline.runtime.logs import capture_process_output, console, setup_logging
+from pipeline.runtime.logs import console
 
 
 def measure(spec, plan, prompts: list[str], eager: bool) -> Measured:
@@ -51,9 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--prompts", type=int, default=256, help="prompts each mode judges (twice)")
     parser.add_argument("overrides", nargs="*", help="the run's Hydra overrides (its judge, dataset...)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    work = Path(tempfile.mkdtemp(prefix="engine-modes-"))
-    capture_process_output(work / "output.log")
-    setup_logging("INFO")
+    work = workspace("engine-modes")
     cfg = compose([*args.overrides, f"paths.output_root={work}", "tracking.enabled=false"])
     planned = run(cfg, PROJECT_ROOT, stop_after="shard_contexts").values
     plan, spec = planned["prompt_plan"], planned["judge"]

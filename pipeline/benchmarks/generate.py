@@ -17,7 +17,6 @@ import datetime
 import gc
 import json
 import platform
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,7 +26,14 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline import PROJECT_ROOT
-from pipeline.benchmarks.timing import TimedJudgeWorker, Timing, round_lines, stream_timed, time_split
+from pipeline.benchmarks.timing import (
+    TimedJudgeWorker,
+    Timing,
+    round_lines,
+    stream_timed,
+    time_split,
+    workspace,
+)
 from pipeline.config.hydra import compose
 from pipeline.data.tasks import DEMO_TICKETS, load_tasks
 from pipeline.judge.generators import Generator, generator_judge_config, generator_request
@@ -36,7 +42,7 @@ from pipeline.judge.hf_engine import HFEngine
 from pipeline.judge.models import resolve_judge
 from pipeline.judge.vllm_engine import VLLMEngine
 from pipeline.prompts.generation import generation_prompts, generator_frame
-from pipeline.runtime.logs import capture_process_output, console, setup_logging
+from pipeline.runtime.logs import console
 from pipeline.stages.generation import generation_step
 
 
@@ -62,10 +68,7 @@ class Setup:
 
 def prepare(args: argparse.Namespace) -> Setup:
     """The generate_demo workflow's generator, its prompts (the demo tickets, repeated) and its Ray Data step."""
-    work = Path(tempfile.mkdtemp(prefix="bench-generate-"))
-    if not args.verbose:
-        capture_process_output(work / "output.log")
-    setup_logging("INFO", args.verbose)
+    work = workspace("bench-generate", args.verbose)
     cfg = compose(
         [
             "experiment=generate_demo",

@@ -27,7 +27,6 @@ import logging
 import os
 import platform
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -46,6 +45,7 @@ from pipeline.benchmarks.timing import (
     round_lines,
     stream_timed,
     time_split,
+    workspace,
 )
 from pipeline.config.enums import EngineProcess
 from pipeline.config.hydra import compose
@@ -57,7 +57,7 @@ from pipeline.judge.vllm_engine import VLLMEngine
 from pipeline.methods.verdicts.win_probability import p_a_wins, side_logprobs
 from pipeline.prompts.pairs import generate_prompts, split_shards
 from pipeline.run.context import run
-from pipeline.runtime.logs import capture_process_output, captured_output_path, console, setup_logging
+from pipeline.runtime.logs import captured_output_path, console
 from pipeline.stages.judging import judge_steps
 
 log = logging.getLogger("pipeline.benchmarks.judge")
@@ -210,10 +210,7 @@ class Setup:
 
 
 def prepare(args: argparse.Namespace) -> Setup:
-    work = Path(tempfile.mkdtemp(prefix="bench-judge-"))
-    if not args.verbose:
-        capture_process_output(work / "output.log")
-    setup_logging("INFO", args.verbose)
+    work = workspace("bench-judge", args.verbose)
     cfg = compose(
         [
             "dataset=summeval",

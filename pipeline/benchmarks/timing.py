@@ -5,6 +5,7 @@ rates every engine benchmark prints (judge, generate, reasoning)."""
 from __future__ import annotations
 
 import gc
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,17 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.judge.worker import JudgeWorker, Task
+from pipeline.runtime.logs import capture_process_output, setup_logging
+
+
+def workspace(name: str, verbose: bool = False) -> Path:
+    """A fresh folder for a benchmark's run (``/tmp/<name>-*``) whose ``output.log`` takes the engines' and Ray's
+    output (on the console with ``verbose``), and the pipeline's log lines on the console."""
+    work = Path(tempfile.mkdtemp(prefix=f"{name}-"))
+    if not verbose:
+        capture_process_output(work / "output.log")
+    setup_logging("INFO", verbose)
+    return work
 
 
 class TimedJudgeWorker(JudgeWorker):

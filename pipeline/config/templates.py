@@ -15,18 +15,7 @@ TEMPLATE_FIELDS = frozenset(
 
 def template_problems(template: TemplateConfig) -> list[str]:
     """What is wrong with a template (unknown fields, no {a}/{b}), each naming the template."""
-    problems = []
-    for part, text in (("text", template.text), ("answer_prefix", template.answer_prefix)):
-        try:
-            unknown = template_fields(text) - TEMPLATE_FIELDS
-        except ValueError as exc:
-            problems.append(f"config prompt template {template.id!r} {part}: {exc}")
-            continue
-        if unknown:
-            problems.append(
-                f"config prompt template {template.id!r} {part}: unknown field(s) {sorted(unknown)}; "
-                f"use {sorted(TEMPLATE_FIELDS)}"
-            )
+    problems = field_problems(f"config prompt template {template.id!r} ", template, TEMPLATE_FIELDS)
     if not problems:
         missing = {"a", "b"} - template_fields(template.text)
         if missing:
@@ -61,20 +50,27 @@ def template_fields(text: str) -> set[str]:
     return {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
 
 
-def absolute_template_problems(template_id: str, template: AbsoluteTemplateConfig) -> list[str]:
-    """What is wrong with an absolute template, each problem naming it."""
-    where = f"config absolute.library.{template_id}"
+def field_problems(
+    where: str, template: TemplateConfig | AbsoluteTemplateConfig, allowed: frozenset[str]
+) -> list[str]:
+    """The text's and the answer prefix's fields that do not parse or are not ``allowed``, each named after ``where``
+    and the part."""
     problems = []
     for part, text in (("text", template.text), ("answer_prefix", template.answer_prefix)):
         try:
-            unknown = template_fields(text) - ABSOLUTE_FIELDS
+            unknown = template_fields(text) - allowed
         except ValueError as exc:
-            problems.append(f"{where}.{part}: {exc}")
+            problems.append(f"{where}{part}: {exc}")
             continue
         if unknown:
-            problems.append(
-                f"{where}.{part}: unknown field(s) {sorted(unknown)}; use {sorted(ABSOLUTE_FIELDS)}"
-            )
+            problems.append(f"{where}{part}: unknown field(s) {sorted(unknown)}; use {sorted(allowed)}")
+    return problems
+
+
+def absolute_template_problems(template_id: str, template: AbsoluteTemplateConfig) -> list[str]:
+    """What is wrong with an absolute template, each problem naming it."""
+    where = f"config absolute.library.{template_id}"
+    problems = field_problems(f"{where}.", template, ABSOLUTE_FIELDS)
     if not problems and "candidate" not in template_fields(template.text):
         problems.append(f"{where}.text must contain {{candidate}}")
     if template.low >= template.high:

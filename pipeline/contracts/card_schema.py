@@ -104,3 +104,14 @@ META_EVALUATION = pa.schema(
         pa.field("accuracy_debiased", pa.float64(), nullable=False),
     ]
 )
+# The meta-evaluation's measures read per ordering (LLMBar's): null where a pair's two orderings were not both judged.
+META_BY_ORDERING = (
+    "accuracy_listed_first",
+    "accuracy_listed_second",
+    "accuracy_orderings",
+    "both_right",
+    "positional_agreement",
+    "no_preference",
+)
+# Its shares (in [0, 1]): JudgeBench's accuracy with its interval, LLMBar's per ordering, the product's own verdict.
+META_SHARES = ("accuracy", "lower", "upper", *META_BY_ORDERING, "accuracy_debiased")

@@ -7,7 +7,6 @@ missing human scores under ``scoring.correlation=auto``) are counted in :class:`
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -16,6 +15,7 @@ import pyarrow as pa
 from pipeline.config.enums import Correlation, EmptyText
 from pipeline.contracts.errors import InputError, Problem
 from pipeline.contracts.schemas import CANDIDATES, HUMAN_SCORES
+from pipeline.contracts.values import finite_number, identifier
 from pipeline.data.load import Record
 
 
@@ -77,24 +77,6 @@ class ValidationRules:
         return next((group for group in self.category_groups if value.startswith(group)), value)
 
 
-def _identifier(value: object) -> str | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str) and value.strip() and not any(ch in value for ch in "\t\n\r\x1f"):
-        return value
-    return None
-
-
-def _score(value: object) -> float | None:
-    """A finite number, or None if the value is not one."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def validate_records(records: Iterable[Record], rules: ValidationRules) -> ValidatedInput:
     """CANDIDATES and HUMAN_SCORES from the records, every problem collected and raised at once."""
     check = Validation(rules)
@@ -127,7 +109,7 @@ class Validation:
         if not isinstance(data, dict):
             self.problems.append(Problem(None, None, None, "is not a JSON object", location=record.location))
             return
-        cid = _identifier(data.get("context_id"))
+        cid = identifier(data.get("context_id"))
         if cid is None:
             message = f"missing or not a valid id: {data.get('context_id')!r}"
             self.problems.append(Problem(None, None, "context_id", message, location=record.location))
@@ -174,7 +156,7 @@ class Validation:
         if not isinstance(cand, dict):
             self.problems.append(Problem(cid, f"#{n}", None, "candidate is not a JSON object"))
             return None
-        cand_id = _identifier(cand.get("candidate_id"))
+        cand_id = identifier(cand.get("candidate_id"))
         if cand_id is None:
             message = f"missing or not a valid id: {cand.get('candidate_id')!r}"
             self.problems.append(Problem(cid, f"#{n}", "candidate_id", message))
@@ -226,7 +208,7 @@ class Validation:
                 if raw is None:
                     self.without_score[attribute] += 1
                     continue
-                value = _score(raw)
+                value = finite_number(raw)
                 if value is None:
                     message = f"not a finite number: {raw!r}"
                     self.problems.append(Problem(cid, cand_id, f"scores.{attribute}", message))

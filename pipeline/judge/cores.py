@@ -151,17 +151,23 @@ def worker_process_env(spec: JudgeSpec) -> dict[str, str]:
       these once, as the process loads: set later, the threads float between the cores and the engine judged 5-8%
       slower than vLLM's own process on 2 cores (BENCHMARKS.md, bench-judge). ``auto`` (several actors on one
       machine, each claiming its cores as it starts) cannot be known before the process starts: unbound.
-    - The worker at Ray's default priority for a task (``RAY_worker_niceness``), not below the system's.
+    - The worker at Ray's default priority for a task (``RAY_worker_niceness``), not below the system's: Ray starts
+      its workers at niceness 15, and an engine at 15 (inside the worker, or in processes of its own, which inherit
+      it) loses its cores to every daemon of Ray at 0 (on 2 cores, the engine in its own processes judged at 5.84
+      prompts/s against 6.21 inside a worker at 0; BENCHMARKS.md, bench-judge).
     - glibc's allocator asking for transparent huge pages (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``, glibc 2.35 and
       later; ignored elsewhere) where the kernel grants them on request (``madvise``): the engine's first pass over
       its KV cache (GiBs, ``VLLM_CPU_KVCACHE_SPACE``) then faults 2 MiB pages instead of 4 KiB ones. On 2 cores
       the first 240 SummEval prompts were judged at 6.82/s against 6.36/s, later calls alike (BENCHMARKS.md,
       bench-judge).
 
-    Empty for every other engine."""
-    if not backend(spec.backend).worker_env or spec.on_gpu or not engine_inside(spec, in_actor=True):
+    The priority and the huge pages hold for a CPU engine in processes of its own too (they inherit both; vLLM sets
+    their OpenMP itself); the rest is for an engine inside the worker. Empty for every other engine."""
+    if not backend(spec.backend).worker_env or spec.on_gpu:
         return {}
     env = {"RAY_worker_niceness": "0", "GLIBC_TUNABLES": huge_pages(os.environ.get("GLIBC_TUNABLES", ""))}
+    if not engine_inside(spec, in_actor=True):
+        return env
     current = os.environ.get("LD_PRELOAD", "")
     library = torch_openmp()
     if library is not None and not preloads_openmp(current):

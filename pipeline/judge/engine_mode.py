@@ -106,8 +106,8 @@ def choose(spec: Any, prompts: int, record_path: Path | None) -> Choice:
     """The mode for ``prompts`` prompts on this machine (module docstring); ``record_path`` None: an engine the judge
     shares with stages before it (the generators'), in their mode, vLLM's default for the device."""
     if record_path is None:
-        eager = not spec.on_gpu
-        return Choice(eager, f"{'eager' if eager else 'compiled'}: the engine the generators started (vLLM's default)")
+        shared = Choice(not spec.on_gpu, "")
+        return replace(shared, reason=f"{shared.mode}: the engine the generators started (vLLM's default)")
     found = measured(read_record(record_path), machine_key(spec))
     eager, compiled = found.get("eager"), found.get("compiled")
     if eager is None or compiled is None:

@@ -110,6 +110,12 @@ class JudgeSpec:
     def dtype(self) -> str:
         return str(self.engine.get("dtype", "auto"))
 
+    def endpoint(self, engine: str) -> ApiEndpoint:
+        """The endpoint ``engine`` (an endpoint backend's engine, in words) sends to; an error without one."""
+        if self.api is None:
+            raise ValueError(f"judge {self.name}: {engine} needs the endpoint (judge.api)")
+        return self.api
+
     def identity(self) -> dict[str, Any]:
         """What decides the judge's answers: a resumed run must match it."""
         return {

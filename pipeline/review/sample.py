@@ -56,6 +56,7 @@ from pipeline.methods.verdicts.outcomes import (
     judge_verdicts,
     outcome_probabilities,
 )
+from pipeline.scoring.reduce import in_pair_order
 
 __all__ = ["LABELS", "TIE", "WIN_I", "WIN_J", "judge_verdicts", "outcome_probabilities"]
 
@@ -128,19 +129,7 @@ def review_items(comparisons: pl.DataFrame, candidates: pl.DataFrame | None = No
     Rows of one pair in both orientations (``debias=none`` keeps each ordering as its own comparison) become
     one item with ``i < j`` and their mean probability.
     """
-    flip = pl.col("cand_i") > pl.col("cand_j")
-    oriented = comparisons.select(
-        "judge",
-        "attribute",
-        "template_id",
-        "context_id",
-        pl.when(flip).then("cand_j").otherwise("cand_i").alias("cand_i"),
-        pl.when(flip).then("cand_i").otherwise("cand_j").alias("cand_j"),
-        pl.when(flip).then("p_ji").otherwise("p_ij").alias("p_ij"),
-        pl.when(flip).then("p_ij").otherwise("p_ji").alias("p_ji"),
-        pl.when(flip).then(1 - pl.col("p")).otherwise("p").alias("p"),
-        "p_tie",
-    )
+    oriented = in_pair_order(comparisons)
     items = oriented.group_by(ITEM_COLUMNS, maintain_order=True).agg(
         pl.col("p_ij").drop_nulls().first(),
         pl.col("p_ji").drop_nulls().first(),

@@ -61,6 +61,23 @@ class CardTables:
     reliability: pl.DataFrame
 
 
+def with_sides(
+    frame: pl.DataFrame,
+    per_candidate: pl.DataFrame,
+    columns: dict[str, str],
+    on: tuple[str, ...] = ("context_id",),
+) -> pl.DataFrame:
+    """``frame`` (a row per pair) with ``per_candidate``'s ``columns`` (a row per candidate) for both candidates:
+    column ``c`` as ``<columns[c]>_i`` and ``<columns[c]>_j``, joined on ``on`` and the candidate (null where
+    ``per_candidate`` has no row)."""
+    for side in ("i", "j"):
+        names = {"candidate_id": f"cand_{side}", **{c: f"{prefix}_{side}" for c, prefix in columns.items()}}
+        frame = frame.join(
+            per_candidate.select(*on, *names).rename(names), on=[*on, f"cand_{side}"], how="left"
+        )
+    return frame
+
+
 def with_preferences(comparisons: pl.DataFrame, candidates: pa.Table, human: pl.DataFrame) -> pl.DataFrame:
     """The comparisons with both candidates' characters (``len_i``, ``len_j``), systems, human scores (``h_i``,
     ``h_j``; null where people scored none) and content keys (``key_i``, ``key_j``), and their context's content key
@@ -75,24 +92,8 @@ def with_preferences(comparisons: pl.DataFrame, candidates: pa.Table, human: pl.
         key=pl.Series([content_key(t) for t in frame["text"].to_list()], dtype=pl.UInt64),
     )
     scored = human.select("context_id", "candidate_id", "attribute", "human_score")
-    out = comparisons
-    for side in ("i", "j"):
-        out = out.join(
-            texts.rename(
-                {
-                    "candidate_id": f"cand_{side}",
-                    "system": f"sys_{side}",
-                    "length": f"len_{side}",
-                    "key": f"key_{side}",
-                }
-            ),
-            on=["context_id", f"cand_{side}"],
-            how="left",
-        ).join(
-            scored.rename({"candidate_id": f"cand_{side}", "human_score": f"h_{side}"}),
-            on=["context_id", f"cand_{side}", "attribute"],
-            how="left",
-        )
+    out = with_sides(comparisons, texts, {"system": "sys", "length": "len", "key": "key"})
+    out = with_sides(out, scored, {"human_score": "h"}, on=("context_id", "attribute"))
     return out.with_columns(
         key_context=pl.col("context_id").replace_strict(contexts, default=None, return_dtype=pl.UInt64)
     )

@@ -33,7 +33,7 @@ from pipeline.methods.agreement.bootstrap import (
 )
 from pipeline.methods.quality.benchmark import benchmark_scores, pair_right, votes
 from pipeline.methods.scorers.win_ratio import hard_outcomes
-from pipeline.scoring.card_table import with_preferences
+from pipeline.scoring.card_table import with_preferences, with_sides
 
 GROUP = ["judge", "attribute", "template_id"]
 # The scores' names in the table (BenchmarkScores' fields -> META_EVALUATION's columns).
@@ -70,18 +70,7 @@ def objective_pairs(comparisons: pl.DataFrame, candidates: pa.Table, human: pl.D
         comparisons.filter(pl.col("attribute").is_in(labelled["attribute"].unique())), candidates, labelled
     )
     listing = pl.from_arrow(candidates.select(["context_id", "candidate_id", "candidate_index", "category"]))
-    for side in ("i", "j"):
-        frame = frame.join(
-            listing.rename(
-                {
-                    "candidate_id": f"cand_{side}",
-                    "candidate_index": f"index_{side}",
-                    "category": f"category_{side}",
-                }
-            ),
-            on=["context_id", f"cand_{side}"],
-            how="left",
-        )
+    frame = with_sides(frame, listing, {"candidate_index": "index", "category": "category"})
     frame = frame.filter(
         pl.col("h_i").is_not_null() & pl.col("h_j").is_not_null() & (pl.col("h_i") != pl.col("h_j"))
     )

@@ -32,6 +32,7 @@ from pipeline.contracts.keys import content_key, stable_hash
 from pipeline.contracts.trust_schema import PPI_LEADERBOARD
 from pipeline.methods.agreement.ppi import NotIdentified, ppi_logistic, ppi_mean
 from pipeline.methods.scorers.win_ratio import hard_outcomes
+from pipeline.scoring.card_table import with_sides
 from pipeline.scoring.trust_table import PAIR, oriented
 
 WIN_RATE, BRADLEY_TERRY = "win_rate", "bradley_terry"
@@ -60,16 +61,15 @@ def ppi_board(
     if not systems.height or not labels.height or not comparisons.height:
         return _empty()
     keys = model_keys(candidates)
-    games = oriented(comparisons)
-    for side in ("i", "j"):
-        games = games.join(
-            systems.rename({"candidate_id": f"cand_{side}", "system": f"sys_{side}"}),
-            on=["context_id", f"cand_{side}"],
-            how="left",
+    games = (
+        with_sides(oriented(comparisons), systems, {"system": "sys"})
+        .filter(
+            pl.col("sys_i").is_not_null()
+            & pl.col("sys_j").is_not_null()
+            & (pl.col("sys_i") != pl.col("sys_j"))
         )
-    games = games.filter(
-        pl.col("sys_i").is_not_null() & pl.col("sys_j").is_not_null() & (pl.col("sys_i") != pl.col("sys_j"))
-    ).join(labels.select(*PAIR, "preference", "inclusion"), on=PAIR, how="left")
+        .join(labels.select(*PAIR, "preference", "inclusion"), on=PAIR, how="left")
+    )
     rows = []
     for (judge, attribute, template), group in games.group_by(
         ["judge", "attribute", "template_id"], maintain_order=True

@@ -31,6 +31,7 @@ from pipeline.methods.agreement import sampling
 from pipeline.methods.agreement.selective import GRID, cascade, upper_bounds
 from pipeline.methods.verdicts.outcomes import judge_verdicts, preference_outcomes
 from pipeline.scoring.card_table import with_preferences
+from pipeline.scoring.reduce import in_pair_order
 
 PAIR = ["attribute", "context_id", "cand_i", "cand_j"]
 ESCALATED = "escalated"
@@ -43,17 +44,7 @@ def _empty(schema: pa.Schema) -> pl.DataFrame:
 def oriented(comparisons: pl.DataFrame) -> pl.DataFrame:
     """The comparisons with ``cand_i < cand_j`` (a pair read the other way round turned: ``p`` becomes ``1 - p``)
     and one row per judge, template and pair (``debias=none`` keeps each ordering apart: their mean)."""
-    flip = pl.col("cand_i") > pl.col("cand_j")
-    turned = comparisons.select(
-        "judge",
-        "attribute",
-        "template_id",
-        "context_id",
-        pl.when(flip).then("cand_j").otherwise("cand_i").alias("cand_i"),
-        pl.when(flip).then("cand_i").otherwise("cand_j").alias("cand_j"),
-        pl.when(flip).then(1 - pl.col("p")).otherwise("p").alias("p"),
-        "p_tie",
-    )
+    turned = in_pair_order(comparisons)
     return turned.group_by(["judge", "template_id", *PAIR], maintain_order=True).agg(
         pl.col("p").mean(), pl.col("p_tie").mean()
     )

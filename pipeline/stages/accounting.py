@@ -214,40 +214,38 @@ def report_interruptions(ctx: StageContext, events: Path, seen: int, stage: str 
     """Log and record (MLflow metrics under ``stage/``) the engine deaths, lost workers and nodes, drained workers
     and redone prompts of this stage's events (those after the first ``seen``)."""
     lost = interruptions(read_events(events)[seen:])
-    if lost.engine_deaths:
-        log.warning(
+    told = (
+        (
+            "engine_deaths",
             "%d judge engine(s) died during the run (%s)",
-            len(lost.engine_deaths),
-            ", ".join(f"{e['worker']} with {e['in_flight']} in flight" for e in lost.engine_deaths),
-        )
-    if lost.lost_workers:
-        log.warning(
+            [f"{e['worker']} with {e['in_flight']} in flight" for e in lost.engine_deaths],
+        ),
+        (
+            "lost_workers",
             "%d judge worker(s) were lost during the run with a batch unfinished (%s)",
-            len(lost.lost_workers),
-            ", ".join(lost.lost_workers),
-        )
-    if lost.lost_nodes:
-        log.warning(
-            "%d node(s) were lost during the run with judge workers on them (%s): their workers were replaced "
-            "where there was room",
-            len(lost.lost_nodes),
-            ", ".join(node[:12] for node in lost.lost_nodes),
-        )
-    if lost.drained_workers:
-        log.warning(
+            lost.lost_workers,
+        ),
+        (
+            "lost_nodes",
+            "%d node(s) were lost during the run with judge workers on them (%s): their workers were "
+            "replaced where there was room",
+            [node[:12] for node in lost.lost_nodes],
+        ),
+        (
+            "drained_workers",
             "%d judge worker(s) were released from drained nodes after finishing their batches (%s)",
-            len(lost.drained_workers),
-            ", ".join(lost.drained_workers),
-        )
+            lost.drained_workers,
+        ),
+    )
+    for metric, message, names in told:
+        if names:
+            log.warning(message, len(names), ", ".join(names))
+        ctx.metrics[f"{stage}/{metric}"] = float(len(names))
     if lost.redone:
         log.warning(
             "the %d prompt(s) of the unfinished batches went to new workers; nothing already stored was judged "
             "twice",
             lost.redone,
         )
-    ctx.metrics[f"{stage}/lost_nodes"] = float(len(lost.lost_nodes))
-    ctx.metrics[f"{stage}/drained_workers"] = float(len(lost.drained_workers))
-    ctx.metrics[f"{stage}/engine_deaths"] = float(len(lost.engine_deaths))
-    ctx.metrics[f"{stage}/lost_workers"] = float(len(lost.lost_workers))
     ctx.metrics[f"{stage}/redone_prompts"] = float(lost.redone)
     return lost

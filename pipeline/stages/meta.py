@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from pipeline.contracts.card_schema import META_SHARES
 from pipeline.scoring.meta_table import meta_evaluation_table
 from pipeline.stages import ports
 from pipeline.stages.base import Stage, StageContext
@@ -18,19 +19,7 @@ from pipeline.stages.base import Stage, StageContext
 log = logging.getLogger("pipeline")
 
 # The measures logged to MLflow (meta/<attribute>/<judge>/<template>/<category or all>/<measure>).
-LOGGED = (
-    "n_pairs",
-    "accuracy",
-    "lower",
-    "upper",
-    "accuracy_listed_first",
-    "accuracy_listed_second",
-    "accuracy_orderings",
-    "both_right",
-    "positional_agreement",
-    "no_preference",
-    "accuracy_debiased",
-)
+LOGGED = ("n_pairs", *META_SHARES)
 # The name of every category together, in metric names and the summary.
 ALL = "all"
 

@@ -77,11 +77,19 @@ def test_a_cpu_engine_inside_its_actor_starts_with_the_openmp_runtime_and_thread
     assert worker_process_env(spec({"OMP_NUM_THREADS": "1"})).get("OMP_NUM_THREADS") is None
 
 
-def test_every_other_engine_starts_with_the_environment_it_has():
+def test_a_cpu_engine_in_its_own_processes_gets_the_priority_and_huge_pages_only():
+    # its processes inherit the worker's niceness (Ray's 15 unless said) and allocator; vLLM sets their OpenMP
     from pipeline.config.enums import EngineProcess
+    from pipeline.judge.cores import HUGE_PAGES, worker_process_env
+
+    env = worker_process_env(spec(engine_process=EngineProcess.own))
+    assert env["RAY_worker_niceness"] == "0" and HUGE_PAGES in env["GLIBC_TUNABLES"]
+    assert not {"LD_PRELOAD", "GOMP_CPU_AFFINITY", "OMP_NUM_THREADS"} & set(env)
+
+
+def test_every_other_engine_starts_with_the_environment_it_has():
     from pipeline.judge.cores import worker_process_env
 
-    assert worker_process_env(spec(engine_process=EngineProcess.own)) == {}
     assert worker_process_env(spec(on_gpu=True)) == {}
     assert worker_process_env(spec(backend="hf")) == {}
 

@@ -14,7 +14,7 @@ from pipeline.methods.scorers import poe_gaussian as pg
 from pipeline.methods.scorers.average_probability import average_probability
 from pipeline.methods.scorers.bradley_terry import bradley_terry
 from pipeline.methods.scorers.ml_ranking import ml_ranking, ranking_log_likelihood
-from pipeline.methods.scorers.poe_bt import poe_bt, poe_bt_gradient, poe_bt_objective
+from pipeline.methods.scorers.poe_bt import poe_bt, poe_bt_value_and_gradient
 from pipeline.methods.scorers.poe_gaussian import poe_gaussian, poe_gaussian_hard
 from pipeline.methods.scorers.poe_laplace import laplace_objective, poe_laplace
 from pipeline.methods.scorers.win_ratio import win_ratio
@@ -302,8 +302,15 @@ def test_poe_bt_gradient(seed):
     p[:4] = [0.0, 1.0, 0.0, 1.0]
     bias, l2 = rng.normal(), rng.uniform(0, 0.5)
     x0 = rng.normal(size=n)
-    err = check_grad(poe_bt_objective, poe_bt_gradient, x0, i, j, p, bias, l2)
-    assert err < 1e-5 * max(1.0, np.linalg.norm(poe_bt_gradient(x0, i, j, p, bias, l2)))
+
+    def value(s):
+        return poe_bt_value_and_gradient(s, i, j, p, bias, l2)[0]
+
+    def gradient(s):
+        return poe_bt_value_and_gradient(s, i, j, p, bias, l2)[1]
+
+    err = check_grad(value, gradient, x0)
+    assert err < 1e-5 * max(1.0, np.linalg.norm(gradient(x0)))
 
 
 def test_poe_bt_recovers_true_scores():

@@ -4,7 +4,6 @@ prompt's samples as requests of their own, by request or as Message Batches (:mo
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 
 from pipeline.contracts.engine import Request, Result
@@ -19,35 +18,24 @@ from pipeline.judge.anthropic.messages import (
     prompt_turns,
 )
 from pipeline.judge.endpoint.client import Reply
+from pipeline.judge.endpoint.engine import EndpointEngine
 from pipeline.judge.endpoint.replies import check_of, served_model
 from pipeline.judge.endpoint.sampled import sampled_logprobs, sampled_request
-from pipeline.judge.spec import ApiEndpoint, JudgeSpec
-from pipeline.judge.tokenizers import load_tokenizer
 
 log = logging.getLogger(__name__)
 
 
-class AnthropicEngine:
+class AnthropicEngine(EndpointEngine):
     """The judge worker's engine for ``judge.backend=anthropic``: answers a batch of whole prompts as the other engines
     do. A request with words to read (a verdict, an absolute score) is sampled ``judge.api.samples`` times and its
     words counted; a request without (reasons, reasoning, a generation) gets its ``n`` samples as texts."""
 
-    inside = None
+    api_name = "Anthropic's Messages API"
+    client_class = AnthropicClient
+    batches_class = MessageBatches
 
-    def __init__(self, spec: JudgeSpec):
-        if spec.api is None:
-            raise ValueError(f"judge {spec.name}: Anthropic's Messages API needs the endpoint (judge.api)")
-        started = time.perf_counter()
-        self.spec = spec
-        self.endpoint: ApiEndpoint = spec.api
-        self.settings = self.endpoint.settings
-        self.model = self.endpoint.model
-        self.client = AnthropicClient(self.endpoint)
-        self.batches = MessageBatches(self.client, self.endpoint.record_path) if self.settings.batch else None
-        # decodes the requested token ids into the words a sample is read as
-        self.tokenizer = load_tokenizer(spec)
+    def started(self) -> None:
         log.info("Anthropic judge %s at %s (sampled verdicts)", self.model, self.client.base_url)
-        self.start_seconds = time.perf_counter() - started
 
     def answer(self, prompts: Sequence[str], frame: PromptFrame, request: Request) -> list[Result]:
         sampled = bool(request.token_ids)
@@ -66,16 +54,7 @@ class AnthropicEngine:
             for s in range(sent.n):
                 bodies.append(message_body(self.model, system, turns, sent, s if sent.n > 1 else None))
                 owner.append(k)
-        replies = self.send(bodies)
-        failed = [r for r in replies if r.body is None]
-        if failed:
-            log.warning(
-                "%d of %d request(s) to %s failed after retries (first: %s)",
-                len(failed),
-                len(replies),
-                self.client.base_url,
-                failed[0].error,
-            )
+        replies = self.post(PATH, bodies, [check_of(READER)] * len(bodies))
         path = "sampled" if sampled else "messages"
         mine: list[list[Reply]] = [[] for _ in prompts]
         for k, reply in zip(owner, replies, strict=True):
@@ -84,12 +63,6 @@ class AnthropicEngine:
             self._result(r, prefix, words if sampled else None, path)
             for r, prefix in zip(mine, prefixes, strict=True)
         ]
-
-    def send(self, bodies: list[dict]) -> list[Reply]:
-        checks = [check_of(READER)] * len(bodies)
-        if self.batches is not None:
-            return self.batches.post(PATH, bodies, checks)
-        return self.client.post(PATH, bodies, check=checks)
 
     @staticmethod
     def _result(replies: list[Reply], prefix: str, words: list[str] | None, path: str) -> Result:
@@ -118,10 +91,3 @@ class AnthropicEngine:
             usage_unknown=not all(a.usage.known for a in answers),
             served_model=served_model(replies[0].body),
         )
-
-    @property
-    def dtype(self) -> str:
-        return "api"
-
-    def close(self) -> None:
-        self.client.close()

@@ -12,7 +12,7 @@ from typing import Any
 
 from pipeline.contracts.engine import Request
 from pipeline.judge.endpoint.client import ApiClient
-from pipeline.judge.endpoint.replies import Answer, Reader, Refused, Usage, token_count
+from pipeline.judge.endpoint.replies import Answer, Reader, Refused, Usage, token_count, usage_of
 
 # The API version every request names (``anthropic-version``).
 VERSION = "2023-06-01"
@@ -72,11 +72,10 @@ def message_body(
 
 
 def read_usage(body: dict[str, Any]) -> Usage:
-    usage = body.get("usage")
+    """A message's token counts: the prompt is the input tokens with those read from and written to the cache."""
+    usage = usage_of(body)
     if usage is None:
         return Usage()
-    if not isinstance(usage, dict):
-        raise Refused("bad_usage", f"usage is a {type(usage).__name__}, not an object")
     given = token_count(usage.get("input_tokens"), "usage.input_tokens")
     read = token_count(usage.get("cache_read_input_tokens"), "usage.cache_read_input_tokens")
     written = token_count(usage.get("cache_creation_input_tokens"), "usage.cache_creation_input_tokens")

@@ -140,12 +140,19 @@ def token_count(value: Any, name: str) -> int | None:
     return value
 
 
-def read_usage(body: dict[str, Any]) -> Usage:
+def usage_of(body: dict[str, Any]) -> dict[str, Any] | None:
+    """A reply's ``usage`` object (None: the reply gives none), whichever API's fields it holds."""
     usage = body.get("usage")
+    if usage is not None and not isinstance(usage, dict):
+        raise Refused("bad_usage", f"usage is a {type(usage).__name__}, not an object")
+    return usage
+
+
+def read_usage(body: dict[str, Any]) -> Usage:
+    """An OpenAI-style reply's token counts (prompt, completion, cached prompt tokens)."""
+    usage = usage_of(body)
     if usage is None:
         return Usage()
-    if not isinstance(usage, dict):
-        raise Refused("bad_usage", f"usage is a {type(usage).__name__}, not an object")
     details = usage.get("prompt_tokens_details")
     if details is not None and not isinstance(details, dict):
         raise Refused("bad_usage", f"usage.prompt_tokens_details is a {type(details).__name__}")

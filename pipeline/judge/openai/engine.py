@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from pipeline.config.enums import ApiPath
 from pipeline.contracts.engine import Request, Result
 from pipeline.contracts.frame import PromptFrame, parse_conversation
-from pipeline.judge.endpoint.batch import BatchJobs
-from pipeline.judge.endpoint.client import ApiClient, Reply
+from pipeline.judge.endpoint.client import Reply
+from pipeline.judge.endpoint.engine import EndpointEngine
 from pipeline.judge.endpoint.replies import (
     Answer,
-    Reader,
     Refused,
     chat_reader,
     check_of,
@@ -24,13 +21,12 @@ from pipeline.judge.endpoint.replies import (
 )
 from pipeline.judge.endpoint.sampled import sampled_logprobs, sampled_request
 from pipeline.judge.openai.bodies import chat_body, completion_body, messages_body
-from pipeline.judge.spec import ApiEndpoint, JudgeSpec
-from pipeline.judge.tokenizers import is_local, load_tokenizer
+from pipeline.judge.tokenizers import is_local
 
 log = logging.getLogger(__name__)
 
 
-class ApiEngine:
+class ApiEngine(EndpointEngine):
     """The judge worker's engine for ``judge.backend=api``: answers a batch of whole prompts through the
     endpoint (``judge.api``), as the in-process engines answer them.
 
@@ -45,30 +41,17 @@ class ApiEngine:
     ``auto`` probes the server once, at start, with one token-id request.
     """
 
-    inside = None
+    api_name = "an API engine"
 
-    def __init__(self, spec: JudgeSpec):
-        if spec.api is None:
-            raise ValueError(f"judge {spec.name}: an API engine needs the endpoint (judge.api)")
-        started = time.perf_counter()
-        self.spec = spec
-        self.endpoint: ApiEndpoint = spec.api
-        self.model = self.endpoint.model
-        self.top_logprobs = self.endpoint.settings.top_logprobs
-        self.prefill = self.endpoint.settings.prefill
-        self.client = ApiClient(self.endpoint)
-        # judge.api.batch: the requests of each call as one batch job, recorded in the run folder
-        self.batches = (
-            BatchJobs(self.client, self.endpoint.record_path) if self.endpoint.settings.batch else None
-        )
-        self.tokenizer = load_tokenizer(spec)
+    def started(self) -> None:
+        self.top_logprobs = self.settings.top_logprobs
+        self.prefill = self.settings.prefill
         path = self.endpoint.path
         if path == ApiPath.auto:
             # token ids only with the checkpoint's own tokenizer and chat template on this machine
             path = self.probe() if is_local(self.tokenizer) else ApiPath.chat
         self.path = path
         log.info("API judge %s at %s: %s path", self.model, self.client.base_url, self.path)
-        self.start_seconds = time.perf_counter() - started
 
     def probe(self) -> ApiPath:
         """``token_ids`` if the server answers a token-id prompt with the exact log-probability of a requested
@@ -96,7 +79,7 @@ class ApiEngine:
             return self.run(frame.encode(self.tokenizer, list(prompts)), request)
         # a verdict read by sampling (judge.api.path=sampled): the request sent is n samples, no logprobs
         sampled = self.path == ApiPath.sampled and bool(request.token_ids)
-        sent = sampled_request(request, self.endpoint.settings) if sampled else request
+        sent = sampled_request(request, self.settings) if sampled else request
         words = [self.tokenizer.decode([t]) for t in request.token_ids]
         bodies, prefixes, readers = [], [], []
         for prompt, conversation in zip(prompts, conversations, strict=True):
@@ -111,8 +94,7 @@ class ApiEngine:
                 chat_body(self.model, message, prefix, sent, frame.system, self.top_logprobs, self.prefill)
             )
             readers.append(chat_reader(sent.n, [] if sampled else words, top=self.top_logprobs))
-        replies = self.send("/chat/completions", bodies, readers)
-        self._warn_failed(replies)
+        replies = self.post("/chat/completions", bodies, [check_of(r) for r in readers])
         results = []
         for reply, prefix, reader in zip(replies, prefixes, readers, strict=True):
             if reply.body is None:
@@ -127,12 +109,8 @@ class ApiEngine:
     def run(self, token_ids: list[list[int]], request: Request) -> list[Result]:
         """Answer prompts given as token ids (the token-id path)."""
         reader = completion_reader(request.n, request.token_ids)
-        replies = self.send(
-            "/completions",
-            [completion_body(self.model, ids, request) for ids in token_ids],
-            [reader] * len(token_ids),
-        )
-        self._warn_failed(replies)
+        bodies = [completion_body(self.model, ids, request) for ids in token_ids]
+        replies = self.post("/completions", bodies, [check_of(reader)] * len(token_ids))
         results = []
         for ids, reply in zip(token_ids, replies, strict=True):
             if reply.body is None:
@@ -140,25 +118,6 @@ class ApiEngine:
                 continue
             results.append(self._result(reply, reader(reply.body), len(ids), "token_ids"))
         return results
-
-    def send(self, path: str, bodies: list[dict[str, Any]], readers: list[Reader]) -> list[Reply]:
-        """The bodies answered by the endpoint: request by request, or as one batch job (``judge.api.batch``);
-        a reply is an answer only if its reader reads it (:mod:`pipeline.judge.endpoint.replies`)."""
-        checks = [check_of(r) for r in readers]
-        if self.batches is not None:
-            return self.batches.post(path, bodies, checks)
-        return self.client.post(path, bodies, check=checks)
-
-    def _warn_failed(self, replies: list[Reply]) -> None:
-        failed = [r for r in replies if r.error]
-        if failed:
-            log.warning(
-                "%d of %d request(s) to %s failed after retries (first: %s)",
-                len(failed),
-                len(replies),
-                self.client.base_url,
-                failed[0].error,
-            )
 
     @staticmethod
     def _result(reply: Reply, answer: Answer, n_prompt: int, path: str) -> Result:
@@ -180,10 +139,3 @@ class ApiEngine:
             usage_unknown=not usage.known,
             served_model=served_model(reply.body),
         )
-
-    @property
-    def dtype(self) -> str:
-        return "api"
-
-    def close(self) -> None:
-        self.client.close()

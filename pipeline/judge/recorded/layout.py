@@ -38,13 +38,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pipeline.contracts.errors import MAX_LISTED, UserError
+from pipeline.contracts.values import finite_number, identifier
 
 # The verdict words of the verdict layout (None: the judge gave no verdict).
 VERDICTS = ("first", "second", "tie")
@@ -188,7 +188,7 @@ class Reader:
 
     # --- the verdict layout ----------------------------------------------------------------------------------
     def verdict_line(self, lineno: int, data: dict) -> None:
-        ids = [_identifier(data.get(name)) for name in KEY_FIELDS]
+        ids = [identifier(data.get(name)) for name in KEY_FIELDS]
         for name, value in zip(KEY_FIELDS, ids, strict=True):
             if value is None:
                 self.problem(lineno, name, f"missing or not an id: {data.get(name)!r}")
@@ -227,7 +227,7 @@ class Reader:
                 return None
             return Verdict(lineno, verdict=value)
         if name == "p_first":
-            p = _number(value)
+            p = finite_number(value)
             if p is None or not 0 <= p <= 1:
                 self.problem(lineno, name, f"{value!r} is not a probability (a number in [0, 1])")
                 return None
@@ -236,7 +236,7 @@ class Reader:
         return Verdict(lineno, scores=scores) if scores is not None else None
 
     def scores(self, lineno: int, value: Any) -> tuple[float, float] | None:
-        numbers = [_number(v) for v in value] if isinstance(value, list) else []
+        numbers = [finite_number(v) for v in value] if isinstance(value, list) else []
         if len(numbers) != 2 or None in numbers:
             self.problem(
                 lineno,
@@ -249,7 +249,7 @@ class Reader:
     # --- JudgeBench's layouts -------------------------------------------------------------------------------
     def judgebench_line(self, lineno: int, data: dict) -> None:
         """``{pair_id, order, decision, scores?}``: one ordering of a pair."""
-        pair = _identifier(data.get("pair_id"))
+        pair = identifier(data.get("pair_id"))
         order = data.get("order")
         if pair is None:
             self.problem(lineno, "pair_id", f"missing or not an id: {data.get('pair_id')!r}")
@@ -262,7 +262,7 @@ class Reader:
 
     def judgebench_pair(self, lineno: int, data: dict) -> None:
         """``{pair_id, judgments: [AB, BA]}``: both orderings of a pair, as the authors' repository writes them."""
-        pair = _identifier(data.get("pair_id"))
+        pair = identifier(data.get("pair_id"))
         judgments = data.get("judgments")
         if pair is None:
             self.problem(lineno, "pair_id", f"missing or not an id: {data.get('pair_id')!r}")
@@ -386,24 +386,3 @@ def layout_of(data: Mapping[str, Any]) -> str | None:
 def _overlap(a: str | None, b: str | None) -> bool:
     """Whether two lines' scopes (an attribute or a template; None: every one) answer a prompt in common."""
     return a is None or b is None or a == b
-
-
-def _identifier(value: object) -> str | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str) and value.strip() and not any(ch in value for ch in "\t\n\r\x1f"):
-        return value
-    return None
-
-
-def _number(value: object) -> float | None:
-    """A finite number, or None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:  # an integer beyond a float
-        return None
-    return number if math.isfinite(number) else None

@@ -34,6 +34,15 @@ def hard_outcomes(p: NDArray[np.float64], threshold: float = 0.5) -> NDArray[np.
     return out
 
 
+def mean_outcome(
+    n: int, ii: NDArray[np.int64], jj: NDArray[np.int64], y: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """Each item's mean outcome over its comparisons: ``y[k]`` for ``i[k]``, ``1 - y[k]`` for ``j[k]`` (a hard
+    outcome's mean is the win-ratio, a probability's the average probability); every item must be in one."""
+    won = np.bincount(ii, weights=y, minlength=n) + np.bincount(jj, weights=1.0 - y, minlength=n)
+    return won / (np.bincount(ii, minlength=n) + np.bincount(jj, minlength=n))
+
+
 def apply_pin(scores: NDArray[np.float64], pin: Pin) -> NDArray[np.float64]:
     """Shift ``scores`` so that their mean is 0 (``pin="mean"``) or ``scores[pin] == 0``.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from pipeline.methods.scorers._common import mean_outcome
 from pipeline.methods.scorers.comparison_checks import as_comparisons, check_covered
 
 __all__ = ["average_probability"]
@@ -18,27 +19,9 @@ def average_probability(n_items: int, i: ArrayLike, j: ArrayLike, p: ArrayLike) 
     replaced by the probability. On the full comparison set PoE-Gaussian equals this up to a constant
     shift and the factor ``(N-1)/N`` (PoE appendix A.3).
 
-    Parameters
-    ----------
-    n_items : int
-        Number of items.
-    i, j : array_like of int, shape (K,)
-        Compared items.
-    p : array_like of float, shape (K,)
-        Probability that ``i[k]`` beats ``j[k]``.
-
-    Returns
-    -------
-    ndarray, shape (n_items,)
-        Scores in [0, 1]; duplicated rows count as separate comparisons.
-
-    Raises
-    ------
-    ComparisonError
-        Malformed input, or an item in no comparison.
+    The parameters, the result (in [0, 1]) and the errors are those of
+    :func:`pipeline.methods.scorers.win_ratio.win_ratio`, without its threshold.
     """
     n, ii, jj, pp = as_comparisons(n_items, i, j, p)
     check_covered(n, ii, jj, method="avg_prob")
-    total = np.bincount(ii, weights=pp, minlength=n) + np.bincount(jj, weights=1.0 - pp, minlength=n)
-    games = np.bincount(ii, minlength=n) + np.bincount(jj, minlength=n)
-    return total / games
+    return mean_outcome(n, ii, jj, pp)

@@ -87,13 +87,8 @@ def bradley_terry(
 
     Parameters
     ----------
-    n_items : int
-        Number of items N.
-    i, j : array_like of int, shape (K,)
-        Compared items.
-    p : array_like of float, shape (K,)
-        Probability that ``i[k]`` beats ``j[k]``; only the decision ``p > threshold`` is used.
-        Duplicated rows are separate games.
+    n_items, i, j, p
+        The comparisons (:func:`.comparison_checks.as_comparisons`); only the decision ``p > threshold`` is used, and duplicated rows are separate games.
     threshold : float, optional
         Decision threshold (``debias.decision_threshold(alpha)`` for prior debiasing, EACL eq. 10).
     prior : float, optional

@@ -75,12 +75,8 @@ def ml_ranking(
 
     Parameters
     ----------
-    n_items : int
-        Number of items N (at most :data:`ML_MAX_ITEMS`).
-    i, j : array_like of int, shape (K,)
-        Compared items.
-    p : array_like of float, shape (K,)
-        Probability that ``i[k]`` beats ``j[k]``.
+    n_items, i, j, p
+        The comparisons (:func:`.comparison_checks.as_comparisons`); at most :data:`ML_MAX_ITEMS` items.
     initial : array_like of int, optional
         Starting ranking (best first); default: descending average probability (ties by index).
     max_passes : int, optional

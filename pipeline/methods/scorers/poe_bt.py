@@ -44,8 +44,6 @@ __all__ = [
     "POE_BT_GTOL",
     "POE_BT_MAX_ITER",
     "poe_bt",
-    "poe_bt_gradient",
-    "poe_bt_objective",
     "poe_bt_value_and_gradient",
 ]
 
@@ -82,30 +80,6 @@ def poe_bt_value_and_gradient(
     return value, grad
 
 
-def poe_bt_objective(
-    s: NDArray[np.float64],
-    i: NDArray[np.int64],
-    j: NDArray[np.int64],
-    p: NDArray[np.float64],
-    bias: float = 0.0,
-    l2: float = 0.0,
-) -> float:
-    """The value of :func:`poe_bt_value_and_gradient`."""
-    return poe_bt_value_and_gradient(s, i, j, p, bias, l2)[0]
-
-
-def poe_bt_gradient(
-    s: NDArray[np.float64],
-    i: NDArray[np.int64],
-    j: NDArray[np.int64],
-    p: NDArray[np.float64],
-    bias: float = 0.0,
-    l2: float = 0.0,
-) -> NDArray[np.float64]:
-    """The gradient of :func:`poe_bt_value_and_gradient`."""
-    return poe_bt_value_and_gradient(s, i, j, p, bias, l2)[1]
-
-
 def poe_bt(
     n_items: int,
     i: ArrayLike,
@@ -121,12 +95,8 @@ def poe_bt(
 
     Parameters
     ----------
-    n_items : int
-        Number of items N.
-    i, j : array_like of int, shape (K,)
-        Compared items.
-    p : array_like of float, shape (K,)
-        Probability that ``i[k]`` beats ``j[k]``. Duplicated rows are independent experts.
+    n_items, i, j, p
+        The comparisons (:func:`.comparison_checks.as_comparisons`); duplicated rows are independent experts.
     bias : float or "mean", optional
         Slot-A logit shift (module docstring).
     l2 : float, optional
@@ -183,7 +153,7 @@ def poe_bt(
         options={"maxiter": max_iter, "gtol": gtol, "ftol": 0.0, "maxcor": 20},
     )
     s = res.x / scale
-    g = float(np.max(np.abs(poe_bt_gradient(s, ii, jj, pp, b, l2) / scale)))
+    g = float(np.max(np.abs(poe_bt_value_and_gradient(s, ii, jj, pp, b, l2)[1] / scale)))
     if not (g <= gtol or (g <= _GTOL_SLACK * gtol and res.status != 1)):
         raise RuntimeError(
             f"PoE-BT L-BFGS-B did not converge in {res.nit} iterations (max scaled gradient {g:.3g} > "

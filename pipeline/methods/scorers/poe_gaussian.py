@@ -35,7 +35,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -191,12 +191,8 @@ def fit(
 
     Parameters
     ----------
-    n_items : int
-        Number of items N.
-    i, j : array_like of int, shape (K,)
-        Compared items.
-    p : array_like of float, shape (K,)
-        Probability that ``i[k]`` beats ``j[k]``. Duplicated rows are independent experts.
+    n_items, i, j, p
+        The comparisons (:func:`.comparison_checks.as_comparisons`); duplicated rows are independent experts.
     hard : bool, optional
         Use hard decisions ``1[p > 0.5]`` instead of probabilities (the "PoE-Gaussian hard" variant).
     beta : float or "mean", optional
@@ -337,17 +333,11 @@ def poe_gaussian(
 
 
 def poe_gaussian_hard(
-    n_items: int,
-    i: ArrayLike,
-    j: ArrayLike,
-    p: ArrayLike,
-    *,
-    beta: float | Literal["mean"] = 0.5,
-    scale: float = 1.0,
-    pin: Pin = "mean",
+    n_items: int, i: ArrayLike, j: ArrayLike, p: ArrayLike, **options: Any
 ) -> NDArray[np.float64]:
-    """PoE-Gaussian on hard decisions: ``f = scale (1[p > 0.5] - beta)`` (PoE section 4, "hard" experts)."""
-    return fit(n_items, i, j, p, hard=True, beta=beta, scale=scale, pin=pin, stderr="none").scores
+    """PoE-Gaussian on hard decisions: ``f = scale (1[p > 0.5] - beta)`` (PoE section 4, "hard" experts); the
+    options (``beta``, ``scale``, ``pin``) are :func:`poe_gaussian`'s."""
+    return poe_gaussian(n_items, i, j, p, hard=True, **options)
 
 
 @dataclass(frozen=True)

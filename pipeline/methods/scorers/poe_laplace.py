@@ -62,12 +62,8 @@ def poe_laplace(
 
     Parameters
     ----------
-    n_items : int
-        Number of items N.
-    i, j : array_like of int, shape (K,)
-        Compared items.
-    p : array_like of float, shape (K,)
-        Probability that ``i[k]`` beats ``j[k]``. Duplicated rows are independent experts.
+    n_items, i, j, p
+        The comparisons (:func:`.comparison_checks.as_comparisons`); duplicated rows are independent experts.
     beta, scale : optional
         ``f(p) = scale * (p - beta)``; ``beta="mean"`` for one biased ordering (PoE appendix A.6).
     pin : "mean" or int, optional

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pipeline.methods.scorers._common import hard_outcomes
+from pipeline.methods.scorers._common import hard_outcomes, mean_outcome
 from pipeline.methods.scorers.comparison_checks import as_comparisons, check_covered
 
 # hard_outcomes: the rule of a won game (1 above the threshold, half at it), for the rest of the package
@@ -29,12 +29,8 @@ def win_ratio(
 
     Parameters
     ----------
-    n_items : int
-        Number of items.
-    i, j : array_like of int, shape (K,)
-        Compared items.
-    p : array_like of float, shape (K,)
-        Probability that ``i[k]`` beats ``j[k]``.
+    n_items, i, j, p
+        The comparisons (:func:`.comparison_checks.as_comparisons`); duplicated rows are separate games.
     threshold : float, optional
         Decision threshold tau.
 
@@ -50,7 +46,4 @@ def win_ratio(
     """
     n, ii, jj, pp = as_comparisons(n_items, i, j, p)
     check_covered(n, ii, jj, method="win_ratio")
-    y = hard_outcomes(pp, threshold)
-    wins = np.bincount(ii, weights=y, minlength=n) + np.bincount(jj, weights=1.0 - y, minlength=n)
-    games = np.bincount(ii, minlength=n) + np.bincount(jj, minlength=n)
-    return wins / games
+    return mean_outcome(n, ii, jj, hard_outcomes(pp, threshold))
