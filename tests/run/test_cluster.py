@@ -124,13 +124,21 @@ def cluster(tmp_path_factory):
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def submit(cluster, *overrides: str, token: bool = True, submission_id: str | None = None):
+def submit(
+    cluster,
+    *overrides: str,
+    token: bool = True,
+    submission_id: str | None = None,
+    runtime_env: Path | None = None,
+):
+    """jobs/submit.sh against the cluster; ``runtime_env`` None: one that installs nothing (the cluster is this venv)."""
     address, secret, shared = cluster
-    runtime_env = shared / "runtime_env.yaml"  # the cluster is this venv: nothing to install
-    runtime_env.write_text(
-        "excludes: [.venv, .cache, outputs, .git, '**/__pycache__', '*.egg-info']\n"
-        "env_vars: {PYTHONUNBUFFERED: '1'}\n"
-    )
+    if runtime_env is None:
+        runtime_env = shared / "runtime_env.yaml"
+        runtime_env.write_text(
+            "excludes: [.venv, .cache, outputs, .git, '**/__pycache__', '*.egg-info']\n"
+            "env_vars: {PYTHONUNBUFFERED: '1'}\n"
+        )
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env |= {"PATH": f"{BIN}:{os.environ['PATH']}", "RAY_ADDRESS": address, "RUNTIME_ENV": str(runtime_env)}
     env["HOME"] = str(shared)  # no ~/.ray/auth_token of the machine's user
@@ -162,19 +170,28 @@ def test_a_job_writing_into_rays_temporary_copy_is_refused(cluster):
 
 
 def test_a_job_runs_on_the_cluster_and_writes_to_the_shared_folder(cluster):
+    # in the runtime environment the project ships (jobs/runtime_env.yaml, as a user submits it): Ray builds the
+    # job's environment from its pip list, a virtualenv of the cluster's Python with every package the project imports
+    # beside Ray and vLLM (here all are the cluster's already: pip finds each satisfied and downloads nothing), and
+    # the leaderboard's length-controlled win rate against a baseline (scikit-learn: AlpacaEval's solver) is reached
     _, _, shared = cluster
     outputs = shared / "ca-outputs"
     done = submit(
         cluster,
         "debug=quick",
+        "leaderboard.baseline=damage-0",
         f"paths.output_root={outputs}",
         f"paths.cache_dir={ROOT / '.cache'}",
         submission_id="ca-test-quick",
+        runtime_env=ROOT / "jobs" / "runtime_env.yaml",
     )
     assert done.returncode == 0, (done.stdout + done.stderr)[-4000:]
     [run_dir] = list((outputs / "runs").glob("*/*"))
     table = pl.read_parquet(run_dir / "tables" / "judgments.parquet")
     assert table.height == 24  # debug=quick: 2 contexts x 4 candidates, one attribute, both orderings
+    board = pl.read_parquet(run_dir / "tables" / "leaderboard.parquet")
+    lc = board.filter((pl.col("metric") == "win_rate:alpaca_eval_lc") & (pl.col("model") != "damage-0"))
+    assert lc.height == 3 and lc["estimate"].is_not_null().all()
     tracking = json.loads((run_dir / "tracking.json").read_text())
     import mlflow
 
@@ -188,3 +205,4 @@ def test_a_job_runs_on_the_cluster_and_writes_to_the_shared_folder(cluster):
         [str(BIN / "ray"), "job", "status", "ca-test-quick"], env=env, capture_output=True, text=True
     )
     assert "ca-test-quick' succeeded" in status.stdout + status.stderr
+
