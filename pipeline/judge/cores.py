@@ -152,9 +152,8 @@ def worker_process_env(spec: JudgeSpec) -> dict[str, str]:
       slower than vLLM's own process on 2 cores (BENCHMARKS.md, bench-judge). ``auto`` (several actors on one
       machine, each claiming its cores as it starts) cannot be known before the process starts: unbound.
     - The worker at Ray's default priority for a task (``RAY_worker_niceness``), not below the system's: Ray starts
-      its workers at niceness 15, and an engine at 15 (inside the worker, or in processes of its own, which inherit
-      it) loses its cores to every daemon of Ray at 0 (on 2 cores, the engine in its own processes judged at 5.84
-      prompts/s against 6.21 inside a worker at 0; BENCHMARKS.md, bench-judge).
+      its workers at niceness 15 (seen with ``ps -o ni``), and an engine at 15 (inside the worker, or in processes of
+      its own, which inherit it) gives its cores to every daemon of Ray at 0.
     - glibc's allocator asking for transparent huge pages (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``, glibc 2.35 and
       later; ignored elsewhere) where the kernel grants them on request (``madvise``): the engine's first pass over
       its KV cache (GiBs, ``VLLM_CPU_KVCACHE_SPACE``) then faults 2 MiB pages instead of 4 KiB ones. On 2 cores

@@ -163,16 +163,15 @@ def reduce_judgments(judgments: pl.DataFrame, debias: Debias, orderings: Orderin
 
 
 def in_pair_order(comparisons: pl.DataFrame) -> pl.DataFrame:
-    """The comparisons with ``cand_i < cand_j``: a pair read the other way round is turned (its orderings' ``p_ij``
-    and ``p_ji`` swap places and ``p`` becomes ``1 - p``); the judge, attribute, template and context kept, then
-    the pair, its probabilities (those present) and ``p_tie``."""
+    """COMPARISONS rows with ``cand_i < cand_j``: a pair read the other way round is turned (``p_ij`` and ``p_ji``
+    swap places, ``p`` becomes ``1 - p``); the judge, attribute, template, context, pair, probabilities and
+    ``p_tie`` kept."""
     flip = pl.col("cand_i") > pl.col("cand_j")
     swapped = {"cand_i": "cand_j", "cand_j": "cand_i", "p_ij": "p_ji", "p_ji": "p_ij"}
-    present = [c for c in swapped if c in comparisons.columns]
     return comparisons.select(
         *GROUP,
         "context_id",
-        *(pl.when(flip).then(swapped[c]).otherwise(c).alias(c) for c in present),
+        *(pl.when(flip).then(other).otherwise(c).alias(c) for c, other in swapped.items()),
         pl.when(flip).then(1 - pl.col("p")).otherwise("p").alias("p"),
         "p_tie",
     )

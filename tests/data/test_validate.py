@@ -91,7 +91,8 @@ def test_non_numeric_score_is_named():
     assert listed == ["context 'c1', candidate 'x', field 'scores.coherence': not a finite number: 'high'"]
 
 
-@pytest.mark.parametrize("value", [float("nan"), True, [1]])
+# an integer beyond a float (JSON allows it) is named as the others are, not an OverflowError
+@pytest.mark.parametrize("value", [float("nan"), True, [1], 10**400])
 def test_other_bad_scores(value):
     listed, _ = problems([ctx("c1", cands=[cand("x", "a", value), cand("y", "b", 2.0)])])
     assert "scores.coherence" in listed[0]

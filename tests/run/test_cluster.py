@@ -205,4 +205,3 @@ def test_a_job_runs_on_the_cluster_and_writes_to_the_shared_folder(cluster):
         [str(BIN / "ray"), "job", "status", "ca-test-quick"], env=env, capture_output=True, text=True
     )
     assert "ca-test-quick' succeeded" in status.stdout + status.stderr
-
