@@ -55,7 +55,7 @@ class Nodes:
         self.head = self._start(
             "head.log", ["--head", f"--port={self.gcs}", "--include-dashboard=false", "--num-cpus=0"]
         )
-        self.wait_for(bool, "its head")
+        self.wait_for(bool, "its head", 300)
 
     def _start(self, name: str, args: list[str]) -> subprocess.Popen:
         process = subprocess.Popen(
@@ -80,7 +80,7 @@ class Nodes:
     def add(self, cpus: int = 2, attempts: int = 3) -> subprocess.Popen:
         """A worker node of ``cpus`` CPU slots, joined (waited for). ``ray start`` gives a raylet 30 s to register
         and gives up on a loaded machine (two test workers judging beside it): then it is started again."""
-        before = self.alive()
+        before = self.answered()
         for _ in range(attempts):
             name = f"node-{len(self.processes)}.log"
             node = self._start(name, [f"--address={self.address}", f"--num-cpus={cpus}"])
@@ -99,8 +99,26 @@ class Nodes:
         )
 
     def alive(self) -> set[str]:
-        """The alive nodes' ids, by Ray's control store (a node killed a moment ago may still be among them)."""
-        out = subprocess.run(
+        """The alive nodes' ids, by Ray's control store (a node killed a moment ago may still be among them). A probe
+        that hangs (seen once in the suite: a head starting on a machine loaded by the other test worker let the probe
+        wait on its pubsub past 120 s) counts as no answer yet, and the caller asks again until its own deadline."""
+        try:
+            out = self._probe()
+        except subprocess.TimeoutExpired:
+            return set()
+        lines = out.stdout.strip().splitlines()
+        return set(lines[-1].split()) if out.returncode == 0 and lines else set()
+
+    def answered(self) -> set[str]:
+        """The alive nodes' ids once the control store answers (never empty: the head is among them)."""
+        ids: set[str] = set()
+        while not ids:
+            ids = self.alive()
+            assert self.head.poll() is None, (self.logs / "head.log").read_text()[-2000:]
+        return ids
+
+    def _probe(self) -> subprocess.CompletedProcess:
+        return subprocess.run(
             [
                 sys.executable,
                 "-c",
@@ -111,10 +129,8 @@ class Nodes:
             env=self.env,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=60,
         )
-        lines = out.stdout.strip().splitlines()
-        return set(lines[-1].split()) if out.returncode == 0 and lines else set()
 
     def wait_for(self, joined, what: str, seconds: float = 120) -> None:
         deadline = time.monotonic() + seconds
