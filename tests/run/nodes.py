@@ -111,11 +111,9 @@ class Nodes:
 
     def answered(self) -> set[str]:
         """The alive nodes' ids once the control store answers (never empty: the head is among them)."""
-        ids: set[str] = set()
-        while not ids:
-            ids = self.alive()
-            assert self.head.poll() is None, (self.logs / "head.log").read_text()[-2000:]
-        return ids
+        answer: list[set[str]] = []
+        self.wait_for(lambda ids: bool(answer.append(ids) or ids), "an answer on its nodes")
+        return answer[-1]
 
     def _probe(self) -> subprocess.CompletedProcess:
         return subprocess.run(
