@@ -2,7 +2,8 @@
 
 The real workflow up to its prompts (the judge, its dtype for this device, the prompts as a run makes them), then the
 vLLM engine started eager, and compiled twice (the first start fills vLLM's compile cache; the second is the start a
-run sees, and the one recorded); each judges a sample of the prompts twice, the second pass timed (its rate). The
+run sees, and the one recorded); each judges a sample of the prompts twice, the second pass timed (its rate) from an
+empty prefix cache (else it would time cache hits, where the compiled engine's faster prefill does not show). The
 starts and rates go to ``<paths.cache_dir>/engine_modes.json`` (:mod:`pipeline.judge.engine_mode`), where
 ``judge.engine.enforce_eager=auto`` reads them; the crossover is printed.
 
@@ -35,6 +36,7 @@ def measure(spec, plan, prompts: list[str], eager: bool) -> Measured:
     try:
         request = plan.requests()[plan.templates[0].id]
         engine.answer(prompts, plan.frame, request)
+        engine.llm.reset_prefix_cache()  # the timed pass computes its prompts as a run's first sight of them does
         started = time.perf_counter()
         engine.answer(prompts, plan.frame, request)
         return Measured(engine.start_seconds, len(prompts) / (time.perf_counter() - started))

@@ -103,13 +103,22 @@ def bound_cores(bind: str | None) -> int | None:
     return len(expand_cores(bind)) or None
 
 
+# vLLM 0.32 with torch 2.13 on the CPU saves its AOT-compiled model and cannot load it again ("'function' object has
+# no attribute 'finalize_loading'", a warning at start), so every compiled start compiled afresh: 55 s of a 67-81 s
+# start on 2 cores. Its earlier compile cache (torch.compile's, off with AOT) loads: the second start warms up in 14 s
+# and starts in 39 s (BENCHMARKS.md, "The compiled engine's start"). A CPU engine uses it unless judge.env says.
+AOT_COMPILE_ENV = "VLLM_USE_AOT_COMPILE"
+
+
 def vllm_env(spec: JudgeSpec, inside: bool) -> dict[str, str]:
     """The environment of a vLLM engine: ``judge.env`` resolved (:func:`resolve_env`), vLLM's multiprocessing
-    switch, and for an engine inside this process the OpenMP threads of its bound cores (a Ray actor's
-    ``OMP_NUM_THREADS`` is its CPU count, one by default: the engine would compute on one thread; vLLM's own
-    engine process sets it itself)."""
+    switch, on the CPU the compile cache that loads (``AOT_COMPILE_ENV``), and for an engine inside this process the
+    OpenMP threads of its bound cores (a Ray actor's ``OMP_NUM_THREADS`` is its CPU count, one by default: the engine
+    would compute on one thread; vLLM's own engine process sets it itself)."""
     env = resolve_env(spec.env)
     env[MULTIPROCESSING_ENV] = "0" if inside else "1"
+    if not spec.on_gpu:
+        env.setdefault(AOT_COMPILE_ENV, "0")
     cores = bound_cores(env.get("VLLM_CPU_OMP_THREADS_BIND"))
     if inside and cores and "OMP_NUM_THREADS" not in spec.env:
         env["OMP_NUM_THREADS"] = str(cores)

@@ -8,7 +8,7 @@ import pytest
 from pipeline.config.enums import MULTIPROCESSING_ENV, EngineProcess
 from pipeline.config.judging import GeneratorConfig
 from pipeline.contracts.errors import ConfigError
-from pipeline.judge.cores import bound_cores, engine_inside, vllm_env
+from pipeline.judge.cores import AOT_COMPILE_ENV, bound_cores, engine_inside, vllm_env
 from pipeline.judge.generators import generator_judge_config
 from pipeline.judge.spec import JudgeSpec
 from tests.conftest import compose
@@ -64,6 +64,7 @@ def test_an_engine_inside_the_worker_computes_on_its_bound_cores():
         "VLLM_CPU_OMP_THREADS_BIND": "0,1",
         "VLLM_CPU_KVCACHE_SPACE": "2",
         MULTIPROCESSING_ENV: "0",
+        AOT_COMPILE_ENV: "0",  # the compile cache that loads on the CPU
         "OMP_NUM_THREADS": "2",  # not the Ray actor's one thread
     }
     # a thread count the user set is kept
@@ -75,7 +76,12 @@ def test_an_engine_inside_the_worker_computes_on_its_bound_cores():
 
 def test_an_engine_in_its_own_processes_leaves_the_threads_to_vllm():
     env = vllm_env(spec(EngineProcess.own, VLLM_CPU_OMP_THREADS_BIND="0,1"), inside=False)
-    assert env == {"VLLM_CPU_OMP_THREADS_BIND": "0,1", MULTIPROCESSING_ENV: "1"}
+    assert env == {"VLLM_CPU_OMP_THREADS_BIND": "0,1", MULTIPROCESSING_ENV: "1", AOT_COMPILE_ENV: "0"}
+
+
+def test_a_user_s_aot_compile_setting_is_kept():
+    env = vllm_env(spec(VLLM_CPU_OMP_THREADS_BIND="0,1", VLLM_USE_AOT_COMPILE="1"), inside=True)
+    assert env[AOT_COMPILE_ENV] == "1"
 
 
 def test_the_config_chooses_it_and_generators_follow_the_judge():
@@ -92,3 +98,7 @@ def test_the_switch_is_not_set_through_the_environment():
     with pytest.raises(Exception) as bad:
         compose(["judge.engine_process=elsewhere"])
     assert "elsewhere" in f"{bad.value} {bad.value.__cause__ or ''}"
+
+
+def test_a_gpu_engine_keeps_vllm_s_own_compile_cache():
+    assert AOT_COMPILE_ENV not in vllm_env(spec(on_gpu=True), inside=False)
