@@ -1,12 +1,15 @@
 """The engine's mode chosen for the run: ``judge.engine.enforce_eager=auto`` (the default).
 
 vLLM's compiled engine (``enforce_eager=false``) judges faster once it has started, and takes longer to start (a
-2-core CPU: 63-70 s against 9-21 s eager, about 20% faster after; BENCHMARKS.md). Whether it pays depends on the
-prompts a run judges, on the device and on the model, so the choice rests on measurements of this machine, not on a
-guess: for each (device, model, dtype) the record ``<paths.cache_dir>/engine_modes.json`` holds each mode's engine
-start and judging rate, written by ``make engine-modes`` (both modes measured on a sample of the run's own prompts,
-the compiled engine started twice so that its start is the one a run sees with vLLM's compile cache warm) and
-refreshed by every run that judges with ``auto`` (its own start and rate, for the mode it ran).
+2-core CPU: 36-39 s against 22-25 s eager with the compile cache warm, 8% faster after on the demo's prompts;
+BENCHMARKS.md). Whether it pays depends on the prompts a run judges, on the device and on the model, so the choice
+rests on measurements of this machine, not on a guess: for each (device, model, dtype) the record
+``<paths.cache_dir>/engine_modes.json`` holds each mode's engine start and judging rate, written by
+``make engine-modes`` (both modes measured back to back in one process on a sample of the run's own prompts, from an
+empty prefix cache, the compiled engine started twice so that its start is the one a run sees with vLLM's compile
+cache warm). Runs read it and do not write it: a run's own start and rate (its engine inside a Ray worker, a few
+prompts, the pipeline's costs in its wall time) are not measured as the other mode's were, and one small run would
+move the crossover for every run after it.
 
 With both modes measured, the mode that judges the run's prompts sooner, start included, is chosen; else vLLM's own
 default for the device (compiled on a GPU, eager on a CPU), and the summary says that nothing was measured and how to

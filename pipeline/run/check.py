@@ -156,6 +156,7 @@ def check(cfg: RunConfig, root: Path = PROJECT_ROOT) -> Plan:
     else:
         run_stages(flow.segment("input").stages + flow.segment("prompts").stages, ctx, values)
         _judged(cfg, values, plan, rounds=entry.rounds)
+        _engine_mode(values["judge"], plan, getattr(flow.stage("judge"), "engine_modes", None))
     plan.judges = _judges(cfg, values)
     _cost(cfg, plan)
     return plan
@@ -198,6 +199,16 @@ def _judged(cfg: RunConfig, values: dict[str, Any], plan: Plan, rounds: bool) ->
     chars = sum(len(t) for t in texts)
     plan.prompt_tokens = round(chars / (per_token or CHARS_PER_TOKEN))
     plan.completion_tokens = _generated_tokens(cfg, plan.by_mode)
+
+
+def _engine_mode(judge: Any, plan: Plan, record: Path | None) -> None:
+    """The engine mode the judge stage would choose for these prompts (``enforce_eager=auto``), and why."""
+    from pipeline.judge.engine_mode import choose, is_auto
+
+    if plan.prompts and is_auto(judge) and backend(judge.backend).engine:
+        plan.notes.append(
+            f"engine mode (judge.engine.enforce_eager=auto): {choose(judge, plan.prompts, record).reason}"
+        )
 
 
 def _all_pairs(cfg: RunConfig) -> Any:

@@ -25,7 +25,6 @@ from pipeline.judge.cores import worker_process_env
 from pipeline.judge.endpoint.batch import RECORD_FILE, batch_states
 from pipeline.judge.engine_mode import choose as choose_mode
 from pipeline.judge.engine_mode import is_auto
-from pipeline.judge.engine_mode import remember as remember_mode
 from pipeline.judge.engine_mode import resolved as resolved_mode
 from pipeline.judge.recorded.answers import SOURCE as RECORDED
 from pipeline.judge.spec import JudgeSpec
@@ -162,7 +161,7 @@ class Judge(Stage):
     # The judge workers (their engines) stay up after the stage for the next call (adaptive rounds).
     keep_workers: bool = False
     # This machine's measurements of the engine's modes (pipeline.judge.engine_mode), for enforce_eager=auto; None:
-    # none read or written (auto is eager).
+    # none read (auto is the generators' mode).
     engine_modes: Path | None = None
 
     name = "judge"
@@ -239,12 +238,6 @@ class Judge(Stage):
             interruptions=tuple((k, n) for k, n in lost.counts() if n),
             engine_mode=choice.reason if choice is not None else "",
         )
-        if (
-            choice is not None and self.engine_modes is not None
-        ):  # this run's own start and rate, for the next
-            starts = [float(e.get("seconds") or 0) for e in read_events(events)[seen_events:]
-                      if e.get("event") == "engine_started"]  # fmt: skip
-            remember_mode(self.engine_modes, judge, choice.eager, max(starts, default=0.0), progress.rate())
         ctx.metrics.update(stats.metrics())
         return {"judgments": judgments, "ratings": ratings, "judge_stats": stats, "judge": judge}
 

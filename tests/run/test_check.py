@@ -54,3 +54,14 @@ def test_a_good_config_prints_its_plan(capsys, tmp_path):
         and "engine starts 1" in out
     )
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_plan_says_which_engine_mode_auto_would_choose_and_why(capsys, tmp_path):
+    """The reason is pipeline.judge.engine_mode.choose's for the plan's prompts (its maths: tests/judge/
+    test_engine_mode.py); a mode the user chose is not re-chosen."""
+    assert main(["debug=quick", f"paths.output_root={tmp_path}"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("engine mode"))
+    assert line.split(": ", 1)[1].split(":")[0] in ("eager", "compiled")
+    assert "prompts take about" in line or "`make engine-modes` measures both" in line
+    assert main(["debug=quick", f"paths.output_root={tmp_path}", "judge.engine.enforce_eager=true"]) == 0
+    assert "engine mode" not in capsys.readouterr().out
