@@ -126,6 +126,7 @@ def check(cfg: RunConfig, root: Path = PROJECT_ROOT) -> Plan:
     from pipeline.runtime.jobs import check_job_storage
     from pipeline.stages.base import run_stages
     from pipeline.workflows.catalog import build
+    from pipeline.workflows.segments import engine_modes
 
     check_job_storage(cfg, root)
     cfg = resolve_latest(cfg, root)
@@ -156,7 +157,7 @@ def check(cfg: RunConfig, root: Path = PROJECT_ROOT) -> Plan:
     else:
         run_stages(flow.segment("input").stages + flow.segment("prompts").stages, ctx, values)
         _judged(cfg, values, plan, rounds=entry.rounds)
-        _engine_mode(values["judge"], plan, getattr(flow.stage("judge"), "engine_modes", None))
+        _engine_mode(values["judge"], plan, engine_modes(cfg, root))
     plan.judges = _judges(cfg, values)
     _cost(cfg, plan)
     return plan
@@ -214,9 +215,9 @@ def _engine_mode(judge: Any, plan: Plan, record: Path | None) -> None:
 def _all_pairs(cfg: RunConfig) -> Any:
     import dataclasses
 
-    from pipeline.config.enums import PairStrategy
+    from pipeline.config.enums import Strategy
 
-    return dataclasses.replace(cfg.pairs, strategy=PairStrategy.all, k=None, fraction=None)
+    return dataclasses.replace(cfg.pairs, strategy=Strategy.all_pairs, k=None, fraction=None)
 
 
 def _chars_per_token(judge: Any, texts: list[str]) -> float | None:

@@ -108,9 +108,14 @@ def judge_stage(cfg: RunConfig, root: Path, judge: JudgeConfig | None = None) ->
         judgement_store(cfg, root, cache_dir(cfg, root), judge),
         # the run's judge's engines kept for its reasons (one engine per model and run)
         keep_workers=own and reasons_per_group(cfg) > 0,
-        # a workflow whose generators share the judge's engine keeps their mode (vLLM's default for the device)
-        engine_modes=None if workflow(cfg.workflow).generated else cache_dir(cfg, root) / ENGINE_MODES,
+        engine_modes=engine_modes(cfg, root),
     )
+
+
+def engine_modes(cfg: RunConfig, root: Path) -> Path | None:
+    """The record of this machine's engine modes the judge stage reads for ``enforce_eager=auto``; None: a workflow
+    whose generators share the judge's engine keeps their mode (vLLM's default for the device)."""
+    return None if workflow(cfg.workflow).generated else cache_dir(cfg, root) / ENGINE_MODES
 
 
 def judging(cfg: RunConfig, root: Path) -> Segment:

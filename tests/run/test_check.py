@@ -65,3 +65,13 @@ def test_the_plan_says_which_engine_mode_auto_would_choose_and_why(capsys, tmp_p
     assert "prompts take about" in line or "`make engine-modes` measures both" in line
     assert main(["debug=quick", f"paths.output_root={tmp_path}", "judge.engine.enforce_eager=true"]) == 0
     assert "engine mode" not in capsys.readouterr().out
+
+
+def test_the_adaptive_workflow_prints_its_plan_with_every_pair_as_the_bound(capsys, tmp_path):
+    """It raised ImportError (an enum that does not exist) before the plan."""
+    assert main(["workflow=adaptive", "debug=quick", f"paths.output_root={tmp_path}"]) == 0
+    out = capsys.readouterr().out
+    assert "adaptive rounds: the prompts above are every pair's, an upper bound" in out
+    assert (
+        "prompts to judge: 24 " in out
+    )  # debug=quick: 2 contexts x 4 candidates, one attribute: 2 x 12 ordered
