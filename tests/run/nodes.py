@@ -111,9 +111,12 @@ class Nodes:
 
     def answered(self) -> set[str]:
         """The alive nodes' ids once the control store answers (never empty: the head is among them)."""
-        answer: list[set[str]] = []
-        self.wait_for(lambda ids: bool(answer.append(ids) or ids), "an answer on its nodes")
-        return answer[-1]
+        deadline = time.monotonic() + 120
+        while not (ids := self.alive()):
+            assert self.head.poll() is None, (self.logs / "head.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "the cluster's control store never answered"
+            time.sleep(1)
+        return ids
 
     def _probe(self) -> subprocess.CompletedProcess:
         return subprocess.run(
