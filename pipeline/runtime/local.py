@@ -40,6 +40,7 @@ class Fronted:
     def __init__(self, front: Front | None, chunks: Iterable[pa.Table], batch_size: int | None):
         self.front = front
         self.answered: deque[pa.Table] = deque()
+        self._chunks = chunks
         self._batches = batches(self._rest(chunks), batch_size)
 
     def _rest(self, chunks: Iterable[pa.Table]) -> Iterator[pa.Table]:
@@ -58,6 +59,12 @@ class Fronted:
 
     def __next__(self) -> pa.Table:
         return next(self._batches)
+
+    def close(self) -> None:
+        """Close the batches and the stream under them (a stream of Ray Data tasks shuts down while Ray is up);
+        only from the thread that reads them."""
+        self._batches.close()
+        _close(self._chunks)
 
     def drain(self) -> Iterator[pa.Table]:
         while self.answered:
@@ -159,25 +166,53 @@ def _close(instance: object) -> None:
 
 class Feeder:
     """The batches of a stream read ahead in a thread of their own, so that the pool's loop never waits on the
-    step's upstream tasks: a stream whose tasks get no CPU slot is seen and said, not waited on in silence."""
+    step's upstream tasks: a stream whose tasks get no CPU slot is seen and said, not waited on in silence.
+
+    The thread that reads the stream is the one that closes it (a generator running in one thread cannot be closed
+    from another: the close would raise ``generator already executing`` over the error that stopped the pool).
+    :meth:`close` asks it to stop and waits for it a moment."""
 
     END = object()
+    POLL = 0.1  # seconds between looks at the stop flag while the queue is full
 
     def __init__(self, work: Iterator[pa.Table], ahead: int):
         self.queue: queue.Queue = queue.Queue(maxsize=max(1, ahead))
         self.error: BaseException | None = None
         self.last = time.monotonic()  # when the last batch arrived
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._read, args=(work,), name="pool-feeder", daemon=True)
         self._thread.start()
 
     def _read(self, work: Iterator[pa.Table]) -> None:
         try:
             for batch in work:
-                self.queue.put(batch)
+                if not self._put(batch):
+                    break
         except BaseException as exc:  # the upstream's error, raised in the pool's loop
             self.error = exc
         finally:
-            self.queue.put(self.END)
+            try:
+                _close(work)
+            except BaseException as exc:  # a stream that fails to shut down: said in the pool's loop
+                self.error = self.error or exc
+            self._put(self.END)
+
+    def _put(self, item: Any) -> bool:
+        """Queue ``item`` unless the reader has been told to stop (then False)."""
+        while not self._stop.is_set():
+            try:
+                self.queue.put(item, timeout=self.POLL)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def close(self, wait: float = 10.0) -> bool:
+        """Stop reading, the stream closed by the reading thread; whether it ended within ``wait`` seconds (if not,
+        it is waiting on the upstream's next batch and closes the stream once it arrives)."""
+        self._stop.set()
+        self._thread.join(timeout=wait)
+        return not self._thread.is_alive()
 
     def take(self, wait: float) -> Any:
         """The next batch, ``END`` after the last, or None when none arrived within ``wait`` seconds."""

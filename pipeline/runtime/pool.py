@@ -189,9 +189,18 @@ class ActorPool:
         """Yield the results of every batch of ``work``, each called with ``call_kwargs`` (put in Ray's object
         store once per stream), whatever actors and nodes are lost on the way; with ``front``, the rows it answered
         as they appear, and every result kept by it as it arrives."""
+        feeder = Feeder(work, ahead=self.IN_FLIGHT * self.most)
+        try:
+            yield from self._loop(feeder, call_kwargs, front)
+        finally:  # however the loop ends (its error, the caller's close): the feeder's thread closes the stream
+            if not feeder.close():
+                log.warning(
+                    "%s: the stream's reader still waits on its upstream; it closes it then", self.name
+                )
+
+    def _loop(self, feeder: Feeder, call_kwargs: Any, front: Fronted | None) -> Iterator[pa.Table]:
         import ray
 
-        feeder = Feeder(work, ahead=self.IN_FLIGHT * self.most)
         again: deque[pa.Table] = deque()  # batches of lost actors: sent before new ones
         exhausted = False
         while True:

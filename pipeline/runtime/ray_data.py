@@ -53,7 +53,14 @@ def ended(iterator: Any) -> Iterator[Any]:
     finally:
         close = getattr(iterator, "close", None)
         if callable(close):
-            close()
+            try:
+                close()
+            except ValueError as exc:
+                # still being read in another thread (a pool's feeder waiting on its next batch, which closes it
+                # then): the error that left the block is the one to raise, not this
+                if "already executing" not in str(exc):
+                    raise
+                log.warning("a stream left while another thread reads it: that thread closes it")
 
 
 class RayDataExecutor:
