@@ -116,7 +116,7 @@ class FaultyServer:
         self.share, self.seed, self.max_failures, self.slow = share, seed, max_failures, slow
         # the snapshots a reply names as its model (a provider switching snapshots mid-run), by the prompt's key
         self.models = models
-        self.served_models: Counter[str] = Counter()
+        self.model_of: dict[str, str] = {}  # prompt key -> the model its answer named
         self.lock = threading.Lock()
         self.attempts: Counter[str] = Counter()
         self.served: dict[str, list] = {}  # prompt key -> the answer's log-probabilities, once per success
@@ -233,11 +233,16 @@ class FaultyServer:
                 self.successes[key] += 1
                 self.served[key] = logprobs
                 if self.models:
-                    self.served_models[answer["model"]] += 1
+                    self.model_of[key] = answer["model"]
             if int(key, 16) % 5 == 0:
                 answer.pop("usage")
                 self.no_usage.add(key)
         self.send(handler, answer)
+
+    @property
+    def served_models(self) -> Counter[str]:
+        """The prompts answered, by the model their answer named (a prompt answered twice counts once)."""
+        return Counter(self.model_of.values())
 
     def answer(self, path: str, body: dict, key: str) -> tuple[dict, list]:
         if path.endswith("/chat/completions"):

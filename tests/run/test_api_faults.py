@@ -65,14 +65,17 @@ def test_a_run_against_a_faulty_endpoint_judges_every_prompt_once_with_what_it_a
         result = run(cfg)
     table = pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
     assert table.height == N_PROMPTS and table.select(KEYS).n_unique() == N_PROMPTS
-    # every prompt answered once by the server, and stored as it answered
-    assert len(server.successes) == N_PROMPTS and set(server.successes.values()) == {1}
+    # every prompt answered once by the server, and stored as it answered; an answer is asked again only after the
+    # client gave up on it: a reply slower than the client's timeout on a loaded machine (the server wrote it to a
+    # connection the client had closed), counted as one of the client's own timeouts
+    counted = Counter(dict(result.judge_stats.failed_attempts))
+    expected = server.expected_client_kinds()
+    again = sum(n - 1 for n in server.successes.values())
+    assert len(server.successes) == N_PROMPTS and again <= counted["timeout"] - expected["timeout"]
     stored = sorted(tuple(np.round(v, 12)) for v in table["label_logprobs"].to_list())
     served = sorted(tuple(np.round(v, 12)) for v in server.served.values())
     assert stored == served
     # every failed attempt counted by its kind (a loaded machine may add timeouts of its own)
-    counted = Counter(dict(result.judge_stats.failed_attempts))
-    expected = server.expected_client_kinds()
     assert counted["timeout"] >= expected["timeout"]
     assert {k: n for k, n in counted.items() if k != "timeout"} == {
         k: n for k, n in expected.items() if k != "timeout"
