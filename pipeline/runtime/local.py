@@ -63,7 +63,7 @@ class Fronted:
     def close(self) -> None:
         """Close the batches and the stream under them (a stream of Ray Data tasks shuts down while Ray is up);
         only from the thread that reads them."""
-        self._batches.close()
+        _close(self._batches)
         _close(self._chunks)
 
     def drain(self) -> Iterator[pa.Table]:
