@@ -53,14 +53,7 @@ def ended(iterator: Any) -> Iterator[Any]:
     finally:
         close = getattr(iterator, "close", None)
         if callable(close):
-            try:
-                close()
-            except ValueError as exc:
-                # still being read in another thread (a pool's feeder waiting on its next batch, which closes it
-                # then): the error that left the block is the one to raise, not this
-                if "already executing" not in str(exc):
-                    raise
-                log.warning("a stream left while another thread reads it: that thread closes it")
+            close()
 
 
 class RayDataExecutor:
@@ -133,9 +126,8 @@ class RayDataExecutor:
             last, self.log_dir, reserve_cpus=reserve, placement_timeout=self.runtime.placement_timeout_s
         )
         pool.reserve = reserve  # a kept pool serves this stream's tasks: it leaves them their slot
-        try:
-            with ended(upstream):
-                yield from pool.run(work, ray.put(dict(last.call_kwargs)), work)
+        try:  # the pool's feeder reads ``work`` in its own thread and closes it there (with the upstream under it)
+            yield from pool.run(work, ray.put(dict(last.call_kwargs)), work)
         except BaseException:
             pool.close()  # a pool that failed is not reused: the next stream starts a new one
             raise

@@ -1,7 +1,7 @@
 """The pool's feeder (:class:`pipeline.runtime.local.Feeder`): the thread that reads the step's upstream is the one that
 closes it, so an error that stops the pool while that thread waits on the upstream's next batch is the error the run
-reports (it was once hidden behind ``ValueError: generator already executing``, raised by closing the upstream from
-the pool's thread: a cluster job said only that, with 0 of 24 prompts judged)."""
+reports (it was once hidden behind ``ValueError: generator already executing``, raised by the driver closing the
+upstream from the pool's thread: a cluster job said only that, with 0 of 24 prompts judged)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pyarrow as pa
 import pytest
 
 from pipeline.runtime.local import Feeder, Fronted
-from pipeline.runtime.ray_data import ended
 
 
 def upstream(gate: threading.Event, closed: threading.Event, batches: int = 3):
@@ -29,7 +28,7 @@ def upstream(gate: threading.Event, closed: threading.Event, batches: int = 3):
 def test_an_error_while_the_feeder_waits_on_the_upstream_is_the_error_raised_and_the_stream_is_closed_later():
     gate, closed = threading.Event(), threading.Event()
     stream = upstream(gate, closed)
-    with pytest.raises(RuntimeError, match="the pool's own error"), ended(stream):
+    with pytest.raises(RuntimeError, match="the pool's own error"):
         feeder = Feeder(Fronted(None, stream, None), ahead=1)
         try:
             first = feeder.take(wait=10)
