@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from pipeline.contracts.schemas import GROUP_FIELDS
+from pipeline.contracts.schemas import GROUP_FIELDS, optional, required
 
 JUDGE_CARD = pa.schema(
     [
@@ -16,42 +16,31 @@ JUDGE_CARD = pa.schema(
         pa.field("n_human_pairs", pa.int64(), nullable=False),
         pa.field("accuracy", pa.float64()),
         # calibration of the debiased P(i beats j) against people's preferences
-        pa.field("ece", pa.float64()),
-        pa.field("brier", pa.float64()),
-        pa.field("log_loss", pa.float64()),
+        *optional(pa.float64(), "ece", "brier", "log_loss"),
         # the temperature fitted to people's preferences on every pair, and the calibration after the cross-fitted
         # temperature (each context calibrated with one fitted on the other contexts; a pool's pairs on other pairs)
         pa.field("temperature", pa.float64()),
         # whether the fit stopped at a bound of its search (1e-3 or 1e3), and what the temperature means, in words
         pa.field("temperature_at_bound", pa.bool_()),
         pa.field("temperature_reading", pa.string()),
-        pa.field("ece_calibrated", pa.float64()),
-        pa.field("brier_calibrated", pa.float64()),
-        pa.field("log_loss_calibrated", pa.float64()),
+        *optional(pa.float64(), "ece_calibrated", "brier_calibrated", "log_loss_calibrated"),
         # the share of pairs whose two orderings choose the same candidate; P(A) raw and debiased
-        pa.field("position_consistency", pa.float64()),
-        pa.field("p_a_raw", pa.float64()),
-        pa.field("p_a_debiased", pa.float64()),
+        *optional(pa.float64(), "position_consistency", "p_a_raw", "p_a_debiased"),
         # length: how often the judge prefers the longer text, how often people do, and the length coefficient of a
         # logistic model of the judge's verdict (people's score difference beside it where there are human scores)
         pa.field("n_length_pairs", pa.int64(), nullable=False),
-        pa.field("longer_share_judge", pa.float64()),
-        pa.field("longer_share_people", pa.float64()),
-        pa.field("length_coef", pa.float64()),
+        *optional(pa.float64(), "longer_share_judge", "longer_share_people", "length_coef"),
         # self-preference (a judge that is also a generator of the run): pairs of its own output against another
         # model's, the judge's mean probability for its own, and how often people preferred it
         pa.field("n_self_pairs", pa.int64(), nullable=False),
-        pa.field("self_preference", pa.float64()),
-        pa.field("self_preference_people", pa.float64()),
+        *optional(pa.float64(), "self_preference", "self_preference_people"),
         # agreement with people: the Spearman of one scoring method's scores (per context, averaged)
         pa.field("method", pa.string()),
         pa.field("spearman", pa.float64()),
         # where the human scores are an objective label: the pairs with one right candidate, and the judge's numbers
         # as the judge benchmarks count them (META_EVALUATION, every category together)
         pa.field("n_objective_pairs", pa.int64(), nullable=False),
-        pa.field("benchmark_accuracy", pa.float64()),
-        pa.field("ordering_accuracy", pa.float64()),
-        pa.field("positional_agreement", pa.float64()),
+        *optional(pa.float64(), "benchmark_accuracy", "ordering_accuracy", "positional_agreement"),
         # behind an API: the models the judge's replies say served them, with their answers ("model (n), ..."; null
         # where no reply names one); more than one is a judge that changed within the run
         pa.field("served_models", pa.string()),
@@ -66,11 +55,9 @@ JUDGE_RELIABILITY = pa.schema(
         # the judge's probabilities as given, or after the cross-fitted temperature
         pa.field("calibrated", pa.bool_(), nullable=False),
         pa.field("bin", pa.int32(), nullable=False),
-        pa.field("lower", pa.float64(), nullable=False),
-        pa.field("upper", pa.float64(), nullable=False),
+        *required(pa.float64(), "lower", "upper"),
         pa.field("n", pa.int64(), nullable=False),
-        pa.field("mean_p", pa.float64()),
-        pa.field("frequency", pa.float64()),
+        *optional(pa.float64(), "mean_p", "frequency"),
     ]
 )
 
@@ -86,18 +73,13 @@ META_EVALUATION = pa.schema(
         pa.field("n_pairs", pa.int64(), nullable=False),
         # JudgeBench: the share of pairs whose two orderings' votes sum above 0, with a bootstrap interval over the
         # pairs (the same draws for every judge) at leaderboard.level; the judges' statistical rank by it
-        pa.field("accuracy", pa.float64(), nullable=False),
-        pa.field("lower", pa.float64(), nullable=False),
-        pa.field("upper", pa.float64(), nullable=False),
+        *required(pa.float64(), "accuracy", "lower", "upper"),
         pa.field("rank", pa.int32(), nullable=False),
         pa.field("tied_with", pa.string(), nullable=False),
         # LLMBar: each ordering's accuracy (the candidate listed first in the data shown first, then second), their
         # mean, the share right in both, and the share whose orderings choose the same candidate (or neither)
-        pa.field("accuracy_listed_first", pa.float64()),
-        pa.field("accuracy_listed_second", pa.float64()),
-        pa.field("accuracy_orderings", pa.float64()),
-        pa.field("both_right", pa.float64()),
-        pa.field("positional_agreement", pa.float64()),
+        *optional(pa.float64(), "accuracy_listed_first", "accuracy_listed_second", "accuracy_orderings"),
+        *optional(pa.float64(), "both_right", "positional_agreement"),
         # the share of orderings that prefer neither candidate (ties, no verdict)
         pa.field("no_preference", pa.float64()),
         # the product's own verdict: the debiased P(right beats wrong) above one half (exactly one half: half)

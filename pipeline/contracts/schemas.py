@@ -33,11 +33,20 @@ import pyarrow as pa
 
 from pipeline.contracts.keys import PROMPT_KEY
 
+
+def required(type_: pa.DataType, *names: str) -> list[pa.Field]:
+    """Columns of one type that every row fills, in the order named."""
+    return [pa.field(name, type_, nullable=False) for name in names]
+
+
+def optional(type_: pa.DataType, *names: str) -> list[pa.Field]:
+    """Columns of one type that may be null, in the order named."""
+    return [pa.field(name, type_) for name in names]
+
+
 CANDIDATES = pa.schema(
     [
-        pa.field("context_id", pa.string(), nullable=False),
-        pa.field("context", pa.string(), nullable=False),
-        pa.field("candidate_id", pa.string(), nullable=False),
+        *required(pa.string(), "context_id", "context", "candidate_id"),
         pa.field("candidate_index", pa.int32(), nullable=False),
         pa.field("system", pa.string()),
         pa.field("text", pa.string(), nullable=False),
@@ -50,9 +59,7 @@ CANDIDATES = pa.schema(
 
 HUMAN_SCORES = pa.schema(
     [
-        pa.field("context_id", pa.string(), nullable=False),
-        pa.field("candidate_id", pa.string(), nullable=False),
-        pa.field("attribute", pa.string(), nullable=False),
+        *required(pa.string(), "context_id", "candidate_id", "attribute"),
         pa.field("human_score", pa.float64(), nullable=False),
     ]
 )
@@ -72,8 +79,7 @@ DONE = pa.struct([pa.field(name, pa.string(), nullable=False) for name in PROMPT
 
 CONTEXTS = pa.schema(
     [
-        pa.field("context_id", pa.string(), nullable=False),
-        pa.field("context", pa.string(), nullable=False),
+        *required(pa.string(), "context_id", "context"),
         pa.field("candidate_ids", pa.list_(pa.string()), nullable=False),
         pa.field("texts", pa.list_(pa.string()), nullable=False),
         # Pair generation runs one task per shard; a context is never split.
@@ -87,12 +93,7 @@ CONTEXTS = pa.schema(
 
 PROMPTS = pa.schema(
     [
-        pa.field("context_id", pa.string(), nullable=False),
-        pa.field("mode", pa.string(), nullable=False),
-        pa.field("attribute", pa.string(), nullable=False),
-        pa.field("template_id", pa.string(), nullable=False),
-        pa.field("cand_a", pa.string(), nullable=False),
-        pa.field("cand_b", pa.string(), nullable=False),
+        *required(pa.string(), "context_id", "mode", "attribute", "template_id", "cand_a", "cand_b"),
         # The whole text the engine reads (chat frame, message, answer prefix), from PromptPlan.
         pa.field("prompt", pa.string(), nullable=False),
     ]
@@ -110,20 +111,12 @@ REASONING_FIELDS = [
 
 RESPONSES = pa.schema(
     [
-        pa.field("context_id", pa.string(), nullable=False),
-        pa.field("mode", pa.string(), nullable=False),
-        pa.field("attribute", pa.string(), nullable=False),
-        pa.field("template_id", pa.string(), nullable=False),
-        pa.field("cand_a", pa.string(), nullable=False),
-        pa.field("cand_b", pa.string(), nullable=False),
-        pa.field("judge", pa.string(), nullable=False),
+        *required(pa.string(), "context_id", "mode", "attribute", "template_id", "cand_a", "cand_b", "judge"),
         # log p(first token = t) for every token the template reads (label, score, yes/no words), in its order.
         pa.field("token_logprobs", pa.list_(pa.float64()), nullable=False),
         # The generated text of every sample (one token for the log-probability reads).
         pa.field("texts", pa.list_(pa.string()), nullable=False),
-        pa.field("prompt_tokens", pa.int32(), nullable=False),
-        pa.field("cached_tokens", pa.int32(), nullable=False),
-        pa.field("generated_tokens", pa.int32(), nullable=False),
+        *required(pa.int32(), "prompt_tokens", "cached_tokens", "generated_tokens"),
         # Why each sample ended: "stop" or "length" (cut off at max_tokens).
         pa.field("finish_reasons", pa.list_(pa.string()), nullable=False),
         # This prompt's share of the engine call that judged it (calls hold prompts of one mode only).
@@ -151,26 +144,17 @@ RESPONSES = pa.schema(
 
 JUDGMENTS = pa.schema(
     [
-        pa.field("context_id", pa.string(), nullable=False),
-        pa.field("attribute", pa.string(), nullable=False),
-        pa.field("template_id", pa.string(), nullable=False),
-        pa.field("cand_a", pa.string(), nullable=False),
-        pa.field("cand_b", pa.string(), nullable=False),
-        pa.field("judge", pa.string(), nullable=False),
+        *required(pa.string(), "context_id", "attribute", "template_id", "cand_a", "cand_b", "judge"),
         # log p(first token = w) for every label word, in the order of label_words (file metadata);
         pa.field("label_logprobs", pa.list_(pa.float64()), nullable=False),
         # logsumexp over the A words and over the B words.
-        pa.field("logprob_a", pa.float64(), nullable=False),
-        pa.field("logprob_b", pa.float64(), nullable=False),
+        *required(pa.float64(), "logprob_a", "logprob_b"),
         # p(A wins) = (p(A) + p(tie) / 2) / (p(A) + p(B) + p(tie)), and p(A) + p(B) + p(tie)
         # (pipeline.methods.verdicts.win_probability); p_tie: the tie option's share (0 without tie words).
-        pa.field("p_a", pa.float64(), nullable=False),
-        pa.field("p_tie", pa.float64(), nullable=False),
-        pa.field("label_mass", pa.float64(), nullable=False),
+        *required(pa.float64(), "p_a", "p_tie", "label_mass"),
         # The most likely first token (a sanity check that the judge answers with a label).
         pa.field("top_token", pa.string()),
-        pa.field("prompt_tokens", pa.int32(), nullable=False),
-        pa.field("cached_tokens", pa.int32(), nullable=False),
+        *required(pa.int32(), "prompt_tokens", "cached_tokens"),
         pa.field("seconds", pa.float64(), nullable=False),
         # host:pid of the judge actor (which engine judged the prompt).
         pa.field("worker", pa.string()),
@@ -181,12 +165,7 @@ JUDGMENTS = pa.schema(
 
 RATINGS = pa.schema(
     [
-        pa.field("context_id", pa.string(), nullable=False),
-        pa.field("candidate_id", pa.string(), nullable=False),
-        pa.field("attribute", pa.string(), nullable=False),
-        pa.field("template_id", pa.string(), nullable=False),
-        pa.field("mode", pa.string(), nullable=False),
-        pa.field("judge", pa.string(), nullable=False),
+        *required(pa.string(), "context_id", "candidate_id", "attribute", "template_id", "mode", "judge"),
         # The mode's score (pipeline.absolute); null when no generated sample parsed.
         pa.field("score", pa.float64()),
         pa.field("texts", pa.list_(pa.string()), nullable=False),
@@ -197,9 +176,7 @@ RATINGS = pa.schema(
         pa.field("token_logprobs", pa.list_(pa.float64()), nullable=False),
         # Probability on the read words (score tokens, yes/no words); null for generated modes.
         pa.field("label_mass", pa.float64()),
-        pa.field("prompt_tokens", pa.int32(), nullable=False),
-        pa.field("cached_tokens", pa.int32(), nullable=False),
-        pa.field("generated_tokens", pa.int32(), nullable=False),
+        *required(pa.int32(), "prompt_tokens", "cached_tokens", "generated_tokens"),
         pa.field("seconds", pa.float64(), nullable=False),
         pa.field("worker", pa.string()),
         *REASONING_FIELDS,
@@ -208,9 +185,7 @@ RATINGS = pa.schema(
 
 
 GROUP_FIELDS = [
-    pa.field("judge", pa.string(), nullable=False),
-    pa.field("attribute", pa.string(), nullable=False),
-    pa.field("template_id", pa.string(), nullable=False),
+    *required(pa.string(), "judge", "attribute", "template_id"),
 ]
 
 
@@ -222,14 +197,11 @@ ROUNDS = pa.schema(
         pa.field("context_id", pa.string(), nullable=False),
         pa.field("items", pa.int32(), nullable=False),
         # pairs judged (both orderings) and judge calls (prompts, absolute ones of a warm start included) so far
-        pa.field("pairs", pa.int64(), nullable=False),
-        pa.field("calls", pa.int64(), nullable=False),
-        pa.field("prompt_tokens", pa.int64(), nullable=False),
+        *required(pa.int64(), "pairs", "calls", "prompt_tokens"),
         # the stopping rule's criterion and its value after this round's fit (null without a rule)
         pa.field("criterion", pa.string()),
         pa.field("value", pa.float64()),
-        pa.field("expected_tau", pa.float64(), nullable=False),
-        pa.field("max_stderr", pa.float64(), nullable=False),
+        *required(pa.float64(), "expected_tau", "max_stderr"),
         # comparisons the robust fit (adaptive.robust) weighted below one half: answers far from what the other
         # comparisons say of their pair (null: a record of a version without it)
         pa.field("downweighted", pa.int64()),
@@ -241,8 +213,7 @@ ROUNDS = pa.schema(
         pa.field("contradicted", pa.int64()),
         # Spearman with the human scores where the input has them
         pa.field("spearman", pa.float64()),
-        pa.field("fit_seconds", pa.float64(), nullable=False),
-        pa.field("select_seconds", pa.float64(), nullable=False),
+        *required(pa.float64(), "fit_seconds", "select_seconds"),
         # why the context's rounds ended after this one (null: they went on)
         pa.field("stopped", pa.string()),
     ]
@@ -253,10 +224,7 @@ ROUNDS = pa.schema(
 ROUND_PAIRS = pa.schema(
     [
         pa.field("round", pa.int32(), nullable=False),
-        pa.field("context_id", pa.string(), nullable=False),
-        pa.field("attribute", pa.string(), nullable=False),
-        pa.field("cand_a", pa.string(), nullable=False),
-        pa.field("cand_b", pa.string(), nullable=False),
+        *required(pa.string(), "context_id", "attribute", "cand_a", "cand_b"),
     ]
 )
 
@@ -264,15 +232,11 @@ ROUND_PAIRS = pa.schema(
 COMPARISONS = pa.schema(
     [
         *GROUP_FIELDS,
-        pa.field("context_id", pa.string(), nullable=False),
-        pa.field("cand_i", pa.string(), nullable=False),
-        pa.field("cand_j", pa.string(), nullable=False),
+        *required(pa.string(), "context_id", "cand_i", "cand_j"),
         # p(A wins) with i in slot A, and with j in slot A (null when that ordering was not judged).
-        pa.field("p_ij", pa.float64()),
-        pa.field("p_ji", pa.float64()),
+        *optional(pa.float64(), "p_ij", "p_ji"),
         # Debiased probability that i beats j (tie probability split evenly), and the mean tie probability.
-        pa.field("p", pa.float64(), nullable=False),
-        pa.field("p_tie", pa.float64(), nullable=False),
+        *required(pa.float64(), "p", "p_tie"),
     ]
 )
 
@@ -282,15 +246,10 @@ POSITION_BIAS = pa.schema(
         *GROUP_FIELDS,
         pa.field("n", pa.int64(), nullable=False),
         # P(A) = mean p(A wins) (EACL eq. 8); the share of prompts where A is the decision; after debiasing.
-        pa.field("p_a", pa.float64(), nullable=False),
-        pa.field("p_a_hard", pa.float64(), nullable=False),
-        pa.field("p_a_debiased", pa.float64(), nullable=False),
-        pa.field("label_mass", pa.float64(), nullable=False),
+        *required(pa.float64(), "p_a", "p_a_hard", "p_a_debiased", "label_mass"),
         # How often the judge picks the tie option: mean p(tie), and the share of prompts where it is the top label.
-        pa.field("p_tie", pa.float64(), nullable=False),
-        pa.field("tie_hard", pa.float64(), nullable=False),
-        pa.field("prompt_tokens", pa.int64(), nullable=False),
-        pa.field("cached_tokens", pa.int64(), nullable=False),
+        *required(pa.float64(), "p_tie", "tie_hard"),
+        *required(pa.int64(), "prompt_tokens", "cached_tokens"),
         pa.field("cache_share", pa.float64()),
     ]
 )
@@ -299,9 +258,7 @@ POSITION_BIAS = pa.schema(
 SCORES = pa.schema(
     [
         *GROUP_FIELDS,
-        pa.field("method", pa.string(), nullable=False),
-        pa.field("context_id", pa.string(), nullable=False),
-        pa.field("candidate_id", pa.string(), nullable=False),
+        *required(pa.string(), "method", "context_id", "candidate_id"),
         pa.field("score", pa.float64(), nullable=False),
         # Posterior standard error (PoE-Gaussian methods and poe_logit; null for the others, and where it is not
         # defined: a context with no more comparisons than free scores has no residual to estimate it from).
@@ -316,9 +273,7 @@ SCORES = pa.schema(
 UNSCORED = pa.schema(
     [
         *GROUP_FIELDS,
-        pa.field("method", pa.string(), nullable=False),
-        pa.field("context_id", pa.string(), nullable=False),
-        pa.field("reason", pa.string(), nullable=False),
+        *required(pa.string(), "method", "context_id", "reason"),
     ]
 )
 
@@ -333,8 +288,7 @@ CORRELATIONS = pa.schema(
         # Per context, averaged over contexts (EACL section 5), and over the whole pool.
         *(pa.field(m, pa.float64()) for m in CORRELATION_METHODS),
         *(pa.field(f"{m}_pooled", pa.float64()) for m in CORRELATION_METHODS),
-        pa.field("n_contexts", pa.int64(), nullable=False),
-        pa.field("n_skipped_contexts", pa.int64(), nullable=False),
+        *required(pa.int64(), "n_contexts", "n_skipped_contexts"),
         pa.field("pairwise_accuracy", pa.float64()),
         pa.field("n_pairs", pa.int64(), nullable=False),
         # System-level (the EACL release and G-Eval on SummEval): each system's mean score and mean human score
@@ -348,15 +302,11 @@ CORRELATIONS = pa.schema(
 RATING_FAILURES = pa.schema(
     [
         *GROUP_FIELDS,
-        pa.field("mode", pa.string(), nullable=False),
-        pa.field("context_id", pa.string(), nullable=False),
-        pa.field("candidate_id", pa.string(), nullable=False),
-        pa.field("n_failed", pa.int32(), nullable=False),
-        pa.field("n_samples", pa.int32(), nullable=False),
+        *required(pa.string(), "mode", "context_id", "candidate_id"),
+        *required(pa.int32(), "n_failed", "n_samples"),
         # Whether another sample parsed (the rating has a score) or none did (left out of the scores).
         pa.field("scored", pa.bool_(), nullable=False),
-        pa.field("failure", pa.string()),
-        pa.field("text", pa.string()),
+        *optional(pa.string(), "failure", "text"),
     ]
 )
 
@@ -365,10 +315,7 @@ COST = pa.schema(
     [
         *GROUP_FIELDS,
         pa.field("mode", pa.string(), nullable=False),
-        pa.field("prompts", pa.int64(), nullable=False),
-        pa.field("candidates", pa.int64(), nullable=False),
-        pa.field("prompt_tokens", pa.int64(), nullable=False),
-        pa.field("cached_tokens", pa.int64(), nullable=False),
+        *required(pa.int64(), "prompts", "candidates", "prompt_tokens", "cached_tokens"),
         pa.field("cache_share", pa.float64()),
         pa.field("generated_tokens", pa.int64(), nullable=False),
         # Engine seconds (measured per engine call; a call holds prompts of one mode).
@@ -379,16 +326,12 @@ COST = pa.schema(
 
 ASSESSMENT = pa.schema(
     [
-        pa.field("judge", pa.string(), nullable=False),
-        pa.field("attribute", pa.string(), nullable=False),
+        *required(pa.string(), "judge", "attribute"),
         # comparative | absolute | combined
-        pa.field("approach", pa.string(), nullable=False),
-        pa.field("method", pa.string(), nullable=False),
+        *required(pa.string(), "approach", "method"),
         # The templates whose prompts the method used (comparative + absolute for a combined method).
         pa.field("templates", pa.string(), nullable=False),
-        pa.field("spearman", pa.float64()),
-        pa.field("kendall", pa.float64()),
-        pa.field("pairwise_accuracy", pa.float64()),
+        *optional(pa.float64(), "spearman", "kendall", "pairwise_accuracy"),
         pa.field("prompts", pa.int64(), nullable=False),
         pa.field("prompts_per_candidate", pa.float64()),
         pa.field("prompt_tokens", pa.int64(), nullable=False),
@@ -412,13 +355,10 @@ TASKS = pa.schema(
 
 GENERATIONS = pa.schema(
     [
-        pa.field("input_id", pa.string(), nullable=False),
-        pa.field("model", pa.string(), nullable=False),
-        pa.field("output", pa.string(), nullable=False),
+        *required(pa.string(), "input_id", "model", "output"),
         # "stop" or "length" (cut off at max_tokens)
         pa.field("finish_reason", pa.string()),
-        pa.field("prompt_tokens", pa.int32(), nullable=False),
-        pa.field("output_tokens", pa.int32(), nullable=False),
+        *required(pa.int32(), "prompt_tokens", "output_tokens"),
         pa.field("seconds", pa.float64(), nullable=False),
         pa.field("worker", pa.string()),
     ]
@@ -428,17 +368,13 @@ GENERATIONS = pa.schema(
 REASONS = pa.schema(
     [
         *GROUP_FIELDS,
-        pa.field("context_id", pa.string(), nullable=False),
-        pa.field("cand_i", pa.string(), nullable=False),
-        pa.field("cand_j", pa.string(), nullable=False),
-        pa.field("p_ij", pa.float64()),
-        pa.field("p_ji", pa.float64()),
+        *required(pa.string(), "context_id", "cand_i", "cand_j"),
+        *optional(pa.float64(), "p_ij", "p_ji"),
         pa.field("p", pa.float64(), nullable=False),
         # why this comparison was chosen: disagree | close | random
         pa.field("why", pa.string(), nullable=False),
         # the candidate the judge chose (debiased), and its explanation, generated after the decision
-        pa.field("decision", pa.string(), nullable=False),
-        pa.field("reason", pa.string(), nullable=False),
+        *required(pa.string(), "decision", "reason"),
     ]
 )
 
@@ -447,20 +383,17 @@ LEADERBOARD = pa.schema(
     [
         *GROUP_FIELDS,
         # win_rate, or the scoring method whose mean score over inputs this is
-        pa.field("metric", pa.string(), nullable=False),
-        pa.field("model", pa.string(), nullable=False),
+        *required(pa.string(), "metric", "model"),
         pa.field("estimate", pa.float64()),
         # the bootstrap interval over inputs (leaderboard.level)
-        pa.field("lower", pa.float64()),
-        pa.field("upper", pa.float64()),
+        *optional(pa.float64(), "lower", "upper"),
         # 1 + the number of models whose interval lies wholly above this one's (equal ranks: statistically tied)
         pa.field("rank", pa.int32(), nullable=False),
         pa.field("tied_with", pa.string(), nullable=False),
         # what the bootstrap resamples: "input" (the contexts), or "item" when the run has one context (a pool: its
         # candidates, so each model's items are drawn with replacement); n_inputs counts the model's units
         pa.field("unit", pa.string(), nullable=False),
-        pa.field("n_inputs", pa.int64(), nullable=False),
-        pa.field("n_games", pa.int64(), nullable=False),
+        *required(pa.int64(), "n_inputs", "n_games"),
     ]
 )
 

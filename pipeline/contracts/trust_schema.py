@@ -6,18 +6,14 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from pipeline.contracts.schemas import GROUP_FIELDS
+from pipeline.contracts.schemas import GROUP_FIELDS, optional, required
 
 # One row per labelled pair of candidates (the same for every judge and template): people's preference for i (1, a
 # tie 1/2, 0), the probability it was drawn to be labelled, where its label came from and how many answers made it.
 LABELS = pa.schema(
     [
-        pa.field("attribute", pa.string(), nullable=False),
-        pa.field("context_id", pa.string(), nullable=False),
-        pa.field("cand_i", pa.string(), nullable=False),
-        pa.field("cand_j", pa.string(), nullable=False),
-        pa.field("preference", pa.float64(), nullable=False),
-        pa.field("inclusion", pa.float64(), nullable=False),
+        *required(pa.string(), "attribute", "context_id", "cand_i", "cand_j"),
+        *required(pa.float64(), "preference", "inclusion"),
         # data (human scores) | review (the blind review's answers)
         pa.field("source", pa.string(), nullable=False),
         pa.field("answers", pa.int64(), nullable=False),
@@ -37,9 +33,7 @@ TRUST = pa.schema(
         pa.field("threshold", pa.float64()),
         # the labels it was calibrated on, those at or above its threshold and their disagreements with people, and
         # the exact upper bound on its disagreement there (1 where nothing is certified)
-        pa.field("n_labels", pa.int64(), nullable=False),
-        pa.field("labels_kept", pa.int64(), nullable=False),
-        pa.field("disagreements", pa.int64(), nullable=False),
+        *required(pa.int64(), "n_labels", "labels_kept", "disagreements"),
         pa.field("bound", pa.float64(), nullable=False),
         pa.field("agreement", pa.float64()),
         # the share of the attribute's comparisons it keeps, and of those the judges before it left open
@@ -57,14 +51,8 @@ TRUST = pa.schema(
 # whether people labelled it, and their preference.
 ACCEPTED = pa.schema(
     [
-        pa.field("attribute", pa.string(), nullable=False),
-        pa.field("context_id", pa.string(), nullable=False),
-        pa.field("cand_i", pa.string(), nullable=False),
-        pa.field("cand_j", pa.string(), nullable=False),
-        pa.field("accepted_by", pa.string(), nullable=False),
-        pa.field("p", pa.float64()),
-        pa.field("p_tie", pa.float64()),
-        pa.field("confidence", pa.float64()),
+        *required(pa.string(), "attribute", "context_id", "cand_i", "cand_j", "accepted_by"),
+        *optional(pa.float64(), "p", "p_tie", "confidence"),
         pa.field("labelled", pa.bool_(), nullable=False),
         pa.field("preference", pa.float64()),
     ]
@@ -75,10 +63,7 @@ ACCEPTED = pa.schema(
 RISK_COVERAGE = pa.schema(
     [
         *GROUP_FIELDS,
-        pa.field("threshold", pa.float64(), nullable=False),
-        pa.field("coverage", pa.float64(), nullable=False),
-        pa.field("risk", pa.float64(), nullable=False),
-        pa.field("bound", pa.float64(), nullable=False),
+        *required(pa.float64(), "threshold", "coverage", "risk", "bound"),
     ]
 )
 
@@ -88,15 +73,9 @@ RISK_COVERAGE = pa.schema(
 PPI_LEADERBOARD = pa.schema(
     [
         *GROUP_FIELDS,
-        pa.field("metric", pa.string(), nullable=False),
-        pa.field("model", pa.string(), nullable=False),
-        pa.field("source", pa.string(), nullable=False),
-        pa.field("estimate", pa.float64()),
-        pa.field("lower", pa.float64()),
-        pa.field("upper", pa.float64()),
-        pa.field("lam", pa.float64()),
-        pa.field("n_labels", pa.int64(), nullable=False),
-        pa.field("n_games", pa.int64(), nullable=False),
+        *required(pa.string(), "metric", "model", "source"),
+        *optional(pa.float64(), "estimate", "lower", "upper", "lam"),
+        *required(pa.int64(), "n_labels", "n_games"),
         pa.field("effective_labels", pa.float64()),
     ]
 )

@@ -18,6 +18,7 @@ from pipeline.judge.endpoint.batch import (
     BatchPending,
     BatchRecord,
     Line,
+    Tally,
     batch_states,
     input_file,
     read_output,
@@ -313,11 +314,11 @@ def test_the_input_file_names_each_request_by_its_cache_key_and_the_output_is_re
             "not json",
         ]
     )
-    failures: dict = {}
-    errors: dict = {}
-    stray: Counter = Counter()
-    out = read_output([output], lines, failures, errors, stray=stray)
+    tally = Tally()
+    out = read_output([output], lines, tally)
     assert out == {"id-1": good}  # the same answer twice is one answer
-    assert failures == {"id-0": ["no_choices"], "id-2": ["no_line"]} and "no line" in errors["id-2"]
-    assert stray == {"not_json": 1}
+    assert (
+        tally.failures == {"id-0": ["no_choices"], "id-2": ["no_line"]} and "no line" in tally.errors["id-2"]
+    )
+    assert tally.stray == {"not_json": 1}
     assert BatchRecord(None).batches() == {}

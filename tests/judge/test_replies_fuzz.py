@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.judge.endpoint.batch import Line, read_output
+from pipeline.judge.endpoint.batch import Line, Tally, read_output
 from pipeline.judge.endpoint.replies import KINDS, Refused, chat_reader, check_of, completion_reader
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -198,14 +198,13 @@ def test_a_batch_output_of_any_lines_is_read_without_a_crash_and_every_request_a
         }
         entry = mutate(data.draw, entry)
         raw.append(json.dumps(entry) if data.draw(st.integers(0, 9)) else "not json {")
-    failures: dict = {}
-    errors: dict = {}
-    out = read_output(["\n".join(raw)], lines, failures, errors)
+    tally = Tally()
+    out = read_output(["\n".join(raw)], lines, tally)
     for line in lines:
         if line.custom_id in out:
             assert check(out[line.custom_id]) is None
         else:
-            assert failures[line.custom_id] and set(failures[line.custom_id]) <= set(KINDS)
+            assert tally.failures[line.custom_id] and set(tally.failures[line.custom_id]) <= set(KINDS)
 
 
 # --- bodies built to break a reader: what reaches the client as bytes ---------------------------------------------
@@ -283,8 +282,8 @@ def test_bodies_built_to_break_the_readers_are_refused_by_kind_and_never_raise(d
         ), problem  # fmt: skip
     line = Line("req-0", {"k": 0}, check)
     entry = b'{"custom_id": "req-0", "response": {"status_code": 200, "body": ' + raw + b"}}"
-    failures: dict = {}
-    out = read_output([entry.decode("utf-8", "surrogatepass")], [line], failures, {})
-    assert ("req-0" in out) != bool(failures.get("req-0")), (out, failures)
+    tally = Tally()
+    out = read_output([entry.decode("utf-8", "surrogatepass")], [line], tally)
+    assert ("req-0" in out) != bool(tally.failures.get("req-0")), (out, tally.failures)
     if "req-0" in out:
         json.dumps(out["req-0"]).encode("utf-8")

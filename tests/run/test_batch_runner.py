@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from pipeline.contracts.engine import Request
-from pipeline.judge.endpoint.batch import Line, input_file, read_output
+from pipeline.judge.endpoint.batch import Line, Tally, input_file, read_output
 from pipeline.judge.endpoint.replies import chat_reader, check_of
 from pipeline.judge.openai.bodies import chat_body
 
@@ -39,10 +39,9 @@ def test_vllms_batch_runner_answers_the_batch_input_file_and_its_output_is_read(
         env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    failures: dict = {}
-    errors: dict = {}
-    answers = read_output([(tmp_path / "out.jsonl").read_text()], lines, failures, errors)
-    assert not failures and set(answers) == {ln.custom_id for ln in lines}, errors
+    tally = Tally()
+    answers = read_output([(tmp_path / "out.jsonl").read_text()], lines, tally)
+    assert not tally.failures and set(answers) == {ln.custom_id for ln in lines}, tally.errors
     for body in answers.values():
         answer = chat_reader(1, WORDS)(body)
         assert (

@@ -23,13 +23,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
-from collections import Counter
 from datetime import datetime
 from typing import Any
 
 from pipeline.judge.endpoint.batch import LOOKUP_PAGES, LOST, BatchJobs, download, wait_for
-from pipeline.judge.endpoint.batch_lines import Line, read_output
+from pipeline.judge.endpoint.batch_lines import Line, Tally, read_output
 from pipeline.judge.endpoint.parse import parse_json
 from pipeline.judge.endpoint.replies import Refused
 
@@ -64,22 +62,12 @@ class MessageBatches(BatchJobs):
             found = self._look_up(job, n)
             if found:
                 return self._created(marker, found, "found at the provider")
-        error = ""
-        for attempt in range(self.settings.max_retries + 1):
-            created = self.client.call("POST", "/messages/batches", retry=False, json={"requests": requests})
-            if created.body is not None and created.body.get("id"):
-                return self._created(marker, str(created.body["id"]), f"submitted: {n} requests")
-            error = created.error or "no 'id' in the reply"
-            if created.failures and created.failures[-1] == "http_4xx":
-                break
-            # the create may have reached the provider: look before creating again
-            time.sleep(min(self.settings.backoff_max, self.settings.backoff * 2**attempt))
-            found = self._look_up(job, n)
-            if found:
-                return self._created(marker, found, "found at the provider after a create that failed")
-        raise RuntimeError(
-            f"could not create the message batch {marker} at {self.client.base_url}: {error}; the intent is recorded "
-            f"in {self.record.path}: the same command looks for it at the provider before creating it"
+        return self._create(
+            marker,
+            n,
+            "the message batch",
+            lambda: self.client.call("POST", "/messages/batches", retry=False, json={"requests": requests}),
+            lambda: self._look_up(job, n),
         )
 
     def _look_up(self, job: dict[str, Any], n: int) -> str | None:
@@ -134,14 +122,7 @@ class MessageBatches(BatchJobs):
             self.client, self.record.path, path, f"message batch {batch_id}", ended, "processing_status"
         )
 
-    def _read(
-        self,
-        batch: dict[str, Any],
-        lines: list[Line],
-        failures: dict[str, list[str]],
-        errors: dict[str, str],
-        stray: Counter[str],
-    ) -> dict[str, dict[str, Any]]:
+    def _read(self, batch: dict[str, Any], lines: list[Line], tally: Tally) -> dict[str, dict[str, Any]]:
         """The batch's results as the lines of an output file (:func:`pipeline.judge.endpoint.batch_lines.read_output`:
         every reply checked, conflicts and stray lines counted)."""
         ours = {provider_id(ln.custom_id): ln.custom_id for ln in lines}
@@ -157,9 +138,7 @@ class MessageBatches(BatchJobs):
         )
         converted = (as_output_line(raw, ours) for raw in text.splitlines())
         output = "".join(line + "\n" for line in converted if line and line.strip())
-        return read_output(
-            [output], lines, failures, errors, f"message batch {batch.get('id')}", "batch_failed", stray
-        )
+        return read_output([output], lines, tally, f"message batch {batch.get('id')}", "batch_failed")
 
 
 def as_output_line(raw: str, ours: dict[str, str]) -> str | None:

@@ -43,7 +43,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pipeline.judge.endpoint.batch_lines import Line, input_file, read_output
+from pipeline.judge.endpoint.batch_lines import Line, Tally, input_file, read_output
 from pipeline.judge.endpoint.client import ApiClient, Reply, cache_key
 from pipeline.judge.endpoint.replies import Check
 
@@ -229,18 +229,16 @@ class BatchJobs:
             job = self._submit(content, digest, marker, path, len(lines), job)
         batch = self._wait(job["batch_id"])
         status = str(batch.get("status"))
-        stray: Counter[str] = Counter()
-        failed: dict[str, list[str]] = {}
-        why: dict[str, str] = {}
-        out = {original[c]: body for c, body in self._read(batch, sent, failed, why, stray).items()}
+        tally = Tally()
+        out = {original[c]: body for c, body in self._read(batch, sent, tally).items()}
         cache = self.client.cache
         if cache is not None:  # stored before the batch is recorded as read
             for custom_id, body in out.items():
                 cache.put(custom_id, body)
-        for custom_id, kinds_of in failed.items():
+        for custom_id, kinds_of in tally.failures.items():
             failures.setdefault(original[custom_id], []).extend(kinds_of)
-            errors[original[custom_id]] = why[custom_id]
-        kinds = Counter(k for kinds_of in failed.values() for k in kinds_of)
+            errors[original[custom_id]] = tally.errors[custom_id]
+        kinds = Counter(k for kinds_of in tally.failures.values() for k in kinds_of)
         self.record.add(
             {
                 "marker": marker,
@@ -248,7 +246,7 @@ class BatchJobs:
                 "status": status,
                 "answered": len(out),
                 "failed": dict(kinds),
-                "stray_lines": dict(stray),
+                "stray_lines": dict(tally.stray),
             }  # fmt: skip
         )
         log.info(
@@ -257,7 +255,7 @@ class BatchJobs:
             status,
             len(out),
             len(lines),
-            f" ({sum(stray.values())} stray output line(s))" if stray else "",
+            f" ({sum(tally.stray.values())} stray output line(s))" if tally.stray else "",
         )
         return out
 
@@ -285,23 +283,41 @@ class BatchJobs:
         self.record.add({"marker": marker, "state": "uploaded", "file_id": file_id})
         request = {"input_file_id": file_id, "endpoint": "/v1" + path, "completion_window": "24h",
                    "metadata": {METADATA_KEY: marker}}  # fmt: skip
+        return self._create(
+            marker,
+            n,
+            "the batch",
+            lambda: self.client.call(
+                "POST", "/batches", retry=False, json=request, headers={"Idempotency-Key": marker}
+            ),
+            lambda: self._find("/batches", self._ours(marker, file_id)),
+        )
+
+    def _create(
+        self,
+        marker: str,
+        n: int,
+        what: str,
+        create: Callable[[], Reply],
+        look_up: Callable[[], str | None],
+    ) -> dict[str, Any]:
+        """Create the batch of ``marker`` (``create``: one request, never retried by the client), retried with backoff
+        up to ``max_retries``; a create that failed may have reached the provider, so ``look_up`` looks for the batch
+        before each retry. A refusal (4xx) is not retried."""
         error = ""
         for attempt in range(self.settings.max_retries + 1):
-            created = self.client.call(
-                "POST", "/batches", retry=False, json=request, headers={"Idempotency-Key": marker}
-            )
+            created = create()
             if created.body is not None and created.body.get("id"):
                 return self._created(marker, str(created.body["id"]), f"submitted: {n} requests")
             error = created.error or "no 'id' in the reply"
             if created.failures and created.failures[-1] == "http_4xx":
                 break
-            # the create may have reached the provider: look before creating again
             time.sleep(min(self.settings.backoff_max, self.settings.backoff * 2**attempt))
-            found = self._find("/batches", self._ours(marker, file_id))
+            found = look_up()
             if found:
                 return self._created(marker, found, "found at the provider after a create that failed")
         raise RuntimeError(
-            f"could not create the batch {marker} at {self.client.base_url}: {error}; the intent is recorded in "
+            f"could not create {what} {marker} at {self.client.base_url}: {error}; the intent is recorded in "
             f"{self.record.path}: the same command looks for it at the provider before creating it"
         )
 
@@ -352,14 +368,7 @@ class BatchJobs:
             self.client, self.record.path, f"/batches/{batch_id}", f"batch {batch_id}", ended, "status"
         )
 
-    def _read(
-        self,
-        batch: dict[str, Any],
-        lines: list[Line],
-        failures: dict[str, list[str]],
-        errors: dict[str, str],
-        stray: Counter[str],
-    ) -> dict[str, dict[str, Any]]:
+    def _read(self, batch: dict[str, Any], lines: list[Line], tally: Tally) -> dict[str, dict[str, Any]]:
         texts = [
             download(self.client, f"/files/{batch[key]}/content", f"the {key[:-8]} file of batch {batch.get('id')}",
                      self.record.path)
@@ -370,11 +379,9 @@ class BatchJobs:
         return read_output(
             texts,
             lines,
-            failures,
-            errors,
+            tally,
             f"batch {batch.get('id')} ({status})",
             without_line="no_line" if status == "completed" else "batch_failed",
-            stray=stray,
         )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.judge.endpoint.parse import parse_json
@@ -32,6 +32,16 @@ class Line:
     custom_id: str
     body: dict[str, Any]
     check: Check | None
+
+
+@dataclass
+class Tally:
+    """What a batch's read did not answer: the failure kinds and the last error of each request (by custom id), and
+    the lines that named no request of the batch, by kind."""
+
+    failures: dict[str, list[str]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    stray: Counter[str] = field(default_factory=Counter)
 
 
 def input_file(path: str, lines: Sequence[Line]) -> str:
@@ -49,23 +59,20 @@ def input_file(path: str, lines: Sequence[Line]) -> str:
 def read_output(
     texts: Sequence[str],
     lines: Sequence[Line],
-    failures: dict[str, list[str]],
-    errors: dict[str, str],
+    tally: Tally,
     what: str = "the batch",
     without_line: str = "no_line",
-    stray: Counter[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The answers of a batch's output and error files (``texts``) by custom id; every line that is not an answer
-    counted in ``failures`` (by kind) and ``errors``, every request without a line as ``without_line``, and every line
-    that names no request of the batch in ``stray`` (module docstring)."""
+    counted in the ``tally``'s failures (by kind) and errors, every request without a line as ``without_line``, and
+    every line that names no request of the batch as stray (module docstring)."""
     wanted = {ln.custom_id: ln for ln in lines}
     answers: dict[str, list[dict[str, Any]]] = {}
     failed: dict[str, tuple[str, str]] = {}
-    stray = stray if stray is not None else Counter()
     for text in texts:
         for raw in text.splitlines():
             if raw.strip():
-                _read_line(raw, wanted, answers, failed, stray)
+                _read_line(raw, wanted, answers, failed, tally.stray)
     out: dict[str, dict[str, Any]] = {}
     for custom_id in wanted:
         got = answers.get(custom_id, [])
@@ -79,8 +86,8 @@ def read_output(
             kind, error = failed[custom_id]
         else:
             kind, error = without_line, f"{what} returned no line for it"
-        failures.setdefault(custom_id, []).append(kind)
-        errors[custom_id] = error
+        tally.failures.setdefault(custom_id, []).append(kind)
+        tally.errors[custom_id] = error
     return out
 
 
