@@ -3,9 +3,11 @@
 The real workflow up to its prompts (the judge, its dtype for this device, the prompts as a run makes them), then the
 vLLM engine started eager, and compiled twice (the first start fills vLLM's compile cache; the second is the start a
 run sees, and the one recorded); each judges a sample of the prompts twice, the second pass timed (its rate) from an
-empty prefix cache (else it would time cache hits, where the compiled engine's faster prefill does not show). The
-starts and rates go to ``<paths.cache_dir>/engine_modes.json`` (:mod:`pipeline.judge.engine_mode`), where
-``judge.engine.enforce_eager=auto`` reads them; the crossover is printed.
+empty prefix cache (else it would time cache hits, where the compiled engine's faster prefill does not show). Each
+start is where the run's engine starts: on a Ray worker with the judge worker's resources and process environment
+for the Ray executor (the default; a CPU engine then runs inside the worker's process), in this process for
+``runtime=inprocess``. The starts and rates go to ``<paths.cache_dir>/engine_modes.json``
+(:mod:`pipeline.judge.engine_mode`), where ``judge.engine.enforce_eager=auto`` reads them; the crossover is printed.
 
     python -m pipeline.benchmarks.engine_modes [--prompts 256] [overrides ...]
 """
@@ -21,17 +23,30 @@ from dataclasses import replace
 from pipeline import PROJECT_ROOT
 from pipeline.benchmarks.timing import workspace
 from pipeline.config.derived import resolve_path
+from pipeline.config.enums import Executor
 from pipeline.config.hydra import compose
-from pipeline.judge.engine_mode import KEY, RECORD, Measured, choose, crossover, machine_key, remember
+from pipeline.judge.cores import worker_process_env
+from pipeline.judge.engine_mode import (
+    KEY,
+    RECORD,
+    Measured,
+    ModeRecord,
+    choose,
+    crossover,
+    machine_key,
+    remember,
+)
 from pipeline.judge.hardware import read_cpu
 from pipeline.judge.vllm_engine import VLLMEngine
 from pipeline.prompts.pairs import generate_prompts, split_shards
 from pipeline.run.context import run
 from pipeline.runtime.logs import console
+from pipeline.runtime.ray_data import init_ray
 
 
 def measure(spec, plan, prompts: list[str], eager: bool) -> Measured:
-    """One start of the engine in this mode, and its rate on ``prompts`` (the second of two passes)."""
+    """One start of the engine in this mode in this process, and its rate on ``prompts`` (the second of two
+    passes)."""
     engine = VLLMEngine(replace(spec, engine={**spec.engine, KEY: eager}))
     try:
         request = plan.requests()[plan.templates[0].id]
@@ -43,6 +58,36 @@ def measure(spec, plan, prompts: list[str], eager: bool) -> Measured:
     finally:
         engine.close()
         gc.collect()
+
+
+class Meter:
+    """A Ray worker started as the judge's are (:func:`pipeline.stages.judging.judge_steps`: its CPUs, GPUs and
+    process environment), to measure an engine where a run's starts."""
+
+    def measure(self, spec, plan, prompts: list[str], eager: bool) -> Measured:
+        return measure(spec, plan, prompts, eager)
+
+
+def measure_where_runs_do(cfg, spec, plan, prompts: list[str], eager: bool) -> Measured:
+    """:func:`measure` on a fresh worker of the judge's kind for the Ray executor, in this process otherwise."""
+    if cfg.runtime.executor != Executor.ray:
+        return measure(spec, plan, prompts, eager)
+    import ray
+
+    init_ray(cfg.runtime)
+    meter = (
+        ray.remote(Meter)
+        .options(
+            num_cpus=cfg.judge.num_cpus_per_actor,
+            num_gpus=cfg.judge.num_gpus_per_actor,
+            runtime_env={"env_vars": worker_process_env(spec)},
+        )
+        .remote()
+    )
+    try:
+        return ray.get(meter.measure.remote(spec, plan, prompts, eager))
+    finally:
+        ray.kill(meter)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -63,10 +108,13 @@ def main(argv: list[str] | None = None) -> None:
     out = console()
     if len(prompts) < args.prompts:
         out.write(f"engine modes: measured on {len(prompts)} prompts (the config makes no more)\n")
-    eager = measure(spec, plan, prompts, True)
-    measure(spec, plan, prompts, False)  # fills the compile cache
-    compiled = measure(spec, plan, prompts, False)
-    record = resolve_path(cfg.paths.cache_dir, PROJECT_ROOT) / RECORD
+    eager = measure_where_runs_do(cfg, spec, plan, prompts, True)
+    measure_where_runs_do(cfg, spec, plan, prompts, False)  # fills the compile cache
+    compiled = measure_where_runs_do(cfg, spec, plan, prompts, False)
+    record = ModeRecord(
+        resolve_path(cfg.paths.cache_dir, PROJECT_ROOT) / RECORD,
+        in_actor=cfg.runtime.executor == Executor.ray,
+    )
     remember(record, spec, True, eager.start, eager.rate)
     remember(record, spec, False, compiled.start, compiled.rate)
     point = crossover(eager, compiled)
@@ -74,7 +122,8 @@ def main(argv: list[str] | None = None) -> None:
         "\n".join(
             [
                 f"# engine modes  {time.strftime('%Y-%m-%dT%H:%M:%S')}",
-                f"# cpu: {read_cpu().describe()}; judge {spec.name}, {spec.dtype}; {len(prompts)} prompts",
+                f"# cpu: {read_cpu().describe()}; judge {spec.name}, {spec.dtype}; {len(prompts)} prompts; "
+                f"{'on a Ray worker, as the run' if record.in_actor else 'in this process, as runtime=inprocess'}",
                 f"eager:    start {eager.start:5.1f} s, {eager.rate:6.2f} prompts/s",
                 f"compiled: start {compiled.start:5.1f} s, {compiled.rate:6.2f} prompts/s "
                 f"({compiled.rate / eager.rate:.2f}x eager)",
@@ -83,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
                 else "compiled never pays",
                 f"for 200 prompts: {choose(spec, 200, record).reason}",
                 f"for 2,000 prompts: {choose(spec, 2000, record).reason}",
-                f"recorded in {record} for {machine_key(spec)}",
+                f"recorded in {record.path} for {machine_key(spec, record.in_actor)}",
             ]
         )
         + "\n"

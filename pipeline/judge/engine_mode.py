@@ -5,9 +5,10 @@ vLLM's compiled engine (``enforce_eager=false``) judges faster once it has start
 BENCHMARKS.md). Whether it pays depends on the prompts a run judges, on the device and on the model, so the choice
 rests on measurements of this machine, not on a guess: for each (device, model, dtype) the record
 ``<paths.cache_dir>/engine_modes.json`` holds each mode's engine start and judging rate, written by
-``make engine-modes`` (both modes measured back to back in one process on a sample of the run's own prompts, from an
-empty prefix cache, the compiled engine started twice so that its start is the one a run sees with vLLM's compile
-cache warm). Runs read it and do not write it: a run's own start and rate (its engine inside a Ray worker, a few
+``make engine-modes`` (both modes measured back to back on a sample of the run's own prompts, from an empty prefix
+cache, the compiled engine started twice so that its start is the one a run sees with vLLM's compile cache warm; each
+start where the run's engine starts, a Ray worker of the judge's kind or this process, and recorded for that place:
+inside a Ray worker a CPU engine starts sooner and gains more from compiling than in vLLM's own processes). Runs read it and do not write it: a run's own start and rate (its engine inside a Ray worker, a few
 prompts, the pipeline's costs in its wall time) are not measured as the other mode's were, and one small run would
 move the crossover for every run after it.
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from pipeline.judge.cores import engine_inside
 from pipeline.judge.hardware import read_cpu
 
 log = logging.getLogger("pipeline")
@@ -43,6 +45,17 @@ class Measured:
 
     start: float
     rate: float
+
+
+@dataclass(frozen=True)
+class ModeRecord:
+    """Where this machine's measurements are kept (``path``), and where the run's engine runs: on a Ray worker
+    (``in_actor``: the run's executor is Ray) or in this process. The same engine judges at other rates inside a Ray
+    worker (vLLM in the worker's process, for a CPU engine with ``judge.engine_process=auto``) than in vLLM's own
+    processes beside a plain one, so each place has measurements of its own."""
+
+    path: Path
+    in_actor: bool = True
 
 
 @dataclass(frozen=True)
@@ -71,8 +84,9 @@ def device_default(engine: dict[str, Any], on_gpu: bool) -> dict[str, Any]:
     return {**engine, KEY: not on_gpu}
 
 
-def machine_key(spec: Any) -> str:
-    """The device, model and dtype the measurements hold for."""
+def machine_key(spec: Any, in_actor: bool = True) -> str:
+    """The device, model, dtype, context length and the engine's process (inside the worker or vLLM's own) the
+    measurements hold for."""
     device = "gpu" if spec.on_gpu else read_cpu().describe()
     return json.dumps(
         {
@@ -80,6 +94,7 @@ def machine_key(spec: Any) -> str:
             "model": Path(str(spec.model_path)).name,
             "dtype": spec.dtype,
             "len": spec.max_model_len,
+            "engine": "inside" if engine_inside(spec, in_actor) else "own",
         },
         sort_keys=True,
     )
@@ -105,13 +120,13 @@ def crossover(eager: Measured, compiled: Measured) -> int | None:
     return max(0, int((compiled.start - eager.start) / gain) + 1)
 
 
-def choose(spec: Any, prompts: int, record_path: Path | None) -> Choice:
-    """The mode for ``prompts`` prompts on this machine (module docstring); ``record_path`` None: an engine the judge
+def choose(spec: Any, prompts: int, record: ModeRecord | None) -> Choice:
+    """The mode for ``prompts`` prompts on this machine (module docstring); ``record`` None: an engine the judge
     shares with stages before it (the generators'), in their mode, vLLM's default for the device."""
-    if record_path is None:
+    if record is None:
         shared = Choice(not spec.on_gpu, "")
         return replace(shared, reason=f"{shared.mode}: the engine the generators started (vLLM's default)")
-    found = measured(read_record(record_path), machine_key(spec))
+    found = measured(read_record(record.path), machine_key(spec, record.in_actor))
     eager, compiled = found.get("eager"), found.get("compiled")
     if eager is None or compiled is None:
         lacking = " and ".join(m for m in ("eager", "compiled") if m not in found)
@@ -151,18 +166,18 @@ def resolved(spec: Any, choice: Choice) -> Any:
     return replace(spec, engine={**spec.engine, KEY: choice.eager})
 
 
-def remember(record_path: Path, spec: Any, eager: bool, start: float, rate: float) -> None:
-    """Record a mode's start and rate for this machine (the latest measurement of each mode stands)."""
+def remember(record: ModeRecord, spec: Any, eager: bool, start: float, rate: float) -> None:
+    """Record a mode's start and rate for this machine and place (the latest measurement of each mode stands)."""
     if not (start > 0 and rate > 0):
         return
-    record = read_record(record_path)
-    key = machine_key(spec)
-    record.setdefault(key, {})["eager" if eager else "compiled"] = {
+    kept = read_record(record.path)
+    key = machine_key(spec, record.in_actor)
+    kept.setdefault(key, {})["eager" if eager else "compiled"] = {
         "start": round(start, 2),
         "rate": round(rate, 3),
     }
-    record_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=record_path.parent, prefix=".engine_modes-")
+    record.path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=record.path.parent, prefix=".engine_modes-")
     with os.fdopen(fd, "w") as f:
-        json.dump(record, f, indent=2, sort_keys=True)
-    os.replace(tmp, record_path)
+        json.dump(kept, f, indent=2, sort_keys=True)
+    os.replace(tmp, record.path)

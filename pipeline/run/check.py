@@ -19,7 +19,7 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,6 +30,9 @@ from pipeline.config.derived import jurors
 from pipeline.config.run import RunConfig
 from pipeline.config.workflows import workflow as workflow_entry
 from pipeline.contracts.keys import COMPARE
+
+if TYPE_CHECKING:
+    from pipeline.judge.engine_mode import ModeRecord
 
 log = logging.getLogger("pipeline")
 
@@ -202,7 +205,7 @@ def _judged(cfg: RunConfig, values: dict[str, Any], plan: Plan, rounds: bool) ->
     plan.completion_tokens = _generated_tokens(cfg, plan.by_mode)
 
 
-def _engine_mode(judge: Any, plan: Plan, record: Path | None) -> None:
+def _engine_mode(judge: Any, plan: Plan, record: ModeRecord | None) -> None:
     """The engine mode the judge stage would choose for these prompts (``enforce_eager=auto``), and why."""
     from pipeline.judge.engine_mode import choose, is_auto
 

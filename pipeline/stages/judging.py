@@ -23,8 +23,8 @@ from pipeline.contracts.stats import JudgeStats
 from pipeline.data.contexts import group_by_context
 from pipeline.judge.cores import worker_process_env
 from pipeline.judge.endpoint.batch import RECORD_FILE, batch_states
+from pipeline.judge.engine_mode import ModeRecord, is_auto
 from pipeline.judge.engine_mode import choose as choose_mode
-from pipeline.judge.engine_mode import is_auto
 from pipeline.judge.engine_mode import resolved as resolved_mode
 from pipeline.judge.recorded.answers import SOURCE as RECORDED
 from pipeline.judge.spec import JudgeSpec
@@ -162,7 +162,7 @@ class Judge(Stage):
     keep_workers: bool = False
     # This machine's measurements of the engine's modes (pipeline.judge.engine_mode), for enforce_eager=auto; None:
     # none read (auto is the generators' mode).
-    engine_modes: Path | None = None
+    engine_modes: ModeRecord | None = None
 
     name = "judge"
     reads = (ports.CONTEXTS, ports.PROMPT_PLAN, ports.JUDGE, ports.STORE, ports.RATING_STORE)

@@ -19,10 +19,12 @@ from typing import Any
 from pipeline.config.backends import generator_backend
 from pipeline.config.derived import judge_label, judge_templates, judging_identity, resolve_path
 from pipeline.config.derived import jurors as derived_jurors
+from pipeline.config.enums import Executor
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
 from pipeline.config.workflows import workflow
 from pipeline.judge.engine_mode import RECORD as ENGINE_MODES
+from pipeline.judge.engine_mode import ModeRecord
 from pipeline.methods.scorers import poe_logit
 from pipeline.scoring.leaderboard import Board
 from pipeline.stages.answers import CheckAnswers
@@ -112,10 +114,13 @@ def judge_stage(cfg: RunConfig, root: Path, judge: JudgeConfig | None = None) ->
     )
 
 
-def engine_modes(cfg: RunConfig, root: Path) -> Path | None:
-    """The record of this machine's engine modes the judge stage reads for ``enforce_eager=auto``; None: a workflow
-    whose generators share the judge's engine keeps their mode (vLLM's default for the device)."""
-    return None if workflow(cfg.workflow).generated else cache_dir(cfg, root) / ENGINE_MODES
+def engine_modes(cfg: RunConfig, root: Path) -> ModeRecord | None:
+    """The record of this machine's engine modes the judge stage reads for ``enforce_eager=auto``, for the place the
+    run's engine runs (a Ray worker or this process); None: a workflow whose generators share the judge's engine
+    keeps their mode (vLLM's default for the device)."""
+    if workflow(cfg.workflow).generated:
+        return None
+    return ModeRecord(cache_dir(cfg, root) / ENGINE_MODES, in_actor=cfg.runtime.executor == Executor.ray)
 
 
 def judging(cfg: RunConfig, root: Path) -> Segment:

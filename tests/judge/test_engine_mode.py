@@ -10,7 +10,17 @@ from dataclasses import replace
 
 import pytest
 
-from pipeline.judge.engine_mode import Measured, choose, crossover, is_auto, machine_key, remember, resolved
+from pipeline.config.enums import EngineProcess
+from pipeline.judge.engine_mode import (
+    Measured,
+    ModeRecord,
+    choose,
+    crossover,
+    is_auto,
+    machine_key,
+    remember,
+    resolved,
+)
 from pipeline.judge.spec import JudgeSpec
 
 SPEC = JudgeSpec("vllm", "smollm2", "/models/smollm2", "smollm2", 4096, engine={"enforce_eager": "auto"})
@@ -19,7 +29,7 @@ EAGER, COMPILED = Measured(12.0, 12.5), Measured(30.0, 15.0)
 
 
 def recorded(tmp_path, eager=EAGER, compiled=COMPILED):
-    path = tmp_path / "engine_modes.json"
+    path = ModeRecord(tmp_path / "engine_modes.json")
     remember(path, SPEC, True, eager.start, eager.rate)
     remember(path, SPEC, False, compiled.start, compiled.rate)
     return path
@@ -49,14 +59,14 @@ def test_a_compiled_engine_no_faster_never_pays(tmp_path):
 
 
 def test_nothing_measured_is_vllms_own_default_for_the_device_and_says_how_to_measure(tmp_path):
-    cpu = choose(SPEC, 2000, tmp_path / "none.json")
+    cpu = choose(SPEC, 2000, ModeRecord(tmp_path / "none.json"))
     assert cpu.eager and "never measured" in cpu.reason and "make engine-modes" in cpu.reason
-    gpu = choose(replace(SPEC, on_gpu=True), 2000, tmp_path / "none.json")
+    gpu = choose(replace(SPEC, on_gpu=True), 2000, ModeRecord(tmp_path / "none.json"))
     assert not gpu.eager and gpu.reason.startswith(
         "compiled: the eager and compiled engine was never measured"
     )
     # one mode measured is not enough to choose from
-    path = tmp_path / "one.json"
+    path = ModeRecord(tmp_path / "one.json")
     remember(path, SPEC, True, 12.0, 12.5)
     assert "the compiled engine was never measured" in choose(SPEC, 2000, path).reason
 
@@ -66,10 +76,25 @@ def test_measurements_hold_for_their_device_model_and_dtype_only(tmp_path):
     other = replace(SPEC, model_path="/models/qwen", engine={"enforce_eager": "auto", "dtype": "float32"})
     assert machine_key(other) != machine_key(SPEC)
     assert "never measured" in choose(other, 2000, path).reason
-    record = json.loads(path.read_text())
+    record = json.loads(path.path.read_text())
     assert set(record[machine_key(SPEC)]) == {"eager", "compiled"}
     remember(path, SPEC, True, 0.0, 10.0)  # a run that started no engine records nothing
-    assert json.loads(path.read_text()) == record
+    assert json.loads(path.path.read_text()) == record
+
+
+def test_measurements_hold_for_the_place_the_engine_runs(tmp_path):
+    """A CPU engine inside a Ray worker (the Ray executor, judge.engine_process=auto) and one in vLLM's own processes
+    (runtime=inprocess) start and judge at other rates: each place has its own measurements, and an engine placed
+    in its own processes whatever the executor shares them."""
+    on_ray = recorded(tmp_path)
+    in_process = ModeRecord(on_ray.path, in_actor=False)
+    assert machine_key(SPEC, in_actor=True) != machine_key(SPEC, in_actor=False)
+    assert "never measured" in choose(SPEC, 2000, in_process).reason
+    own = replace(SPEC, engine_process=EngineProcess.own)
+    assert machine_key(own, in_actor=True) == machine_key(own, in_actor=False) == machine_key(SPEC, False)
+    remember(in_process, SPEC, True, 25.0, 15.0)
+    remember(in_process, SPEC, False, 36.0, 16.0)
+    assert choose(SPEC, 2000, in_process).eager and not choose(SPEC, 2000, on_ray).eager
 
 
 def test_the_mode_is_resolved_in_the_spec_and_is_not_part_of_the_judges_identity(tmp_path):

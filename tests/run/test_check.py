@@ -62,7 +62,7 @@ def test_the_plan_says_which_engine_mode_auto_would_choose_and_why(capsys, tmp_p
     re-chosen."""
     from pipeline import PROJECT_ROOT
     from pipeline.config.hydra import compose
-    from pipeline.judge.engine_mode import remember
+    from pipeline.judge.engine_mode import ModeRecord, remember
     from pipeline.run.context import run
     from pipeline.workflows import segments
 
@@ -70,7 +70,7 @@ def test_the_plan_says_which_engine_mode_auto_would_choose_and_why(capsys, tmp_p
     judge = run(compose([*quick, "runtime=inprocess"]), PROJECT_ROOT, stop_after="resolve_judge").values[
         "judge"
     ]
-    record = tmp_path / "engine_modes.json"
+    record = ModeRecord(tmp_path / "engine_modes.json")
     monkeypatch.setattr(segments, "engine_modes", lambda cfg, root: record)
 
     def plan_line(*overrides: str) -> str:
