@@ -138,8 +138,8 @@ def test_a_server_stopped_mid_run_costs_retries_not_prompts(server, outputs, ray
     overrides = api_overrides(
         server,
         outputs / "fault-replies.sqlite",  # a fresh cache: every prompt is a request
-        "dataset.demo.n_contexts=4",
-        "dataset.demo.n_candidates=5",
+        "dataset.demo.n_contexts=3",
+        "dataset.demo.n_candidates=4",
         "judge.batch_size=8",
         "judge.api.concurrency=2",
         "judge.api.backoff_max=4",
@@ -147,7 +147,7 @@ def test_a_server_stopped_mid_run_costs_retries_not_prompts(server, outputs, ray
         "judge.api.max_retries=100",
         f"paths.output_root={outputs / 'fault'}",
     )
-    n_prompts = 4 * 5 * 4 * 2
+    n_prompts = 3 * 4 * 3 * 2  # contexts, ordered pairs, attributes
 
     def answered() -> int:
         return server.log.read_text(errors="replace").count('POST /v1/completions HTTP/1.1" 200')
@@ -178,14 +178,19 @@ def test_the_chat_path_reads_the_label_words_among_the_top_alternatives(
     server, outputs, ray_cluster, monkeypatch, in_process
 ):
     monkeypatch.setenv(KEY_ENV, KEY)
+    n_prompts = N_PROMPTS // N_CONTEXTS
     for top in (20, 2):
         overrides = api_overrides(
-            server, outputs / f"chat-{top}.sqlite", "judge.api.path=chat", f"judge.api.top_logprobs={top}"
+            server,
+            outputs / f"chat-{top}.sqlite",
+            "judge.api.path=chat",
+            f"judge.api.top_logprobs={top}",
+            "dataset.demo.n_contexts=1",  # one context's prompts, twice: the chat path answers one at a time
         )
         result = run(compose([*overrides, f"paths.output_root={outputs / f'chat-{top}'}"]))
         assert "API (chat path)" in result.summary
         table = judgments(result)
-        assert table.height == N_PROMPTS and table.select(KEYS).n_unique() == N_PROMPTS
+        assert table.height == n_prompts and table.select(KEYS).n_unique() == n_prompts
         joined = table.join(in_process, on=KEYS, suffix="_local")
         served = np.array(joined["label_logprobs"].to_list())
         local = np.array(joined["label_logprobs_local"].to_list())
@@ -275,6 +280,7 @@ def test_a_judge_behind_the_server_reasons_then_gives_its_verdict(server, output
     message): every prompt has its reasoning and its verdict, two requests each, and the two paths agree."""
     monkeypatch.setenv(KEY_ENV, KEY)
     tables = {}
+    n_prompts = N_PROMPTS // N_CONTEXTS
     for path in ("token_ids", "chat"):
         overrides = api_overrides(
             server,
@@ -282,16 +288,17 @@ def test_a_judge_behind_the_server_reasons_then_gives_its_verdict(server, output
             f"judge.api.path={path}",
             "judge.reasoning.enabled=true",
             "judge.reasoning.max_tokens=16",
+            "dataset.demo.n_contexts=1",  # a generation of 16 tokens per prompt, twice: one context's prompts
             f"paths.output_root={outputs / f'reasoning-{path}'}",
         )
         result = run(compose(overrides))
         table = judgments(result)
-        assert table.height == N_PROMPTS and table["reasoning"].null_count() == 0
+        assert table.height == n_prompts and table["reasoning"].null_count() == 0
         assert table["reasoning_tokens"].is_between(1, 16).all() and table["p_a"].is_finite().all()
-        assert result.judge_stats.requests == 2 * N_PROMPTS
+        assert result.judge_stats.requests == 2 * n_prompts
         tables[path] = table
     joined = tables["token_ids"].join(tables["chat"], on=KEYS, suffix="_chat")
-    assert joined.height == N_PROMPTS
+    assert joined.height == n_prompts
     same = (joined["reasoning"] == joined["reasoning_chat"]).mean()
     assert same > 0.9  # the server renders the same chat text the token-id path sends
     agree = joined.filter(pl.col("reasoning") == pl.col("reasoning_chat"))
