@@ -1,8 +1,8 @@
 """The engine's mode chosen for the run: ``judge.engine.enforce_eager=auto`` (the default).
 
 vLLM's compiled engine (``enforce_eager=false``) judges faster once it has started, and takes longer to start (a
-2-core CPU: 36-39 s against 22-25 s eager with the compile cache warm, 8% faster after on the demo's prompts;
-BENCHMARKS.md). Whether it pays depends on the prompts a run judges, on the device and on the model, so the choice
+2-core CPU, inside a Ray worker: 24.5 s against 11.1 s eager with the compile cache warm, 4% faster after on
+SummEval's prompts; in vLLM's own processes 36-39 s against 22-25 s, 7-8% faster; BENCHMARKS.md). Whether it pays depends on the prompts a run judges, on the device and on the model, so the choice
 rests on measurements of this machine, not on a guess: for each (device, model, dtype) the record
 ``<paths.cache_dir>/engine_modes.json`` holds each mode's engine start and judging rate, written by
 ``make engine-modes`` (both modes measured back to back on a sample of the run's own prompts, from an empty prefix
