@@ -22,13 +22,10 @@ from dataclasses import replace
 
 from pipeline import PROJECT_ROOT
 from pipeline.benchmarks.timing import workspace
-from pipeline.config.derived import resolve_path
-from pipeline.config.enums import Executor
 from pipeline.config.hydra import compose
 from pipeline.judge.cores import worker_process_env
 from pipeline.judge.engine_mode import (
     KEY,
-    RECORD,
     Measured,
     ModeRecord,
     choose,
@@ -42,6 +39,7 @@ from pipeline.prompts.pairs import generate_prompts, split_shards
 from pipeline.run.context import run
 from pipeline.runtime.logs import console
 from pipeline.runtime.ray_data import init_ray
+from pipeline.workflows.segments import mode_record
 
 
 def measure(spec, plan, prompts: list[str], eager: bool) -> Measured:
@@ -68,9 +66,10 @@ class Meter:
         return measure(spec, plan, prompts, eager)
 
 
-def measure_where_runs_do(cfg, spec, plan, prompts: list[str], eager: bool) -> Measured:
-    """:func:`measure` on a fresh worker of the judge's kind for the Ray executor, in this process otherwise."""
-    if cfg.runtime.executor != Executor.ray:
+def measure_where_runs_do(cfg, record: ModeRecord, spec, plan, prompts: list[str], eager: bool) -> Measured:
+    """:func:`measure` where the record's runs start their engine: a fresh worker of the judge's kind on Ray, or this
+    process."""
+    if not record.in_actor:
         return measure(spec, plan, prompts, eager)
     import ray
 
@@ -108,13 +107,10 @@ def main(argv: list[str] | None = None) -> None:
     out = console()
     if len(prompts) < args.prompts:
         out.write(f"engine modes: measured on {len(prompts)} prompts (the config makes no more)\n")
-    eager = measure_where_runs_do(cfg, spec, plan, prompts, True)
-    measure_where_runs_do(cfg, spec, plan, prompts, False)  # fills the compile cache
-    compiled = measure_where_runs_do(cfg, spec, plan, prompts, False)
-    record = ModeRecord(
-        resolve_path(cfg.paths.cache_dir, PROJECT_ROOT) / RECORD,
-        in_actor=cfg.runtime.executor == Executor.ray,
-    )
+    record = mode_record(cfg, PROJECT_ROOT)
+    eager = measure_where_runs_do(cfg, record, spec, plan, prompts, True)
+    measure_where_runs_do(cfg, record, spec, plan, prompts, False)  # fills the compile cache
+    compiled = measure_where_runs_do(cfg, record, spec, plan, prompts, False)
     remember(record, spec, True, eager.start, eager.rate)
     remember(record, spec, False, compiled.start, compiled.rate)
     point = crossover(eager, compiled)

@@ -2,14 +2,15 @@
 
 vLLM's compiled engine (``enforce_eager=false``) judges faster once it has started, and takes longer to start (a
 2-core CPU, inside a Ray worker: 24.5 s against 11.1 s eager with the compile cache warm, 4% faster after on
-SummEval's prompts; in vLLM's own processes 36-39 s against 22-25 s, 7-8% faster; BENCHMARKS.md). Whether it pays depends on the prompts a run judges, on the device and on the model, so the choice
-rests on measurements of this machine, not on a guess: for each (device, model, dtype) the record
-``<paths.cache_dir>/engine_modes.json`` holds each mode's engine start and judging rate, written by
-``make engine-modes`` (both modes measured back to back on a sample of the run's own prompts, from an empty prefix
-cache, the compiled engine started twice so that its start is the one a run sees with vLLM's compile cache warm; each
-start where the run's engine starts, a Ray worker of the judge's kind or this process, and recorded for that place:
-inside a Ray worker a CPU engine starts sooner and gains more from compiling than in vLLM's own processes). Runs read it and do not write it: a run's own start and rate (its engine inside a Ray worker, a few
-prompts, the pipeline's costs in its wall time) are not measured as the other mode's were, and one small run would
+SummEval's prompts; in vLLM's own processes 36-39 s against 22-25 s, 7-8% faster; BENCHMARKS.md). Whether it pays
+depends on the prompts a run judges, on the device and on the model, so the choice rests on measurements of this
+machine, not on a guess: for each (device, model, dtype, place) the record ``<paths.cache_dir>/engine_modes.json``
+holds each mode's engine start and judging rate, written by ``make engine-modes`` (both modes measured back to back
+on a sample of the run's own prompts, from an empty prefix cache, the compiled engine started twice so that its start
+is the one a run sees with vLLM's compile cache warm; each start where the run's engine starts, a Ray worker of the
+judge's kind or this process, and recorded for that place: inside a Ray worker a CPU engine starts sooner than in
+vLLM's own processes). Runs read it and do not write it: a run's own start and rate (its engine inside a Ray worker, a
+few prompts, the pipeline's costs in its wall time) are not measured as the other mode's were, and one small run would
 move the crossover for every run after it.
 
 With both modes measured, the mode that judges the run's prompts sooner, start included, is chosen; else vLLM's own

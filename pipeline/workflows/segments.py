@@ -114,13 +114,16 @@ def judge_stage(cfg: RunConfig, root: Path, judge: JudgeConfig | None = None) ->
     )
 
 
-def engine_modes(cfg: RunConfig, root: Path) -> ModeRecord | None:
-    """The record of this machine's engine modes the judge stage reads for ``enforce_eager=auto``, for the place the
-    run's engine runs (a Ray worker or this process); None: a workflow whose generators share the judge's engine
-    keeps their mode (vLLM's default for the device)."""
-    if workflow(cfg.workflow).generated:
-        return None
+def mode_record(cfg: RunConfig, root: Path) -> ModeRecord:
+    """This machine's record of the engine's modes, for the place the run's engine runs: a Ray worker for the Ray
+    executor, this process otherwise (what ``make engine-modes`` measures and writes)."""
     return ModeRecord(cache_dir(cfg, root) / ENGINE_MODES, in_actor=cfg.runtime.executor == Executor.ray)
+
+
+def engine_modes(cfg: RunConfig, root: Path) -> ModeRecord | None:
+    """The record the judge stage reads for ``enforce_eager=auto`` (:func:`mode_record`); None: a workflow whose
+    generators share the judge's engine keeps their mode (vLLM's default for the device)."""
+    return None if workflow(cfg.workflow).generated else mode_record(cfg, root)
 
 
 def judging(cfg: RunConfig, root: Path) -> Segment:
