@@ -248,11 +248,20 @@ def compose(overrides: list[str] | None = None):
     return compose_config(overrides)
 
 
+def run_fresh(tmp_path_factory, overrides: list[str]):
+    """The config of ``overrides`` (:func:`compose`) run with its outputs in a new folder: (config, result)."""
+    from pipeline.run.context import run
+
+    cfg = compose([*overrides, f"paths.output_root={tmp_path_factory.mktemp('outputs')}"])
+    return cfg, run(cfg)
+
+
 # --- builders of tables in the stages' schemas ----------------------------------------------------------------
 
 
-def candidates_table(sizes: dict[str, int]) -> pa.Table:
-    """CANDIDATES: contexts named by ``sizes`` with that many candidates each (ids ``<context>:<k>``)."""
+def candidates_table(sizes: dict[str, int], ids: str = "{context}:{k}") -> pa.Table:
+    """CANDIDATES: contexts named by ``sizes`` with that many candidates each (ids ``ids`` filled with the context
+    and the candidate's index)."""
     from pipeline.contracts.schemas import CANDIDATES
 
     rows: dict[str, list] = {name: [] for name in CANDIDATES.names}
@@ -260,7 +269,7 @@ def candidates_table(sizes: dict[str, int]) -> pa.Table:
         for k in range(n):
             rows["context_id"].append(cid)
             rows["context"].append(f"context {cid}")
-            rows["candidate_id"].append(f"{cid}:{k}")
+            rows["candidate_id"].append(ids.format(context=cid, k=k))
             rows["candidate_index"].append(k)
             rows["system"].append(None)
             rows["text"].append(f"text {cid} {k}")

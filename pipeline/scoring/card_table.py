@@ -38,16 +38,7 @@ import pyarrow as pa
 from pipeline.contracts.card_schema import JUDGE_CARD, JUDGE_RELIABILITY
 from pipeline.contracts.keys import content_key, pair_key
 from pipeline.data.contexts import group_by_context
-from pipeline.methods.quality.calibration import (
-    brier_score,
-    cross_fit_temperature,
-    expected_calibration_error,
-    fit_temperature,
-    log_loss,
-    reliability,
-    temperature_at_bound,
-    temperature_reading,
-)
+from pipeline.methods.quality import calibration as cal
 from pipeline.methods.quality.style import logistic_fit
 from pipeline.methods.scorers.registry import ranked, scorers
 from pipeline.methods.scorers.win_ratio import hard_outcomes
@@ -116,9 +107,9 @@ def calibrated_probabilities(frame: pl.DataFrame, seed: int = 0) -> np.ndarray:
     y = np.where(known, (h_i > h_j).astype(np.float64), 0.0)
     pairs = [pair_key(a, b) for a, b in zip(frame["key_i"].to_list(), frame["key_j"].to_list(), strict=True)]
     groups = frame["key_context"].to_numpy()
-    return cross_fit_temperature(p, y, groups, seed=seed, known=known, keys=np.array(pairs, dtype=np.uint64))[
-        0
-    ]
+    return cal.cross_fit_temperature(
+        p, y, groups, seed=seed, known=known, keys=np.array(pairs, dtype=np.uint64)
+    )[0]
 
 
 def calibrate_comparisons(
@@ -201,24 +192,24 @@ def _calibration(group: pl.DataFrame, seed: int, bins: int, rows: list, key: tup
     if not known.any():
         return out
     agree = np.where(y == 1, hard_outcomes(p), 1 - hard_outcomes(p))
-    temperature = fit_temperature(p, y)
+    temperature = cal.fit_temperature(p, y)
     # every pair both ways round: the measures do not depend on which candidate a pair calls i
     p, y, calibrated = both_ways(p, y, calibrated_probabilities(group, seed)[known])
     out |= {
         "accuracy": float(agree.mean()),
-        "ece": expected_calibration_error(p, y, bins),
-        "brier": brier_score(p, y),
-        "log_loss": log_loss(p, y),
+        "ece": cal.expected_calibration_error(p, y, bins),
+        "brier": cal.brier_score(p, y),
+        "log_loss": cal.log_loss(p, y),
         "temperature": _nan_to_none(temperature),
-        "temperature_at_bound": temperature_at_bound(temperature) if np.isfinite(temperature) else None,
-        "temperature_reading": temperature_reading(temperature),
-        "ece_calibrated": expected_calibration_error(calibrated, y, bins),
-        "brier_calibrated": brier_score(calibrated, y),
-        "log_loss_calibrated": log_loss(calibrated, y),
+        "temperature_at_bound": cal.temperature_at_bound(temperature) if np.isfinite(temperature) else None,
+        "temperature_reading": cal.temperature_reading(temperature),
+        "ece_calibrated": cal.expected_calibration_error(calibrated, y, bins),
+        "brier_calibrated": cal.brier_score(calibrated, y),
+        "log_loss_calibrated": cal.log_loss(calibrated, y),
     }
     judge, attribute, template = key
     for is_calibrated, values in ((False, p), (True, calibrated)):
-        r = reliability(values, y, bins)
+        r = cal.reliability(values, y, bins)
         for b in range(bins):
             rows.append(
                 {

@@ -15,13 +15,13 @@ from pipeline.testing.battery import Check, fail, run_all
 
 
 class Context:
-    """A stage's context for the checks: a folder, the metrics and files it records; no executor."""
+    """A stage's context for the checks: a folder, the metrics and files it records, the executor if any."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, executor: Any = None):
         self.run_dir = self.planned_run_dir = folder
         self.metrics: dict[str, float] = {}
         self.files: list[Path] = []
-        self.executor = None
+        self.executor = executor
 
     def log_step(self, metrics: dict[str, float], step: int) -> None:
         pass

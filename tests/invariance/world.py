@@ -33,13 +33,15 @@ from pipeline.config.assessment import AbsoluteConfig, PairsConfig, PromptConfig
 from pipeline.config.enums import AbsoluteMode, Calibrate, Debias, LabelSample, LeaderboardGames
 from pipeline.config.judging import GenerateConfig, GeneratorConfig
 from pipeline.config.run import RunConfig
-from pipeline.contracts.keys import COMPARE, PROMPT_KEY, stable_hash
-from pipeline.contracts.schemas import GENERATIONS, JUDGED_KEYS, LEFT_OUT, REASONING_FIELDS, RESPONSES, TASKS
+from pipeline.contracts.engine import Result
+from pipeline.contracts.keys import COMPARE, stable_hash
+from pipeline.contracts.schemas import GENERATIONS, JUDGED_KEYS, LEFT_OUT, TASKS
 from pipeline.contracts.stats import JudgeStats
 from pipeline.data.load import Record
 from pipeline.data.records import ValidationRules, validate_records
 from pipeline.data.words import PromptWords
 from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.worker import responses
 from pipeline.prompts.absolute import resolve_absolute
 from pipeline.prompts.labels import Labels
 from pipeline.prompts.pairs import generate_prompts, split_shards
@@ -48,6 +50,7 @@ from pipeline.scoring.responses import split_responses
 from pipeline.stages import ports
 from pipeline.stages.base import Stage, run_stages
 from pipeline.stages.judging import ShardContexts
+from pipeline.testing.stages import Context
 
 ATTRIBUTE = "quality"
 # Every absolute mode the simulated engine answers (options needs a criterion's options: not drawn here).
@@ -319,28 +322,12 @@ class Engine:
     def __call__(self, prompts: pa.Table) -> pa.Table:
         rows = prompts.to_pylist()
         answers = [self.answer(r) for r in rows]
-        n = len(rows)
-        out: dict[str, Any] = {k: prompts.column(k) for k in PROMPT_KEY}
-        out |= {
-            "judge": pa.array([self.names.judges[self.judge]] * n),
-            "token_logprobs": pa.array([a[0] for a in answers], pa.list_(pa.float64())),
-            "texts": pa.array([a[1] for a in answers], pa.list_(pa.string())),
-            "prompt_tokens": pa.array([len(r["prompt"]) // 4 for r in rows], pa.int32()),
-            "cached_tokens": pa.array([0] * n, pa.int32()),
-            "generated_tokens": pa.array([1] * n, pa.int32()),
-            "finish_reasons": pa.array([["stop"]] * n, pa.list_(pa.string())),
-            "seconds": pa.array([0.001 * (len(r["prompt"]) % 7) for r in rows]),
-            "worker": pa.array(["sim"] * n),
-            "error": pa.nulls(n, pa.string()),
-            "source": pa.array(["engine"] * n),
-            "requests": pa.array([0] * n, pa.int32()),
-            "missing_logprobs": pa.array([0] * n, pa.int32()),
-            "failed_attempts": pa.array([[]] * n, pa.list_(pa.string())),
-            "usage_unknown": pa.array([False] * n, pa.bool_()),
-            "served_model": pa.array([None] * n, pa.string()),
-            **{f.name: pa.nulls(n, f.type) for f in REASONING_FIELDS},
-        }
-        return pa.table(out, schema=RESPONSES)
+        results = [
+            Result(logprobs, texts, len(r["prompt"]) // 4, 0, 1, ["stop"])
+            for r, (logprobs, texts) in zip(rows, answers, strict=True)
+        ]
+        seconds = [0.001 * (len(r["prompt"]) % 7) for r in rows]
+        return responses(prompts, self.names.judges[self.judge], results, seconds, "sim")
 
     def answer(self, row: dict) -> tuple[list[float], list[str]]:
         c, a = self.index[(row["context_id"], row["cand_a"])]
@@ -444,7 +431,7 @@ def recorded_judge(
     name = names.judges[engine.judge]
     spec = resolve(JudgeConfig(backend="recorded", model=str(path), name=name), folder)
     left = CheckAnswers(PairsConfig(), 3).run(
-        _Ctx(folder), candidates=candidates, prompt_plan=plan, judge=spec
+        Context(folder), candidates=candidates, prompt_plan=plan, judge=spec
     )
     front = RecordedAnswers(spec, plan.labels)
     return (lambda chunk: front.answer(chunk)[0]), left["left_out"]
@@ -458,7 +445,7 @@ def judgments_and_ratings(
     engine's answers), turned into JUDGMENTS and RATINGS by the product; and the prompts the judges left out."""
     pairs = PairsConfig()
     contexts = ShardContexts(pairs, max_shards=3).run(
-        _Ctx(Path(".")),
+        Context(Path(".")),
         candidates=candidates,
         prompt_plan=plan,
         judged=JUDGED_KEYS.empty_table(),
@@ -489,19 +476,6 @@ def judgments_and_ratings(
 
 
 # --- the score segment -----------------------------------------------------------------------------------------
-
-
-class _Ctx:
-    """What a stage may use besides its inputs: a folder, the run's metrics, its files."""
-
-    def __init__(self, run_dir: Path):
-        self.run_dir = self.planned_run_dir = run_dir
-        self.executor = None
-        self.metrics: dict[str, float] = {}
-        self.files: list[Path] = []
-
-    def log_step(self, metrics: dict[str, float], step: int) -> None:
-        pass
 
 
 def score_stages(world: World, base: RunConfig, names: Names, methods: tuple[str, ...]) -> tuple[Stage, ...]:
@@ -604,7 +578,7 @@ def run_world(
             served_models=((names.judges[0], "sim-snapshot", judgments.num_rows),),
         ),
     }
-    ctx = _Ctx(Path("."))
+    ctx = Context(Path("."))
     stages = score_stages(world, base, names, methods)
     run_stages(stages[:1], ctx, values)
     if between is not None:
@@ -666,7 +640,7 @@ def rounds_run(
             ]
             yield from super().stream(blocks, swapped)
 
-    ctx = _Ctx(folder)
+    ctx = Context(folder)
     ctx.executor = Executor()
     spec = JudgeSpec("vllm", "sim", "", names.judges[0], 512)  # type: ignore[arg-type]
     identity = {"battery": "rounds"}

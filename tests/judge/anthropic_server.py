@@ -44,6 +44,13 @@ def conversation_key(body: dict) -> str:
     ).hexdigest()[:20]
 
 
+# a batch line's error by outcome: an overloaded server (worth asking again), a request refused as made
+ERRORS = {
+    "errored": ("overloaded_error", "Overloaded"),
+    "refused": ("invalid_request_error", "prompt is too long"),
+}
+
+
 class AnthropicServer:
     def __init__(self, share: float = 0.0, seed: int = 0, polls: int = 2, line_share: float = 0.0,
                  lost_create: bool = False, max_failures: int = 2, results_failures: int = 0):  # fmt: skip
@@ -254,21 +261,11 @@ class AnthropicServer:
                 continue
             if outcome == "succeeded":
                 result = {"type": "succeeded", "message": self.answer(r["params"])}
-            elif outcome == "errored":
+            elif outcome in ERRORS:
+                kind, message = ERRORS[outcome]
                 result = {
                     "type": "errored",
-                    "error": {
-                        "type": "error",
-                        "error": {"type": "overloaded_error", "message": "Overloaded"},
-                    },
-                }
-            elif outcome == "refused":
-                result = {
-                    "type": "errored",
-                    "error": {
-                        "type": "error",
-                        "error": {"type": "invalid_request_error", "message": "prompt is too long"},
-                    },
+                    "error": {"type": "error", "error": {"type": kind, "message": message}},
                 }
             else:
                 result = {"type": "expired"}

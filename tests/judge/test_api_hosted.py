@@ -138,6 +138,18 @@ def hosted_overrides(server: Hosted, tmp_path, *extra: str) -> list[str]:
     ]
 
 
+def generating(server: Hosted, tmp_path, models: str, *extra: str) -> list[str]:
+    """:func:`hosted_overrides` for the generate demo: ``models`` generating three inputs each."""
+    return hosted_overrides(
+        server,
+        tmp_path,
+        "experiment=generate_demo",
+        f"generate.models={models}",
+        "generate.max_inputs=3",
+        *extra,
+    )
+
+
 def test_a_hosted_judge_without_a_tokenizer_judges_by_the_chat_path_after_a_test_request(
     hosted, tmp_path, caplog
 ):
@@ -193,14 +205,7 @@ def test_generators_and_the_judge_behind_a_hosted_api(hosted, tmp_path):
         f"{{name: terse, model: gpt-a, system_prompt: 'Be terse.', api: {api}}},"
         f"{{name: warm, model: gpt-b, temperature: 0.7, api: {api}}}]"
     )
-    overrides = hosted_overrides(
-        server,
-        tmp_path,
-        "experiment=generate_demo",
-        f"generate.models={models}",
-        "generate.max_inputs=3",
-        "reasons.n=2",
-    )
+    overrides = generating(server, tmp_path, models, "reasons.n=2")
     result = run(compose(overrides))
     generations = [b for p, b in server.requests if p == "/v1/chat/completions" and not b.get("logprobs")]
     outputs = pl.read_parquet(result.run_dir / "generations").sort(["model", "input_id"])
@@ -236,12 +241,10 @@ def test_generations_that_keep_failing_stop_the_run_and_a_rerun_generates_only_t
     api = f"{{base_url: '{server.url}', cache: false, price_input: 1.0, price_output: 2.0}}"
     models = f"[{{name: a, model: gpt-a, api: {api}}}, {{name: b, model: gpt-b, api: {api}}}]"
     folder = tmp_path / "run"
-    overrides = hosted_overrides(
+    overrides = generating(
         server,
         tmp_path,
-        "experiment=generate_demo",
-        f"generate.models={models}",
-        "generate.max_inputs=3",
+        models,
         "judge.api.max_retries=1",
         f"paths.run_dir={folder}",
         "tracking.enabled=true",

@@ -7,18 +7,18 @@ and the context; scores that are not finite leave the context out of that method
 from __future__ import annotations
 
 import logging
-import textwrap
 
 import numpy as np
 import polars as pl
-import pyarrow as pa
 import pytest
 
 from pipeline.config.enums import Debias
 from pipeline.contracts.errors import UserError
-from pipeline.contracts.schemas import CANDIDATES, HUMAN_SCORES
+from pipeline.contracts.schemas import HUMAN_SCORES
 from pipeline.methods.scorers import registry
 from pipeline.scoring.comparative import score_comparisons
+from tests.conftest import candidates_table
+from tests.plugins import install_plugin
 
 GROUP = "llm_comparative_assessment.scorers"
 MODULES = {
@@ -58,16 +58,8 @@ ENTRIES = {
 
 @pytest.fixture
 def broken(tmp_path, monkeypatch):
-    site = tmp_path / "site"
-    site.mkdir()
-    for module, source in MODULES.items():
-        (site / f"{module}.py").write_text(textwrap.dedent(source))
-    info = site / "ca_broken_plugin-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ca-broken-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        f"[{GROUP}]\n" + "".join(f"{name} = {target}\n" for name, target in ENTRIES.items())
-    )
+    entries = [(GROUP, name, target) for name, target in ENTRIES.items()]
+    site = install_plugin(tmp_path, "ca-broken-plugin", MODULES, entries)
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setattr(registry, "REGISTRY", registry.REGISTRY.fresh())
     return registry.REGISTRY
@@ -95,21 +87,6 @@ def test_broken_plugins_are_named_with_their_entry_points_and_the_rest_stays_usa
     assert set(broken.all()) == names
 
 
-def candidates(n: int) -> pa.Table:
-    return pa.table(
-        {
-            "context_id": ["c"] * n,
-            "context": ["ctx"] * n,
-            "candidate_id": [f"k{m}" for m in range(n)],
-            "candidate_index": list(range(n)),
-            "system": [None] * n,
-            "text": [f"t{m}" for m in range(n)],
-            "category": [None] * n,
-        },
-        schema=CANDIDATES,
-    )
-
-
 def comparisons(n: int) -> pl.DataFrame:
     rng = np.random.default_rng(0)
     rows = [
@@ -125,8 +102,12 @@ def test_a_scorer_whose_output_is_not_one_score_per_candidate_is_refused_naming_
     with pytest.raises(
         UserError, match=r"context 'c' \(judge j, attribute a, template t\): scorer 'too_few'.*4"
     ):
-        score_comparisons(comparisons(4), candidates(4), empty, ["wins", "too_few"], Debias.average)
-    scored = score_comparisons(comparisons(4), candidates(4), empty, ["wins", "all_nan"], Debias.average)
+        score_comparisons(
+            comparisons(4), candidates_table({"c": 4}, "k{k}"), empty, ["wins", "too_few"], Debias.average
+        )
+    scored = score_comparisons(
+        comparisons(4), candidates_table({"c": 4}, "k{k}"), empty, ["wins", "all_nan"], Debias.average
+    )
     assert set(scored.scores["method"]) == {"wins"} and scored.scores.height == 4
     [(judge, attribute, template, method, context, reason)] = scored.unscored
     assert (judge, attribute, template, method, context) == ("j", "a", "t", "all_nan", "c")

@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import polars as pl
+
+from pipeline.contracts.engine import ANSWER_FIELDS
+from tests.invariance.compare import assert_same
 
 HERE = Path(__file__).resolve().parent
 
@@ -75,17 +77,7 @@ TABLES = (
     "generations",
 )
 # The columns of the answers file: the prompt, how it was read, the frame around it, and the engine's answer.
-ANSWER_COLUMNS = (
-    "prompt",
-    "request",
-    "frame",
-    "token_logprobs",
-    "texts",
-    "prompt_tokens",
-    "cached_tokens",
-    "generated_tokens",
-    "finish_reasons",
-)
+ANSWER_COLUMNS = ("prompt", "request", "frame", *ANSWER_FIELDS[: ANSWER_FIELDS.index("reasoning")])
 
 
 def folder(case: str) -> Path:
@@ -130,34 +122,4 @@ def assert_tables_equal(name: str, got: pl.DataFrame, want: pl.DataFrame, tol: f
     got = got.drop(later + [c for c in COMPUTED_LATER if c in got.columns and c not in want.columns])
     if "metric" in got.columns:  # the leaderboard's controlled metrics, added later (issue 30)
         got = got.filter(pl.col("metric").is_in(want["metric"].unique().to_list()))
-    assert got.columns == want.columns, f"{name}: columns {got.columns} != {want.columns}"
-    assert got.height == want.height, f"{name}: {got.height} rows, the reference has {want.height}"
-    for column in want.columns:
-        a, b = got[column], want[column]
-        if a.dtype in (pl.Float64, pl.Float32) or a.dtype == pl.List(pl.Float64):
-            x = _floats(a)
-            y = _floats(b)
-            assert x.shape == y.shape, f"{name}.{column}: shapes {x.shape} != {y.shape}"
-            same_nan = np.isnan(x) == np.isnan(y)
-            assert same_nan.all(), (
-                f"{name}.{column}: nulls/NaN differ at rows {np.flatnonzero(~same_nan)[:5]}"
-            )
-            ok = np.isnan(y) | np.isclose(x, y, rtol=tol, atol=tol)
-            assert ok.all(), (
-                f"{name}.{column}: {int((~ok).sum())} value(s) differ beyond {tol:g}, e.g. "
-                f"{x[~ok][:3]} against {y[~ok][:3]}"
-            )
-        else:
-            differ = [k for k, (p, q) in enumerate(zip(a.to_list(), b.to_list(), strict=True)) if p != q]
-            assert not differ, (
-                f"{name}.{column}: {len(differ)} value(s) differ, e.g. row {differ[0]}: "
-                f"{a[differ[0]]!r} against {b[differ[0]]!r}"
-            )
-
-
-def _floats(series: pl.Series) -> np.ndarray:
-    if series.dtype == pl.List(pl.Float64):
-        lengths = series.list.len().fill_null(0).to_numpy()
-        flat = series.explode().cast(pl.Float64).fill_null(np.nan).to_numpy()
-        return np.concatenate([lengths.astype(np.float64), flat])
-    return series.cast(pl.Float64).fill_null(np.nan).to_numpy()
+    assert_same(name, got, want, tol)

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.contracts.keys import COMPARE
 from pipeline.run.context import run
-from tests.conftest import compose, run_notebook
+from tests.conftest import compose, run_fresh, run_notebook
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
 
@@ -34,9 +34,7 @@ OVERRIDES = [
 
 @pytest.fixture(scope="module")
 def absolute_run(tmp_path_factory, ray_cluster):
-    outputs = tmp_path_factory.mktemp("outputs")
-    cfg = compose([*OVERRIDES, f"paths.output_root={outputs}", "tracking.experiment=absolute-test"])
-    return cfg, run(cfg)
+    return run_fresh(tmp_path_factory, [*OVERRIDES, "tracking.experiment=absolute-test"])
 
 
 def test_every_candidate_is_rated_once_per_mode_beside_the_comparisons(absolute_run):

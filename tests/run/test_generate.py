@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from pipeline.run.context import run
-from tests.conftest import compose
+from tests.conftest import run_fresh
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
 
@@ -19,9 +19,7 @@ N_INPUTS, MODELS = 4, ("smollm2-greedy", "smollm2-sampled", "smollm2-terse")
 OVERRIDES = [
     "experiment=generate_demo",
     f"generate.max_inputs={N_INPUTS}",
-    "generate.models.0.max_tokens=32",
-    "generate.models.1.max_tokens=32",
-    "generate.models.2.max_tokens=32",
+    *(f"generate.models.{k}.max_tokens=32" for k in range(len(MODELS))),
     "reasons.n=3",
     "judge.env.VLLM_CPU_KVCACHE_SPACE=2",
     "tracking.experiment=generate-test",
@@ -30,9 +28,7 @@ OVERRIDES = [
 
 @pytest.fixture(scope="module")
 def generate_run(tmp_path_factory, ray_cluster):
-    outputs = tmp_path_factory.mktemp("outputs")
-    cfg = compose([*OVERRIDES, f"paths.output_root={outputs}"])
-    return cfg, run(cfg)
+    return run_fresh(tmp_path_factory, OVERRIDES)
 
 
 def test_every_model_answers_every_input_and_every_pair_is_judged_once_per_ordering(generate_run):

@@ -22,7 +22,7 @@ import pytest
 
 from pipeline.contracts.errors import UserError
 from pipeline.run.context import run
-from tests.conftest import DATASETS, compose
+from tests.conftest import DATASETS, compose, run_fresh
 from tests.methods.test_benchmark import judgebench_accuracy, llmbar_statistics
 
 RECORDED = DATASETS / "judgebench" / "recorded"
@@ -74,9 +74,7 @@ def released_pairs(judge: str) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def recorded_run(tmp_path_factory, ray_cluster):
-    outputs = tmp_path_factory.mktemp("outputs")
-    cfg = compose(["experiment=judgebench_recorded", f"paths.output_root={outputs}"])
-    return run(cfg)
+    return run_fresh(tmp_path_factory, ["experiment=judgebench_recorded"])[1]
 
 
 def meta_of(result) -> pl.DataFrame:
@@ -253,6 +251,12 @@ def broken(lines: list[dict], case: str) -> list:
     return [*lines, {**lines[2], "verdict": "second"}]
 
 
+def recorded_file(path, out, *extra: str):
+    """Three JudgeBench contexts judged by the verdicts in the file at ``path``, in process, outputs in ``out``."""
+    judge = ["judge=recorded", f"judge.model={path}", "runtime=inprocess", f"paths.output_root={out}"]
+    return compose(["dataset=judgebench", "dataset.splits=[gpt]", "dataset.max_contexts=3", *judge, *extra])
+
+
 @pytest.mark.parametrize(
     "case,fragments",
     [
@@ -269,19 +273,8 @@ def broken(lines: list[dict], case: str) -> list:
 def test_a_file_that_does_not_answer_the_run_is_refused_and_nothing_is_stored(tmp_path, case, fragments):
     path = write_lines(tmp_path / "judge.jsonl", broken(o1_lines(), case))
     out = tmp_path / "out"
-    cfg = compose(
-        [
-            "dataset=judgebench",
-            "dataset.splits=[gpt]",
-            "dataset.max_contexts=3",
-            "judge=recorded",
-            f"judge.model={path}",
-            "runtime=inprocess",
-            f"paths.output_root={out}",
-        ]
-    )
     with pytest.raises(UserError) as info:
-        run(cfg)
+        run(recorded_file(path, out))
     message = str(info.value)
     assert str(path) in message or "judge.jsonl" in message
     for fragment in fragments:
@@ -291,20 +284,7 @@ def test_a_file_that_does_not_answer_the_run_is_refused_and_nothing_is_stored(tm
 
 def test_the_same_lacking_file_with_match_partial_leaves_the_pair_out_counted(tmp_path):
     path = write_lines(tmp_path / "judge.jsonl", broken(o1_lines(), "lacking"))
-    cfg = compose(
-        [
-            "dataset=judgebench",
-            "dataset.splits=[gpt]",
-            "dataset.max_contexts=3",
-            "judge=recorded",
-            f"judge.model={path}",
-            "judge.engine.match=partial",
-            "runtime=inprocess",
-            "tracking.plots=false",
-            f"paths.output_root={tmp_path / 'out'}",
-        ]
-    )
-    result = run(cfg)
+    result = run(recorded_file(path, tmp_path / "out", "judge.engine.match=partial", "tracking.plots=false"))
     left = pl.read_parquet(result.run_dir / "tables" / "left_out.parquet")
     assert (
         left.height == 2 and left["context_id"].n_unique() == 1

@@ -10,8 +10,7 @@ import polars as pl
 import pytest
 
 from pipeline.methods.quality.benchmark import pair_right, votes
-from pipeline.run.context import run
-from tests.conftest import DATASETS, compose
+from tests.conftest import DATASETS, run_fresh
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
 
@@ -20,17 +19,14 @@ O1 = DATASETS / "judgebench" / "recorded" / "gpt" / "arena_hard:o1-mini-2024-09-
 
 @pytest.fixture(scope="module")
 def mixed_run(tmp_path_factory, ray_cluster):
-    outputs = tmp_path_factory.mktemp("outputs")
-    cfg = compose(
-        [
-            "experiment=judgebench",
-            "dataset.max_contexts=3",
-            "judge.env.VLLM_CPU_KVCACHE_SPACE=2",
-            f"jury.judges=[{{backend: recorded, model: '{O1}', engine: {{match: partial}}}}]",
-            f"paths.output_root={outputs}",
-        ]
-    )
-    return run(cfg)
+    jury = f"jury.judges=[{{backend: recorded, model: '{O1}', engine: {{match: partial}}}}]"
+    overrides = [
+        "experiment=judgebench",
+        "dataset.max_contexts=3",
+        "judge.env.VLLM_CPU_KVCACHE_SPACE=2",
+        jury,
+    ]
+    return run_fresh(tmp_path_factory, overrides)[1]
 
 
 def test_a_live_judge_and_a_recorded_one_sit_in_one_jury_and_are_measured_alike(mixed_run):

@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 
 import mlflow
 import numpy as np
@@ -25,6 +24,7 @@ from pipeline.methods.scorers import registry
 from pipeline.run.context import run
 from pipeline.workflows.describe import describe
 from tests.conftest import ROOT, compose
+from tests.plugins import install_plugin
 
 pytestmark = [pytest.mark.slow]
 
@@ -146,16 +146,8 @@ ENTRIES = {
 @pytest.fixture
 def plugin_path(tmp_path, monkeypatch):
     """The plugin installed on the path (its modules and its dist-info), the registries read afresh."""
-    site = tmp_path / "site"
-    site.mkdir()
-    for module, source in MODULES.items():
-        (site / f"{module}.py").write_text(textwrap.dedent(source))
-    info = site / "ca_demo_plugin-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: ca-demo-plugin\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(
-        "".join(f"[{group}]\n{name} = {target}\n\n" for group, (name, target) in ENTRIES.items())
-    )
+    entries = [(group, name, target) for group, (name, target) in ENTRIES.items()]
+    site = install_plugin(tmp_path, "ca-demo-plugin", MODULES, entries)
     monkeypatch.syspath_prepend(str(site))
     for module in (registry, backends, stage_plugins):
         monkeypatch.setattr(module, "REGISTRY", module.REGISTRY.fresh())
@@ -287,14 +279,15 @@ def test_the_plugin_passes_the_public_conformance_battery(plugin_path, tmp_path,
     from pipeline.judge.models import resolve_judge
     from pipeline.stages.scoring import Reduce
     from pipeline.testing import check_backend, check_scorer, check_stage
+    from pipeline.testing.stages import Context
     from tests.invariance.test_invariance import base
-    from tests.invariance.world import World, _Ctx, run_world
+    from tests.invariance.world import World, run_world
 
     check_scorer(registry.scorer("copeland"))
     spec = resolve_judge(JudgeConfig(backend="hashed", model=judge_model, store=False), cache_dir)
     check_backend(backends.backend("hashed"), spec)
     judgments = run_world(World(sizes=(3, 4), seed=3), base(), ("win_ratio",)).tables["judgments"].to_arrow()
-    reduced = Reduce(Debias.average, Orderings.both).run(_Ctx(tmp_path), judgments=judgments)
+    reduced = Reduce(Debias.average, Orderings.both).run(Context(tmp_path), judgments=judgments)
     comparisons = pl.DataFrame(reduced["comparisons"]).to_arrow()  # as the runner hands it on (Arrow)
     stage = stage_plugins.stage_plugin("pair_counts").builder()(compose([]), ROOT)
     check_stage(stage, {"comparisons": comparisons}, tmp_path)

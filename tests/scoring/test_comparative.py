@@ -10,26 +10,7 @@ from pipeline.config.enums import Debias, Orderings
 from pipeline.methods.scorers import poe_gaussian, poe_logit
 from pipeline.scoring.comparative import ranks, score_comparisons
 from pipeline.scoring.reduce import reduce_judgments
-from tests.conftest import judgment_rows, judgments_table
-
-
-def candidates(n: int, context: str = "c"):
-    import pyarrow as pa
-
-    from pipeline.contracts.schemas import CANDIDATES
-
-    return pa.table(
-        {
-            "context_id": [context] * n,
-            "context": ["ctx"] * n,
-            "candidate_id": [f"k{m}" for m in range(n)],
-            "candidate_index": list(range(n)),
-            "system": [None] * n,
-            "text": [f"t{m}" for m in range(n)],
-            "category": [None] * n,
-        },
-        schema=CANDIDATES,
-    )
+from tests.conftest import candidates_table, judgment_rows, judgments_table
 
 
 def human(n: int) -> pl.DataFrame:
@@ -55,7 +36,9 @@ def test_ranks_best_is_one_and_ties_share():
 
 def test_scores_ranks_and_standard_errors():
     comp = comparisons(n=6)
-    out = score_comparisons(comp, candidates(6), human(6), ["win_ratio", "poe_gaussian"], Debias.average)
+    out = score_comparisons(
+        comp, candidates_table({"c": 6}, "k{k}"), human(6), ["win_ratio", "poe_gaussian"], Debias.average
+    )
     assert out.unscored == []
     assert out.scores.height == 12
     gauss = out.scores.filter(pl.col("method") == "poe_gaussian").sort("candidate_id")
@@ -76,7 +59,9 @@ def test_scores_ranks_and_standard_errors():
 def test_scores_recover_the_simulated_judge_order():
     rows, truth = judgment_rows(n=8, bias=0.8, seed=5)
     comp = reduce_judgments(pl.DataFrame(rows), Debias.average, Orderings.both).comparisons
-    out = score_comparisons(comp, candidates(8), human(8), ["poe_gaussian", "bradley_terry"], Debias.average)
+    out = score_comparisons(
+        comp, candidates_table({"c": 8}, "k{k}"), human(8), ["poe_gaussian", "bradley_terry"], Debias.average
+    )
     for method in ("poe_gaussian", "bradley_terry"):
         got = out.scores.filter(pl.col("method") == method).sort("candidate_id")["score"].to_numpy()
         assert np.corrcoef(np.argsort(np.argsort(got)), np.argsort(np.argsort(truth)))[0, 1] > 0.95
@@ -86,7 +71,9 @@ def test_mean_shift_uses_the_observed_prior_with_one_ordering():
     rows, _ = judgment_rows(n=6, bias=1.0, orderings="one")
     j = pl.DataFrame(rows)
     comp = reduce_judgments(j, Debias.mean_shift, Orderings.one).comparisons
-    out = score_comparisons(comp, candidates(6), human(6), ["poe_gaussian"], Debias.mean_shift)
+    out = score_comparisons(
+        comp, candidates_table({"c": 6}, "k{k}"), human(6), ["poe_gaussian"], Debias.mean_shift
+    )
     index = {f"k{m}": m for m in range(6)}
     a = np.array([index[c] for c in j["cand_a"]])
     b = np.array([index[c] for c in j["cand_b"]])
@@ -100,7 +87,9 @@ def test_mean_shift_uses_the_observed_prior_with_one_ordering():
 def test_an_unscorable_context_is_counted_not_dropped():
     comp = comparisons(n=4)
     # a fifth candidate in no comparison: the comparison graph is disconnected
-    out = score_comparisons(comp, candidates(5), human(5), ["avg_prob", "poe_gaussian"], Debias.average)
+    out = score_comparisons(
+        comp, candidates_table({"c": 5}, "k{k}"), human(5), ["avg_prob", "poe_gaussian"], Debias.average
+    )
     assert {(u[3], u[4]) for u in out.unscored} == {("avg_prob", "c"), ("poe_gaussian", "c")}
     # the reason names the candidate by its id, not only by its index
     assert all(u[5].endswith("(candidate(s) k4)") for u in out.unscored)
@@ -113,7 +102,9 @@ def test_an_unscorable_context_is_counted_not_dropped():
 @pytest.mark.parametrize("debias", [Debias.average, Debias.alpha, Debias.none])
 def test_every_debias_mode_scores_every_candidate(debias):
     comp = comparisons(debias=debias, n=5)
-    out = score_comparisons(comp, candidates(5), human(5), ["avg_prob", "bradley_terry", "poe_bt"], debias)
+    out = score_comparisons(
+        comp, candidates_table({"c": 5}, "k{k}"), human(5), ["avg_prob", "bradley_terry", "poe_bt"], debias
+    )
     assert out.scores.height == 15 and not out.unscored
 
 
@@ -127,7 +118,9 @@ def test_poe_logit_leaves_out_a_pair_whose_orderings_contradict_each_other():
         if (row["cand_a"], row["cand_b"]) == (bottom, top):
             row["p_a"] = 1.0 - row["p_a"]
     comp = reduce_judgments(pl.DataFrame(rows), Debias.average, Orderings.both).comparisons
-    out = score_comparisons(comp, candidates(7), human(7), ["poe_logit", "poe_gaussian"], Debias.average)
+    out = score_comparisons(
+        comp, candidates_table({"c": 7}, "k{k}"), human(7), ["poe_logit", "poe_gaussian"], Debias.average
+    )
     assert out.contradicted == 1 and not out.unscored
     index = {f"k{m}": m for m in range(7)}
     i = np.array([index[c] for c in comp["cand_i"]])
@@ -140,7 +133,9 @@ def test_poe_logit_leaves_out_a_pair_whose_orderings_contradict_each_other():
     np.testing.assert_allclose(got, poe_logit.fit(7, i[keep], j[keep], comp["p"].to_numpy()[keep])[0])
     assert not np.allclose(got, poe_logit.fit(7, i, j, comp["p"].to_numpy())[0])
     # without poe_logit nothing is looked for, and nothing is counted
-    plain = score_comparisons(comp, candidates(7), human(7), ["poe_gaussian"], Debias.average)
+    plain = score_comparisons(
+        comp, candidates_table({"c": 7}, "k{k}"), human(7), ["poe_gaussian"], Debias.average
+    )
     assert plain.contradicted == 0
 
 
@@ -160,7 +155,9 @@ def test_poe_logit_fits_with_the_settings_it_is_given():
     p = comp["p"].to_numpy()
 
     def scored(settings):
-        out = score_comparisons(comp, candidates(7), human(7), ["poe_logit"], Debias.average, settings)
+        out = score_comparisons(
+            comp, candidates_table({"c": 7}, "k{k}"), human(7), ["poe_logit"], Debias.average, settings
+        )
         return out, out.scores.sort("candidate_id")["score"].to_numpy()
 
     default, s_default = scored(poe_logit.DEFAULTS)

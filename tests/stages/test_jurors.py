@@ -6,7 +6,6 @@ judgments joined to the run's judge's."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -21,6 +20,7 @@ from pipeline.judge.spec import JudgeSpec
 from pipeline.stages import ports
 from pipeline.stages.base import Stage, StageContext, WorkflowError
 from pipeline.stages.jurors import JudgeJurors, Juror, PrepareJurors
+from pipeline.testing.stages import Context
 
 
 def spec(name: str) -> JudgeSpec:
@@ -76,17 +76,6 @@ class FakeJudge(Stage):
         return {"judgments": judgments(judge.name, self.n)}
 
 
-class Ctx:
-    def __init__(self, run_dir: Path):
-        self.run_dir = self.planned_run_dir = run_dir
-        self.executor = None
-        self.metrics: dict[str, float] = {}
-        self.files: list[Path] = []
-
-    def log_step(self, metrics, step) -> None:
-        pass
-
-
 def given() -> dict[str, Any]:
     candidates = pa.table(
         {
@@ -110,7 +99,7 @@ def given() -> dict[str, Any]:
     }
 
 
-def run_jury(stage_jurors: tuple[Juror, ...], ctx: Ctx) -> dict[str, Any]:
+def run_jury(stage_jurors: tuple[Juror, ...], ctx: Context) -> dict[str, Any]:
     """The jurors made ready (PrepareJurors), then judging (JudgeJurors), as the workflow runs them."""
     values = given()
     prepared = PrepareJurors(stage_jurors).run(
@@ -126,7 +115,7 @@ def test_each_juror_judges_in_its_own_folder_and_its_judgments_join_the_runs(tmp
         Juror("second", (Resolve("second"),), (FakeJudge(2),)),
         Juror("third", (Resolve("third"),), (FakeJudge(4),)),
     )
-    ctx = Ctx(tmp_path)
+    ctx = Context(tmp_path)
     out = run_jury(jurors, ctx)
     table = out["judgments"]
     assert table.num_rows == 3 + 2 + 4
@@ -143,7 +132,7 @@ def test_each_juror_judges_in_its_own_folder_and_its_judgments_join_the_runs(tmp
 
 
 def test_jurors_are_made_ready_before_anything_is_written(tmp_path):
-    ctx = Ctx(tmp_path)
+    ctx = Context(tmp_path)
     values = given()
     jurors = (Juror("second", (Resolve("second"),), (FakeJudge(2),)),)
     prepared = PrepareJurors(jurors).run(
@@ -161,7 +150,7 @@ def test_two_judges_with_one_name_stop_before_any_judge_judges(tmp_path):
         Juror("again", (Resolve("first"),), (FakeJudge(2),)),
     )
     with pytest.raises(ConfigError, match=r"repeat \['first'\]"):
-        run_jury(jurors, Ctx(tmp_path))
+        run_jury(jurors, Context(tmp_path))
     assert not (tmp_path / "jurors").exists()
 
 

@@ -15,8 +15,9 @@ from pipeline.contracts.stats import JudgeStats
 from pipeline.data.records import InputReport
 from pipeline.reporting import plots
 from pipeline.stages.reporting import Report
+from pipeline.testing.stages import Context
 from tests.invariance.test_invariance import base
-from tests.invariance.world import Judge, World, _Ctx, run_world
+from tests.invariance.world import Judge, World, run_world
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ def test_a_figure_that_cannot_be_drawn_is_a_warning_and_the_report_is_written(
         raise ValueError("'xerr' must not contain negative values")
 
     monkeypatch.setattr(plots, "leaderboard", refuses)
-    ctx = _Ctx(tmp_path)
+    ctx = Context(tmp_path)
     with caplog.at_level(logging.WARNING, logger="pipeline"):
         out = Report(plots=True, plot_method="poe_gaussian", full_leaderboard=True).run(
             ctx, **report_inputs(tables)
@@ -70,7 +71,7 @@ def test_a_figure_that_cannot_be_drawn_is_a_warning_and_the_report_is_written(
 
 
 def test_every_figure_draws_from_the_tables_of_a_run(tables, tmp_path):
-    ctx = _Ctx(tmp_path)
+    ctx = Context(tmp_path)
     out = Report(plots=True, plot_method="poe_gaussian", full_leaderboard=True).run(
         ctx, **report_inputs(tables)
     )

@@ -22,17 +22,17 @@ from pipeline.config.adaptive_rounds import AdaptiveConfig, BudgetConfig, StopCo
 from pipeline.config.assessment import PairsConfig, PromptConfig
 from pipeline.config.enums import RoundStrategy
 from pipeline.config.judging import JudgeConfig
-from pipeline.contracts.keys import PROMPT_KEY, content_key, context_key
+from pipeline.contracts.engine import Result
+from pipeline.contracts.keys import content_key, context_key
 from pipeline.contracts.schemas import (
     CANDIDATES,
     HUMAN_SCORES,
     PROMPTS,
-    REASONING_FIELDS,
-    RESPONSES,
     check_schema,
 )
 from pipeline.data.words import PromptWords
 from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.worker import responses
 from pipeline.methods.simulation.simulate import PoolJudge, pool_truth
 from pipeline.prompts.labels import Labels
 from pipeline.prompts.plan import plan_prompts
@@ -41,6 +41,7 @@ from pipeline.stages.judging import Judge
 from pipeline.stages.rounds import Rounds
 from pipeline.stages.rounds_files import ROUNDS_DIR, read_round_pairs
 from pipeline.storage.parts import JudgmentStore, RatingStore
+from pipeline.testing.stages import Context
 
 N, CALLS_PER_ITEM = 40, 4
 LABELS = Labels(words=(" A", " B"), token_ids=(1, 2), n_a=1)
@@ -57,28 +58,8 @@ class SimulatedWorker:
         a = np.array([int(c[1:]) for c in batch.column("cand_a").to_pylist()], dtype=np.int64)
         b = np.array([int(c[1:]) for c in batch.column("cand_b").to_pylist()], dtype=np.int64)
         p = self.judge.ordered(a, b)
-        n = batch.num_rows
-        out = {k: batch.column(k) for k in PROMPT_KEY}
-        out |= {
-            "judge": pa.array(["sim"] * n),
-            "token_logprobs": pa.array(np.stack([np.log(p), np.log1p(-p)], axis=1).tolist()),
-            "texts": pa.array([[" A"]] * n),
-            "prompt_tokens": pa.array([10] * n, pa.int32()),
-            "cached_tokens": pa.array([0] * n, pa.int32()),
-            "generated_tokens": pa.array([1] * n, pa.int32()),
-            "finish_reasons": pa.array([["length"]] * n),
-            "seconds": pa.array([0.0] * n),
-            "worker": pa.array(["sim"] * n),
-            "error": pa.nulls(n, pa.string()),
-            "source": pa.array(["engine"] * n),
-            "requests": pa.array([0] * n, pa.int32()),
-            "missing_logprobs": pa.array([0] * n, pa.int32()),
-            "failed_attempts": pa.array([[]] * n, pa.list_(pa.string())),
-            "usage_unknown": pa.array([False] * n, pa.bool_()),
-            "served_model": pa.array([None] * n, pa.string()),
-            **{f.name: pa.nulls(n, f.type) for f in REASONING_FIELDS},  # no reasoning asked
-        }
-        return check_schema(pa.table(out), RESPONSES, "simulated judge output")
+        results = [Result([float(np.log(q)), float(np.log1p(-q))], [" A"], 10, 0, 1, ["length"]) for q in p]
+        return responses(batch, "sim", results, [0.0] * batch.num_rows, "sim")
 
 
 class SimulatedExecutor(LocalExecutor):
@@ -96,17 +77,6 @@ class SimulatedExecutor(LocalExecutor):
             for step in steps
         ]
         yield from super().stream(blocks, swapped)
-
-
-class Ctx:
-    def __init__(self, run_dir: Path, executor: LocalExecutor):
-        self.run_dir = self.planned_run_dir = run_dir
-        self.executor = executor
-        self.metrics: dict[str, float] = {}
-        self.files: list[Path] = []
-
-    def log_step(self, metrics, step) -> None:
-        pass
 
 
 def pool_texts(n: int) -> list[str]:
@@ -157,7 +127,7 @@ def stage_choices(
     spec = JudgeSpec("vllm", "sim", "", "sim", 512)  # type: ignore[arg-type]
     judge_stage = Judge(PairsConfig(), JudgeConfig(batch_size=64), 4096, 0, None)
     identity = {"test": "rounds"}
-    ctx = Ctx(folder, SimulatedExecutor(judge))
+    ctx = Context(folder, SimulatedExecutor(judge))
     Rounds(adaptive, judge_stage).run(
         ctx,
         candidates=candidates,

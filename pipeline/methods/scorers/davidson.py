@@ -20,6 +20,8 @@ order of the comparisons.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -148,14 +150,7 @@ def _polish(x: np.ndarray, objective, hessian, max_iter: int = 30) -> np.ndarray
     return x
 
 
-def davidson(
-    n_items: int,
-    i: ArrayLike,
-    j: ArrayLike,
-    p: ArrayLike,
-    *,
-    tie: ArrayLike | None = None,
-    prior: float = DAVIDSON_PRIOR,
-) -> NDArray[np.float64]:
-    """Davidson tie-model scores (higher is better); ``tie``: the judge's tie probability per comparison."""
-    return davidson_fit(n_items, i, j, p, tie, prior=prior)[0]
+def davidson(n_items: int, i: ArrayLike, j: ArrayLike, p: ArrayLike, **options: Any) -> NDArray[np.float64]:
+    """Davidson tie-model scores (higher is better); the options (``tie``: the judge's tie probability per
+    comparison, ``prior``) are :func:`davidson_fit`'s."""
+    return davidson_fit(n_items, i, j, p, **options)[0]

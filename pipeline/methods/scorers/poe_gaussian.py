@@ -313,23 +313,15 @@ def _sketch_stderr(
 
 
 def poe_gaussian(
-    n_items: int,
-    i: ArrayLike,
-    j: ArrayLike,
-    p: ArrayLike,
-    *,
-    hard: bool = False,
-    beta: float | Literal["mean"] = 0.5,
-    scale: float = 1.0,
-    pin: Pin = "mean",
+    n_items: int, i: ArrayLike, j: ArrayLike, p: ArrayLike, **options: Any
 ) -> NDArray[np.float64]:
     """PoE-Gaussian scores with soft probabilities (PoE eq. 9): the least-squares solution of ``W s = f(p)``.
 
-    See :func:`fit` for the parameters; this returns ``fit(...).scores`` without standard errors.
-    On the full comparison set it equals ``(N-1)/N`` times the average probability plus a constant
-    (PoE appendix A.3).
+    The options (``hard``, ``beta``, ``scale``, ``pin``) are :func:`fit`'s; this returns ``fit(...).scores``
+    without standard errors. On the full comparison set it equals ``(N-1)/N`` times the average probability plus a
+    constant (PoE appendix A.3).
     """
-    return fit(n_items, i, j, p, hard=hard, beta=beta, scale=scale, pin=pin, stderr="none").scores
+    return fit(n_items, i, j, p, **options, stderr="none").scores
 
 
 def poe_gaussian_hard(
