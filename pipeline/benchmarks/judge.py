@@ -129,13 +129,13 @@ def run_api(cfg, shards, plan, spec, dtype: str, rounds: int, work: Path) -> tup
 
 def run_actors(cfg, shards, plan, spec, actors: int, rounds: int, work: Path) -> list[Timing]:
     """The pipeline with ``actors`` judge actors on this machine, each claiming its own cores
-    (``VLLM_CPU_OMP_THREADS_BIND=auto``). Ray's CPUs are scheduling slots: one per actor and one for the
-    prompt tasks (with the actors holding nearly every slot, Ray Data starved the prompt tasks here)."""
+    (``VLLM_CPU_OMP_THREADS_BIND=auto``). Ray's CPUs are scheduling slots: one per actor (the prompts are made on
+    the driver)."""
     cores = len(os.sched_getaffinity(0))
     many = replace(
         cfg,
         judge=replace(cfg.judge, num_actors=actors, num_cpus_per_actor=1),
-        runtime=replace(cfg.runtime, num_cpus=actors + 1),
+        runtime=replace(cfg.runtime, num_cpus=actors),
     )
     pinned = replace(
         spec,

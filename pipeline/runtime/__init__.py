@@ -75,6 +75,9 @@ class MapStep:
     env: Mapping[str, str] = field(default_factory=dict)
     # A class: its one instance runs in the driver's process on every executor, Ray's too (an endpoint's client:
     # waiting on HTTP, it needs no worker of its own, and its reply cache is then opened by the driver alone).
+    # A function: it runs in the driver's process on the stream as the driver reads it, never as Ray tasks (a step
+    # lighter than a task's scheduling: making prompts, some 50,000 a second on one core, where Ray Data's tasks
+    # stalled the judge workers for seconds at a time); it follows the chain's task steps.
     on_driver: bool = False
 
     @property

@@ -91,7 +91,8 @@ def _serve(stream: Iterable[pa.Table], step: MapStep, instance: Callable[[], obj
     yield from work.drain()
 
 
-def _apply(stream: Iterable[pa.Table], call, kwargs: dict, batch_size: int | None) -> Iterator[pa.Table]:
+def apply(stream: Iterable[pa.Table], call, kwargs: dict, batch_size: int | None) -> Iterator[pa.Table]:
+    """A stateless step in this process: ``call`` on every batch of ``stream``, its tables yielded as it makes them."""
     for batch in batches(stream, batch_size):
         result = call(batch, **kwargs)
         if isinstance(result, pa.Table):
@@ -133,7 +134,7 @@ class LocalExecutor:
                     self._release(but=step_key(step))  # one engine at a time
                     stream = _serve(stream, step, self._instance(step, made))
                 else:
-                    stream = _apply(stream, step.fn, dict(step.kwargs), step.batch_size)
+                    stream = apply(stream, step.fn, dict(step.kwargs), step.batch_size)
             yield from stream
         finally:
             for instance in made:

@@ -1,5 +1,6 @@
-"""Map a chain of steps onto Ray: input blocks -> Ray Data tasks (stateless steps) -> the driver's pool of actors
-(the chain's stateful last step, :mod:`pipeline.runtime.pool`: it survives lost nodes and grows onto new ones).
+"""Map a chain of steps onto Ray: input blocks -> Ray Data tasks (stateless steps; the light ones on the driver) -> the
+driver's pool of actors (the chain's stateful last step, :mod:`pipeline.runtime.pool`: it survives lost nodes and
+grows onto new ones).
 
 Workers' own output (an engine's warnings and progress bars, the engine process it spawns) goes to
 ``<run folder>/logs/<step>-<host>-<pid>.log`` instead of the driver's console, unless the run is verbose;
@@ -18,7 +19,7 @@ import pyarrow as pa
 
 from pipeline.config.run import RuntimeConfig
 from pipeline.runtime import MapStep, step_key
-from pipeline.runtime.local import Fronted, LocalExecutor
+from pipeline.runtime.local import Fronted, LocalExecutor, apply
 from pipeline.runtime.pool import ActorPool
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,17 @@ class RayDataExecutor:
             yield from self._stream_tasks(blocks, steps)
 
     def _stream_tasks(self, blocks: Sequence[pa.Table], steps: Sequence[MapStep]) -> Iterator[pa.Table]:
+        """Stateless steps: Ray Data tasks, then those that run on the driver (``MapStep.on_driver``) on what the
+        tasks yield, as it is read."""
+        tasks = [step for step in steps if not step.on_driver]
+        if steps[: len(tasks)] != tasks:
+            raise ValueError(f"a chain's steps on the driver follow its tasks: {[s.name for s in steps]}")
+        stream = self._tasks(blocks, tasks) if tasks else iter(blocks)
+        for step in steps[len(tasks) :]:
+            stream = apply(stream, step.fn, dict(step.kwargs), step.batch_size)
+        return stream
+
+    def _tasks(self, blocks: Sequence[pa.Table], steps: Sequence[MapStep]) -> Iterator[pa.Table]:
         """Stateless steps as Ray Data tasks."""
         import ray.data
 
@@ -121,7 +133,7 @@ class RayDataExecutor:
         work = Fronted(last.front, upstream, last.batch_size)
         key = step_key(last)
         # a new pool starts its workers with its first batch for them: none when the driver answers every row
-        reserve = max((s.num_cpus for s in upstream_steps), default=0.0)
+        reserve = max((s.num_cpus for s in upstream_steps if not s.on_driver), default=0.0)
         pool = self.kept.pop(key, None) or ActorPool(
             last, self.log_dir, reserve_cpus=reserve, placement_timeout=self.runtime.placement_timeout_s
         )

@@ -111,17 +111,18 @@ def judge_steps(
     given: Mapping[str, np.ndarray] | None = None,
     keep_alive: bool = False,
 ) -> list[MapStep]:
-    """The streamed chain: prompt generation per shard (tasks), then the judge (one engine per actor), one
-    engine batch per call so results reach the driver and the store batch by batch. The judgement ``store`` is
-    consulted and written on the driver (:class:`StoreFront`: close it after the stream). A worker whose engine
-    dies records it in ``events`` and is replaced at most ``max_restarts`` times (its batch judged again)."""
+    """The streamed chain: prompt generation per shard (on the driver as the judge's pool reads it: far lighter
+    than a task), then the judge (one engine per actor), one engine batch per call so results reach the driver and
+    the store batch by batch. The judgement ``store`` is consulted and written on the driver (:class:`StoreFront`:
+    close it after the stream). A worker whose engine dies records it in ``events`` and is replaced at most
+    ``max_restarts`` times (its batch judged again)."""
     task = Task(spec, plan.requests(), plan.frame)
     return [
         MapStep(
             "prompts",
             generate_prompts,
             {"pairs": pairs, "plan": plan, "chunk_rows": chunk_rows, "given": given},
-            num_cpus=0.25,
+            on_driver=True,
         ),
         MapStep(
             "judge",

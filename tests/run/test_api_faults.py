@@ -154,7 +154,7 @@ def test_batch_judging_records_its_batches_in_the_run_folder_and_costs_the_batch
 def test_a_run_that_stops_on_a_batch_not_done_ends_at_once_on_ray_and_the_rerun_finishes_it(
     tmp_path, judge_model
 ):
-    """The CLI on a local Ray (the endpoint's step on the driver, the prompts as Ray Data tasks, four per engine call):
+    """The CLI on a local Ray (the endpoint's step and the prompts on the driver, four per engine call):
     the first call's batch is not done within judge.api.batch_wait and stops the run while Ray Data still streams the
     rest; the process ends with its error's exit code (before the fix it hung in Ray Data's iterator finaliser,
     connecting to the Ray it had shut down); the same command, once the batch is done, ends 0 with every prompt

@@ -137,8 +137,8 @@ def test_node_loss_mid_judging_costs_its_open_batch_not_the_run(nodes, tmp_path)
 
 
 def test_node_added_mid_run_gets_a_worker_and_a_drain_loses_nothing(nodes, tmp_path):
-    """judge.num_actors=[1, 3] of two CPUs each on one worker node of three (room for one worker beside the prompt
-    tasks, never for two): a node that joins while the run judges gets a worker of its own, which judges part of the
+    """judge.num_actors=[1, 3] of two CPUs each on one worker node of three (room for one worker, never for
+    two): a node that joins while the run judges gets a worker of its own, which judges part of the
     prompts (on a first node with room for a second worker, that worker could judge them all while the new node
     registers, and the joined one would find nothing left). Then a preemption notice
     (``ray drain-node``) for the first node: its worker gets no new batch, finishes those it holds and is released,
@@ -152,7 +152,7 @@ def test_node_added_mid_run_gets_a_worker_and_a_drain_loses_nothing(nodes, tmp_p
     [old] = started(tmp_path)
     log = tmp_path / "run" / "logs" / "engine_events.jsonl"
     wait_for(lambda: in_a_batch(log, old["worker"]), "a batch on the first node", driver, tmp_path)
-    assert len(started(tmp_path)) == 1  # room for one beside the prompt tasks
+    assert len(started(tmp_path)) == 1  # room for one of two CPUs on three
     with nodes.paused(pid_of(old)):
         nodes.add(cpus=2)
         wait_for(

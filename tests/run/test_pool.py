@@ -84,18 +84,34 @@ class WhereAnswered:
 
         import pyarrow as pa
 
-        return pa.table({"x": batch.column("x"), "pid": [os.getpid()] * batch.num_rows})
+        return batch.append_column("pid", pa.array([os.getpid()] * batch.num_rows))
 
 
 def add_one(batch):
+    import os
+
     import pyarrow as pa
 
-    return pa.table({"x": [v + 1 for v in batch.column("x").to_pylist()]})
+    return pa.table(
+        {"x": [v + 1 for v in batch.column("x").to_pylist()], "task_pid": [os.getpid()] * batch.num_rows}
+    )
+
+
+def double(batch):
+    import os
+
+    import pyarrow as pa
+
+    doubled = pa.array([2 * v for v in batch.column("x").to_pylist()])
+    return batch.set_column(0, "x", doubled).append_column(
+        "made_pid", pa.array([os.getpid()] * batch.num_rows)
+    )
 
 
 def test_a_step_on_the_driver_runs_in_the_drivers_process_after_rays_tasks(ray_cluster, tmp_path):
-    """MapStep.on_driver (an endpoint's client, whose reply cache only the driver may open): on Ray's executor the
-    upstream tasks run on Ray, the step's one instance in the driver's process, and no worker pool starts."""
+    """MapStep.on_driver: a class (an endpoint's client, whose reply cache only the driver may open) has its one
+    instance in the driver's process and no worker pool starts; a function (making prompts) runs there too, on
+    what the chain's Ray tasks yield. A task after a step on the driver is refused."""
     import os
 
     import pyarrow as pa
@@ -107,12 +123,17 @@ def test_a_step_on_the_driver_runs_in_the_drivers_process_after_rays_tasks(ray_c
     executor = RayDataExecutor(RuntimeConfig(), tmp_path)
     steps = [
         MapStep("add", add_one, num_cpus=0.25),
+        MapStep("double", double, on_driver=True),
         MapStep("where", WhereAnswered, batch_size=2, exact_batches=True, on_driver=True),
     ]
+    blocks = [pa.table({"x": [1, 2, 3]}), pa.table({"x": [4]})]
     try:
-        out = pa.concat_tables(executor.stream([pa.table({"x": [1, 2, 3]}), pa.table({"x": [4]})], steps))
+        out = pa.concat_tables(executor.stream(blocks, steps))
+        with pytest.raises(ValueError, match="steps on the driver follow its tasks"):
+            list(executor.stream(blocks, [steps[1], steps[0], steps[2]]))
     finally:
         executor.close()
-    assert sorted(out.column("x").to_pylist()) == [2, 3, 4, 5]
-    assert set(out.column("pid").to_pylist()) == {os.getpid()}
+    assert sorted(out.column("x").to_pylist()) == [4, 6, 8, 10]
+    assert set(out.column("pid").to_pylist()) == set(out.column("made_pid").to_pylist()) == {os.getpid()}
+    assert os.getpid() not in set(out.column("task_pid").to_pylist())  # the task ran on a Ray worker
     assert executor.kept == {}  # no pool
