@@ -54,8 +54,9 @@ class Timing:
     seconds: float
     start_seconds: float
     cache_share: float
-    # The pipeline's judging window split (seconds): before the actor's first batch, inside its batches, between
-    # them, and from its last batch to the driver holding every row. Zero for direct vLLM (one call).
+    # The pipeline's judging window split (seconds): before the actor's first batch, inside its batches (a worker's,
+    # averaged over the workers), between them, and from its last batch to the driver holding every row. Zero for
+    # direct vLLM (one call).
     first_wait: float = 0.0
     busy: float = 0.0
     between: float = 0.0
@@ -78,7 +79,8 @@ def stream_timed(runtime, blocks: list, steps: list, log_dir: Path) -> tuple[pa.
     ready_at = min(table.column("ready_at").to_pylist())
     starts, ends = table.column("batch_started").to_pylist(), table.column("batch_done").to_pylist()
     spans = sorted(set(zip(starts, ends, strict=True)))
-    busy = sum(end - start for start, end in spans)
+    # in batches: each worker's, averaged over the workers (k workers judge side by side, not one after another)
+    busy = sum(end - start for start, end in spans) / len(set(table.column("worker").to_pylist()))
     timing = Timing(
         done_at - ready_at,
         max(table.column("engine_start_s").to_pylist()),

@@ -407,10 +407,10 @@ class ActorPool:
         total, free = cluster_resources()
         self._fit(total, free, waiting)
         running = [s for s in self.slots if s.starting is None and not s.draining]
+        reserve = f" with {self.reserve:g} CPU(s) left for the step's tasks" if self.reserve else ""
         where = (
-            f"each worker needs {self.need.cpus:g} CPU(s) and {self.need.gpus:g} GPU(s) with {self.reserve:g} "
-            f"CPU(s) left for the step's tasks; the cluster has {free.cpus:g} of {total.cpus:g} CPU(s) and "
-            f"{free.gpus:g} of {total.gpus:g} GPU(s) free"
+            f"each worker needs {self.need.cpus:g} CPU(s) and {self.need.gpus:g} GPU(s){reserve}; the cluster has "
+            f"{free.cpus:g} of {total.cpus:g} CPU(s) and {free.gpus:g} of {total.gpus:g} GPU(s) free"
         )
         if running:
             self._unplaced_since = None
@@ -418,7 +418,11 @@ class ActorPool:
             self._stalled(now - feeder.last, f"no batch from the {self.name} step's tasks", where)
         elif not running and waiting:  # no worker running: starting (an engine loading) or waiting for room
             self._unplaced_since = self._unplaced_since or now
-            self._stalled(now - self._unplaced_since, f"no {self.name} worker running", where)
+            starting = sum(s.starting is not None for s in self.slots)
+            what = f"no {self.name} worker running" + (
+                f" ({starting} starting: an engine loading)" if starting else ""
+            )
+            self._stalled(now - self._unplaced_since, what, where)
 
     def _stalled(self, waited: float, what: str, where: str) -> None:
         """Say ``what`` every ``SAY_EVERY`` seconds it lasts; stop the run after ``placement_timeout``."""
