@@ -5,7 +5,8 @@ reader can take apart or a :class:`pipeline.judge.endpoint.replies.Refused` of a
 - ``not_json``: a body that does not parse (JSON nested deeper than the parser goes is one: ``RecursionError``);
 - ``too_deep``: a value nested more than :data:`MAX_DEPTH` levels (an answer is five deep);
 - ``bad_number``: an integer of more than :data:`MAX_DIGITS` digits (no token count or log-probability needs one; a
-  310-digit integer overflows a float, a 4,300-digit one is refused by Python's own parser);
+  310-digit integer overflows a float, a 4,300-digit one is refused by Python's own parser), or a decimal number
+  too large for a float (it would read as an infinity);
 - ``bad_text``: a string holding a lone UTF-16 surrogate (``"\\ud800"``): it cannot be encoded, so it could be
   neither cached nor written to a table.
 
@@ -15,6 +16,7 @@ The checks walk the parsed value once, iteratively (no recursion of our own to e
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from pipeline.judge.endpoint.replies import Refused
@@ -33,13 +35,20 @@ def _integer(text: str) -> int:
     return int(text)
 
 
+def _decimal(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise Refused("bad_number", f"a number of {len(text)} characters that overflows a float")
+    return value
+
+
 def parse_json(raw: str | bytes) -> Any:
     """``raw`` parsed as JSON within the limits (module docstring), or :class:`Refused`."""
     size = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "surrogatepass"))
     if size > MAX_BYTES:
         raise Refused("too_large", f"a body of {size} bytes (at most {MAX_BYTES})")
     try:
-        value = json.loads(raw, parse_int=_integer)
+        value = json.loads(raw, parse_int=_integer, parse_float=_decimal)
     except Refused:
         raise
     except RecursionError:

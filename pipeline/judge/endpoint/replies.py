@@ -38,7 +38,7 @@ KINDS = (
     "bad_usage",  # a token count that is not a non-negative integer (below 2**31)
     "too_large",  # a body larger than pipeline.judge.endpoint.parse.MAX_BYTES
     "too_deep",  # a body nested deeper than pipeline.judge.endpoint.parse.MAX_DEPTH
-    "bad_number",  # an integer of more digits than pipeline.judge.endpoint.parse.MAX_DIGITS
+    "bad_number",  # an integer of more digits than pipeline.judge.endpoint.parse.MAX_DIGITS, or a float overflow
     "bad_text",  # a string that cannot be encoded (a lone UTF-16 surrogate)
     "unreadable",  # a body a reader could not take apart for a reason of no other kind (named in the detail)
     "http_4xx",  # a refusal (not retried) ...
