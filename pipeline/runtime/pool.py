@@ -396,7 +396,7 @@ class ActorPool:
     def _tend(self, waiting: bool, feeder: Feeder | None) -> None:
         """Every ``TEND_EVERY`` seconds: settle losses, stop sending to actors on draining nodes, fit the pool to
         the cluster (refill, shrink, grow), and say (then stop) when nothing runs: no worker placed, or no batch
-        from the step's tasks."""
+        reaching the step."""
         now = time.monotonic()
         if now - self._tended < self.TEND_EVERY:
             return
@@ -415,7 +415,7 @@ class ActorPool:
         if running:
             self._unplaced_since = None
         if running and feeder is not None and not any(s.held for s in running):
-            self._stalled(now - feeder.last, f"no batch from the {self.name} step's tasks", where)
+            self._stalled(now - feeder.last, f"no batch reaching the {self.name} step", where)
         elif not running and waiting:  # no worker running: starting (an engine loading) or waiting for room
             self._unplaced_since = self._unplaced_since or now
             starting = sum(s.starting is not None for s in self.slots)
