@@ -63,6 +63,29 @@ def test_system_level_correlation_is_the_correlation_of_per_system_means():
     assert np.isnan(system_correlation(np.array(["a", "b"]), np.array([1.0, 2.0]), np.array([1.0, 2.0]))[0])
 
 
+def test_system_means_a_solver_leaves_apart_by_its_tolerance_are_ties_in_any_row_order():
+    """Mirrored contexts (each system first in one, last in the other): every system's mean is 0 in exact
+    arithmetic, and a fit stopped at its tolerance leaves them ~1e-9 apart (the Bradley-Terry scores of the absolute
+    reference run, as fitted on one machine). Those differences rank nothing: no correlation, whatever the order of
+    the rows, while a real difference of 1e-5 still counts."""
+    systems = np.array(["a", "b", "c", "d"] * 2)
+    pred = np.array(
+        [-1.2264154411913641, 1.2264154388850101, -0.37826377653870696, 0.37826377884506096]
+        + [1.2264154388850095, -1.2264154411913641, 0.3782637788450611, -0.37826377653870646]
+    )
+    human = np.array([2.33, 1.33, 2.33, 1.67, 4.33, 2.0, 4.0, 3.67])
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        order = rng.permutation(pred.shape[0])
+        for method in ("spearman", "pearson", "kendall"):
+            value, n = system_correlation(systems[order], pred[order], human[order], method)
+            assert n == 4 and np.isnan(value)
+    apart = pred + np.tile([0.0, 1e-5, 2e-5, 3e-5], 2)
+    assert system_correlation(systems, apart, human)[0] == pytest.approx(
+        spearmanr([0.0, 1e-5, 2e-5, 3e-5], [3.33, 1.665, 3.165, 2.67]).statistic
+    )
+
+
 def test_the_poe_authors_draws_are_uniform_over_the_sets_that_cover_every_candidate():
     n, k = 4, 3
     draws = covered_uniform_batch(n, k, 32_000, np.random.default_rng(2))

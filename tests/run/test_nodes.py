@@ -65,7 +65,10 @@ def wait_for(condition, what: str, driver: subprocess.Popen, folder: Path, secon
     deadline = time.monotonic() + seconds
     while not condition():
         assert driver.poll() is None, f"the run ended before {what}: {console(folder)[-3000:]}"
-        assert time.monotonic() < deadline, f"gave up waiting for {what}: {console(folder)[-3000:]}"
+        assert time.monotonic() < deadline, (
+            f"gave up waiting for {what}: {console(folder)[-3000:]}\nthe run's last events:\n"
+            + "\n".join(str(e)[:300] for e in events(folder)[-20:])
+        )
         time.sleep(0.05)
 
 

@@ -13,8 +13,11 @@ Conventions
   ``scipy.stats.kendalltau``, whose default variant is 'b').
 * Predictions that differ by no more than ``TIE_RTOL`` of their largest magnitude are ties
   (:func:`merge_near_ties`): scores that are equal in exact arithmetic (hard decisions, symmetric designs) come out
-  of a solver a few ulps apart, in an order that depends on the order of the sums (the arrival of a run's batches,
-  the machine's BLAS); ranked as they came, such ulps would move a pooled Spearman by 0.05.
+  of a solver a few ulps apart, or as far apart as the solver's own tolerance (Bradley-Terry's MM stops at changes
+  of ``1e-8``: two mirrored candidates land ``2e-9`` apart), in an order that depends on the order of the sums (the
+  arrival of a run's batches, the machine's BLAS and instruction set); ranked as they came, such differences would
+  move a pooled Spearman by 0.05 and a system-level one from 0.32 to -0.4. System means are merged on the scale of
+  the candidates' scores they average (a mean of mirrored scores is a difference of near-equal numbers).
 
 The positional prior P(A) (EACL eq. 8) is :func:`pipeline.methods.verdicts.debias.positional_prior`, re-exported here.
 
@@ -49,17 +52,21 @@ Method = Literal["spearman", "pearson", "kendall"]
 _METHODS = ("spearman", "pearson", "kendall")
 #: Groups with more candidate pairs than this use O(n log n) formulas instead of enumerating pairs.
 MAX_ENUMERATED_PAIRS = 2_000_000
-#: Predictions closer than this share of their largest magnitude are ties (floating-point noise, not a ranking).
-TIE_RTOL = 1e-12
+#: Predictions closer than this share of their largest magnitude are ties: below the fits' own precision
+#: (:data:`pipeline.methods.scorers.bradley_terry.BT_TOL`), so floating-point and solver noise, not a ranking.
+TIE_RTOL = 1e-8
 
 
-def merge_near_ties(values: NDArray[np.float64], rtol: float = TIE_RTOL) -> NDArray[np.float64]:
+def merge_near_ties(
+    values: NDArray[np.float64], rtol: float = TIE_RTOL, scale: float | None = None
+) -> NDArray[np.float64]:
     """``values`` with every run of near-equal values (consecutive in sorted order, each gap at most ``rtol`` times
-    the largest magnitude) replaced by the run's smallest value, so that rank statistics read them as ties."""
+    ``scale``, by default their largest magnitude) replaced by the run's smallest value, so that rank statistics
+    read them as ties."""
     x = np.asarray(values, dtype=np.float64)
     if x.shape[0] < 2:
         return x
-    scale = float(np.abs(x).max())
+    scale = float(np.abs(x).max()) if scale is None else float(scale)
     if scale == 0.0 or not np.isfinite(scale):
         return x
     order = np.argsort(x, kind="stable")
@@ -287,7 +294,7 @@ def system_correlation(
     """System-level correlation, as the EACL release and G-Eval report on SummEval
     (``adianliusie/comparative-assessment``, ``src/evaluation/eval_tools.py: calc_system_spearman``): each system's
     mean predicted and mean human score over the contexts, correlated across systems; with the number of systems.
-    NaN with fewer than 3 systems."""
+    Means closer than ``TIE_RTOL`` of the largest candidate score are ties. NaN with fewer than 3 systems."""
     codes = np.unique(np.asarray(systems), return_inverse=True)[1].reshape(-1)
     x = np.asarray(pred, dtype=np.float64)
     y = np.asarray(human, dtype=np.float64)
@@ -297,7 +304,9 @@ def system_correlation(
     if n < 3:
         return float("nan"), n
     counts = np.bincount(codes, minlength=n)
-    mean_x = np.bincount(codes, weights=x, minlength=n) / counts
+    mean_x = merge_near_ties(
+        np.bincount(codes, weights=x, minlength=n) / counts, scale=np.abs(x).max(initial=0.0)
+    )
     mean_y = np.bincount(codes, weights=y, minlength=n) / counts
     return pooled_correlation(mean_x, mean_y, method), n
 
