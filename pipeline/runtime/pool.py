@@ -12,22 +12,21 @@ taken elsewhere.
 The pool starts with what the cluster has room for, at least ``workers`` and at most ``max_workers``, and grows
 onto nodes that join, never into the CPU slot its own upstream tasks need (:mod:`pipeline.runtime.capacity`). A
 pool that could never leave them one is refused before it starts; while no actor can be placed (a lost node not
-yet replaced) it says so every 30 s and stops with the numbers after ``placement_timeout`` seconds.
+yet replaced) it says so every 30 s and stops with the numbers after ``placement_timeout`` seconds. A worker whose
+batch runs far longer than batches take is said (:class:`pipeline.runtime.slots.Pace`).
 
 What it saw goes to the run's events file (``worker_started``; ``worker_lost`` with the rows it was judging and
-those queued behind them, all given to others; ``node_lost``; ``worker_drained``), written by this process.
+those queued behind them, all given to others; ``node_lost``; ``worker_drained``; ``worker_slow``), written by this
+process.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import socket
 import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +44,7 @@ from pipeline.runtime.cluster import (
 )
 from pipeline.runtime.local import Feeder, Fronted
 from pipeline.runtime.logs import with_output_to
+from pipeline.runtime.slots import NODE_WINDOW, Kept, Loss, Pace, Slot, runtime_env
 from pipeline.storage.events import record_event
 
 log = logging.getLogger(__name__)
@@ -52,62 +52,6 @@ log = logging.getLogger(__name__)
 
 class PoolError(RuntimeError):
     """The pool cannot run: no room for its workers, or more engine deaths than the step allows."""
-
-
-def runtime_env(step: MapStep) -> dict | None:
-    """The actors' runtime environment: the step's process environment (Ray merges it into the job's)."""
-    return {"env_vars": dict(step.env)} if step.env else None
-
-
-class _Kept:
-    """The actor: one instance of the step's class, called batch by batch."""
-
-    def __init__(self, cls: type, kwargs: dict):
-        self.inner = cls(**kwargs)
-
-    def ready(self) -> tuple[str, str]:
-        """Where this worker runs: ``host:pid`` (as the judge worker names itself) and its Ray node."""
-        import ray
-
-        return f"{socket.gethostname()}:{os.getpid()}", ray.get_runtime_context().get_node_id()
-
-    def run(self, batch: pa.Table, call_kwargs: dict) -> pa.Table:
-        out = self.inner(batch, **call_kwargs)
-        return out if isinstance(out, pa.Table) else pa.concat_tables(list(out))
-
-    def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if callable(close):
-            close()
-
-
-@dataclass(eq=False)
-class Slot:
-    """One actor of the pool: starting (``starting``: its ``ready()`` call) or running, the batches it holds."""
-
-    actor: Any
-    starting: Any
-    worker: str = ""
-    node: str = ""
-    target: str = ""  # the node it was sent to (:meth:`ActorPool._start`)
-    held: dict = field(default_factory=dict)  # ObjectRef of a call -> its batch
-    draining: bool = False
-
-
-# A worker lost while starting went with its node if a node was lost within this many seconds of it.
-NODE_WINDOW = 120.0
-
-
-@dataclass(eq=False)
-class Loss:
-    """A worker lost, its cause not settled yet: what it held, and when."""
-
-    slot: Slot
-    exc: BaseException
-    rows: int
-    queued: int
-    batches: int
-    at: float
 
 
 class ActorPool:
@@ -136,7 +80,7 @@ class ActorPool:
             max_restarts=0,  # the pool replaces its actors itself (wherever there is room), and counts them
             max_task_retries=0,
             runtime_env=runtime_env(step),
-        )(_Kept)
+        )(Kept)
         self.cls, self.kwargs = cls, dict(step.kwargs)
         self.name = step.name
         self.events = step.events
@@ -160,6 +104,7 @@ class ActorPool:
         self._tended = time.monotonic()
         self._unplaced_since: float | None = None
         self._said = 0.0
+        self.pace = Pace()
 
     def _start(self) -> None:
         """One more actor, on the node of the fewest of the pool's workers that holds one more (:func:`spread_to`): a
@@ -228,6 +173,7 @@ class ActorPool:
                         self._lose(slot, exc, again)
                     continue
                 sent = slot.held.pop(ref)
+                self.pace.done(slot, time.monotonic())
                 if front is not None:
                     front.keep(sent, out)
                 yield out
@@ -263,6 +209,7 @@ class ActorPool:
                         return True
                     if batch is None:
                         return exhausted
+                self.pace.sent(slot, time.monotonic())
                 slot.held[slot.actor.run.remote(batch, call_kwargs)] = batch
         return exhausted
 
@@ -414,6 +361,8 @@ class ActorPool:
         )
         if running:
             self._unplaced_since = None
+        for slot in self.pace.slow(running, now):
+            self._slow(slot, now)
         if running and feeder is not None and not any(s.held for s in running):
             self._stalled(now - feeder.last, f"no batch reaching the {self.name} step", where)
         elif not running and waiting:  # no worker running: starting (an engine loading) or waiting for room
@@ -423,6 +372,22 @@ class ActorPool:
                 f" ({starting} starting: an engine loading)" if starting else ""
             )
             self._stalled(now - self._unplaced_since, what, where)
+
+    def _slow(self, slot: Slot, now: float) -> None:
+        """Say a worker whose batch runs far longer than batches take (a slow or stuck worker, its node up)."""
+        typical = self.pace.typical()
+        took = "none has finished yet" if typical is None else f"they take {typical:.1f} s"
+        seconds = now - slot.busy_since
+        log.warning(
+            "%s worker %s has run one batch for %.0f s (%s): a slow or stuck worker",
+            self.name,
+            slot.worker,
+            seconds,
+            took,
+        )
+        self._record(
+            {"event": "worker_slow", "worker": slot.worker, "node": slot.node, "seconds": round(seconds, 1)}
+        )
 
     def _stalled(self, waited: float, what: str, where: str) -> None:
         """Say ``what`` every ``SAY_EVERY`` seconds it lasts; stop the run after ``placement_timeout``."""

@@ -137,3 +137,51 @@ def test_a_step_on_the_driver_runs_in_the_drivers_process_after_rays_tasks(ray_c
     assert set(out.column("pid").to_pylist()) == set(out.column("made_pid").to_pylist()) == {os.getpid()}
     assert os.getpid() not in set(out.column("task_pid").to_pylist())  # the task ran on a Ray worker
     assert executor.kept == {}  # no pool
+
+
+class Stalls:
+    """A stateful step whose batch holding ``x == 7`` takes 4 s, the others 50 ms (a worker that stops answering
+    for a while: a paused machine, an engine that hangs)."""
+
+    def __call__(self, batch):
+        import time
+
+        time.sleep(4.0 if 7 in batch.column("x").to_pylist() else 0.05)
+        return batch
+
+
+def test_a_worker_whose_batch_runs_far_longer_than_batches_take_is_said_once_and_waited_for(
+    ray_cluster, tmp_path, monkeypatch, caplog
+):
+    """A worker's batch past ten times the pool's median batch (here at least 0.5 s, not 120 s) is said in the log
+    and as a worker_slow event, once for that batch; the pool waits for it and every row comes back once."""
+    import logging
+
+    import pyarrow as pa
+
+    from pipeline.config.run import RuntimeConfig
+    from pipeline.runtime import MapStep
+    from pipeline.runtime.pool import ActorPool
+    from pipeline.runtime.ray_data import RayDataExecutor
+    from pipeline.runtime.slots import Pace
+    from pipeline.storage.events import read_events
+
+    monkeypatch.setattr(Pace, "SLOW_AFTER", 0.5)
+    monkeypatch.setattr(Pace, "FIRST_AFTER", 0.5)
+    monkeypatch.setattr(ActorPool, "TEND_EVERY", 0.1)
+    events = tmp_path / "engine_events.jsonl"
+    step = MapStep(
+        "stalls", Stalls, batch_size=2, exact_batches=True, num_cpus=0.5, events=str(events), workers=1
+    )
+    executor = RayDataExecutor(RuntimeConfig(), tmp_path)
+    try:
+        with caplog.at_level(logging.WARNING, logger="pipeline.runtime.pool"):
+            out = pa.concat_tables(executor.stream([pa.table({"x": list(range(12))})], [step]))
+    finally:
+        executor.close()
+    assert sorted(out.column("x").to_pylist()) == list(range(12))
+    slow = [e for e in read_events(events) if e.get("event") == "worker_slow"]
+    started = [e for e in read_events(events) if e.get("event") == "worker_started"]
+    assert len(slow) == 1 and slow[0]["worker"] == started[0]["worker"] and slow[0]["seconds"] > 0.5
+    said = [r.getMessage() for r in caplog.records if "a slow or stuck worker" in r.getMessage()]
+    assert len(said) == 1 and f"stalls worker {started[0]['worker']} has run one batch for" in said[0]
