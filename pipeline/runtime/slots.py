@@ -54,9 +54,8 @@ class Slot:
     target: str = ""  # the node it was sent to (:meth:`ActorPool._start`)
     held: dict = field(default_factory=dict)  # ObjectRef of a call -> its batch
     draining: bool = False
-    busy_since: float = (
-        0.0  # when the batch it runs began (its last result, or a batch sent while it held none)
-    )
+    # when the batch it runs began: its last result, or a batch sent while it held none
+    busy_since: float = 0.0
     said_slow: float = -1.0  # the ``busy_since`` of the batch said slow (:meth:`Pace.slow`)
 
 

@@ -67,7 +67,7 @@ def test_system_means_a_solver_leaves_apart_by_its_tolerance_are_ties_in_any_row
     """Mirrored contexts (each system first in one, last in the other): every system's mean is 0 in exact
     arithmetic, and a fit stopped at its tolerance leaves them ~1e-9 apart (the Bradley-Terry scores of the absolute
     reference run, as fitted on one machine). Those differences rank nothing: no correlation, whatever the order of
-    the rows, while a real difference of 1e-5 still counts."""
+    the rows and the systems' names, while a real difference of 1e-5 still counts."""
     systems = np.array(["a", "b", "c", "d"] * 2)
     pred = np.array(
         [-1.2264154411913641, 1.2264154388850101, -0.37826377653870696, 0.37826377884506096]
@@ -77,8 +77,10 @@ def test_system_means_a_solver_leaves_apart_by_its_tolerance_are_ties_in_any_row
     rng = np.random.default_rng(3)
     for _ in range(20):
         order = rng.permutation(pred.shape[0])
+        names = dict(zip("abcd", rng.permutation(["w", "x", "y", "z"]), strict=True))  # renamed systems
+        renamed = np.array([names[s] for s in systems[order]])
         for method in ("spearman", "pearson", "kendall"):
-            value, n = system_correlation(systems[order], pred[order], human[order], method)
+            value, n = system_correlation(renamed, pred[order], human[order], method)
             assert n == 4 and np.isnan(value)
     apart = pred + np.tile([0.0, 1e-5, 2e-5, 3e-5], 2)
     assert system_correlation(systems, apart, human)[0] == pytest.approx(
