@@ -71,13 +71,10 @@ def simulate_outcomes(
     scale: float = 1.0,
     bias: float = 0.0,
 ) -> NDArray[np.float64]:
-    """Hard outcomes (1.0 if slot A wins) drawn from the Bradley-Terry model ``sigmoid(scale (s_A - s_B) + bias)``."""
-    from scipy.special import expit
-
-    s = np.asarray(true_scores, dtype=np.float64)
-    pr = _pairs(pairs, s.shape[0])
-    prob = expit(scale * (s[pr[:, 0]] - s[pr[:, 1]]) + bias)
-    return (rng.random(pr.shape[0]) < prob).astype(np.float64)
+    """Hard outcomes (1.0 if slot A wins) drawn from the Bradley-Terry model ``sigmoid(scale (s_A - s_B) + bias)``:
+    :func:`simulate_judge`'s noiseless probabilities, drawn."""
+    prob = simulate_judge(true_scores, pairs, rng, scale=scale, bias=bias)
+    return (rng.random(prob.shape[0]) < prob).astype(np.float64)
 
 
 def judge_accuracy(true_scores: ArrayLike, pairs: ArrayLike, p: ArrayLike) -> float:
