@@ -160,7 +160,12 @@ class ActorPool:
             starting = {slot.starting: slot for slot in self.slots if slot.starting is not None}
             if not held and not starting:
                 continue  # nothing to wait on but the upstream (``_send`` waits for it)
-            done, _ = ray.wait([*held, *starting], num_returns=1, timeout=0.05 if self._room() else 1.0)
+            # a quick look again only where an actor has room and the upstream may send it a batch; otherwise the
+            # wait ends with a result (a batch's end; 1 s at most, for the tending), not 20 times a second
+            sending = bool(again) or not exhausted
+            done, _ = ray.wait(
+                [*held, *starting], num_returns=1, timeout=0.05 if sending and self._room() else 1.0
+            )
             for ref in done:
                 if ref in starting:
                     self._started(starting[ref])

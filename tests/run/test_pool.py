@@ -185,3 +185,43 @@ def test_a_worker_whose_batch_runs_far_longer_than_batches_take_is_said_once_and
     assert len(slow) == 1 and slow[0]["worker"] == started[0]["worker"] and slow[0]["seconds"] > 0.5
     said = [r.getMessage() for r in caplog.records if "a slow or stuck worker" in r.getMessage()]
     assert len(said) == 1 and f"stalls worker {started[0]['worker']} has run one batch for" in said[0]
+
+
+class Slow:
+    """A stateful step whose one batch takes 3 s (an engine judging the run's last batch)."""
+
+    def __call__(self, batch):
+        import time
+
+        time.sleep(3.0)
+        return batch
+
+
+def test_the_driver_waits_on_the_last_batch_without_polling(ray_cluster, tmp_path, monkeypatch):
+    """Once the upstream has ended, the driver waits for its workers' batches to end (a second at most, for the
+    tending), not 20 times a second: on a CPU the driver shares the engine's cores. The 3 s batch is waited on a
+    few times, against 60 at the quick look's 50 ms."""
+    import pyarrow as pa
+    import ray
+
+    from pipeline.config.run import RuntimeConfig
+    from pipeline.runtime import MapStep
+    from pipeline.runtime.ray_data import RayDataExecutor
+
+    waits: list[float | None] = []
+    wait = ray.wait
+
+    def counted(*args, **kwargs):
+        waits.append(kwargs.get("timeout"))
+        return wait(*args, **kwargs)
+
+    monkeypatch.setattr(ray, "wait", counted)
+    step = MapStep("slow", Slow, batch_size=4, exact_batches=True, num_cpus=0.5, workers=1)
+    executor = RayDataExecutor(RuntimeConfig(), tmp_path)
+    try:
+        out = pa.concat_tables(executor.stream([pa.table({"x": list(range(4))})], [step]))
+    finally:
+        executor.close()
+    assert sorted(out.column("x").to_pylist()) == [0, 1, 2, 3]
+    quick = [t for t in waits if t is not None and t < 1.0]
+    assert len(quick) <= 3 and len(waits) <= 10, waits
