@@ -153,16 +153,16 @@ class ActorPool:
             if front is not None:
                 yield from front.drain()
             held = {ref: slot for slot in self.slots for ref in slot.held}
-            if not held and exhausted and not again:
+            sending = bool(again) or not exhausted  # batches to give: given back, or the upstream not ended
+            if not held and not sending:
                 self._settle(wait=self.SETTLE_WAIT)  # the stream's account of its losses complete
                 return
-            self._tend(waiting=bool(again) or not exhausted, feeder=None if exhausted else feeder)
+            self._tend(waiting=sending, feeder=None if exhausted else feeder)
             starting = {slot.starting: slot for slot in self.slots if slot.starting is not None}
             if not held and not starting:
                 continue  # nothing to wait on but the upstream (``_send`` waits for it)
-            # a quick look again only where an actor has room and the upstream may send it a batch; otherwise the
+            # a quick look again only where an actor has room and there may be a batch to give it; otherwise the
             # wait ends with a result (a batch's end; 1 s at most, for the tending), not 20 times a second
-            sending = bool(again) or not exhausted
             done, _ = ray.wait(
                 [*held, *starting], num_returns=1, timeout=0.05 if sending and self._room() else 1.0
             )

@@ -223,5 +223,6 @@ def test_the_driver_waits_on_the_last_batch_without_polling(ray_cluster, tmp_pat
     finally:
         executor.close()
     assert sorted(out.column("x").to_pylist()) == [0, 1, 2, 3]
+    # only the quick looks are counted: the number of 1 s waits follows how long the worker takes to start
     quick = [t for t in waits if t is not None and t < 1.0]
-    assert len(quick) <= 3 and len(waits) <= 10, waits
+    assert len(quick) <= 3, waits
