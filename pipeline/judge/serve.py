@@ -65,14 +65,25 @@ class LocalVLLMServer:
         ]
         return [*command, "--api-key", self.api_key] if self.api_key else command
 
+    def environment(self) -> dict[str, str]:
+        """The server's environment: its KV cache, and its engine's threads bound to the cores of this
+        environment's ``VLLM_CPU_OMP_THREADS_BIND`` where it lists them (as a judge's engine takes them,
+        conf/judge/smollm2_cpu.yaml: two engines on one machine, each on its own cores), else to every core this
+        process may use. Binding every core beside another engine bound to one of them spins both engines'
+        threads against each other."""
+        bind = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "all")
+        if bind in ("", "all", "auto"):
+            bind = ",".join(map(str, sorted(os.sched_getaffinity(0))))
+        return {
+            **os.environ,
+            "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gb),
+            "VLLM_CPU_OMP_THREADS_BIND": bind,
+        }
+
     def start(self, timeout: float = 300) -> None:
         import httpx
 
-        env = {
-            **os.environ,
-            "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gb),
-            "VLLM_CPU_OMP_THREADS_BIND": ",".join(map(str, sorted(os.sched_getaffinity(0)))),
-        }
+        env = self.environment()
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         started = time.monotonic()
         self.log.parent.mkdir(parents=True, exist_ok=True)

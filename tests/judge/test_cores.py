@@ -53,6 +53,23 @@ def test_all_binds_every_core_of_the_process():
     assert env == {"VLLM_CPU_OMP_THREADS_BIND": ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))}
 
 
+def test_a_local_vllm_server_binds_the_cores_its_environment_lists_else_every_core(monkeypatch, tmp_path):
+    # beside a test worker's engine bound to its core (tests/conftest.py), a server bound to every core spun its
+    # threads against that engine's and answered at a fifth of its speed
+    from pipeline.judge.serve import LocalVLLMServer
+
+    server = LocalVLLMServer("/m", tmp_path / "vllm.log", kv_cache_gb=2)
+    monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "1")
+    assert server.environment()["VLLM_CPU_OMP_THREADS_BIND"] == "1"
+    assert server.environment()["VLLM_CPU_KVCACHE_SPACE"] == "2"
+    every = ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))
+    for unlisted in ("all", "auto"):
+        monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", unlisted)
+        assert server.environment()["VLLM_CPU_OMP_THREADS_BIND"] == every
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND")
+    assert server.environment()["VLLM_CPU_OMP_THREADS_BIND"] == every
+
+
 def spec(env=None, **kw):
 
     from pipeline.judge.spec import JudgeSpec

@@ -240,7 +240,7 @@ def test_generators_behind_the_server_then_the_judge(server, outputs, ray_cluste
     monkeypatch.setenv(KEY_ENV, KEY)
     api = (
         f"{{base_url: '{server.url}', model: {SERVED}, api_key_env: {KEY_ENV}, "
-        f"cache_path: '{outputs / 'gen.sqlite'}'}}"
+        f"cache_path: '{outputs / 'gen.sqlite'}', timeout: 600}}"
     )
     models = (
         f"[{{name: greedy, model: smollm2-135m-instruct, max_tokens: 48, api: {api}}},"
@@ -330,8 +330,8 @@ def test_a_jury_of_an_in_process_judge_and_the_same_model_behind_the_server(
         "+judge.engine.dtype=float32",
         (
             "+jury.judges=[{name: smol-api, backend: api, templates: [c2], api: {base_url: '"
-            f"{server.url}', model: {SERVED}, api_key_env: {KEY_ENV}, cache_path: '{outputs / 'jury.sqlite'}'"
-            "}}]"
+            f"{server.url}', model: {SERVED}, api_key_env: {KEY_ENV}, cache_path: '{outputs / 'jury.sqlite'}',"
+            " timeout: 600}}]"  # as api_overrides says: no request asked twice on a loaded machine
         ),
         f"paths.output_root={outputs / 'jury'}",
         f"paths.run_dir={folder}",
