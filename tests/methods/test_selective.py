@@ -75,6 +75,40 @@ def test_labels_needed_is_the_fewest_that_certify():
     assert labels_needed(0.1, 0.1, 0.1) is None and labels_needed(0.3, 0.1, 0.1) is None
 
 
+def test_labels_needed_of_many_rates_at_once_is_the_one_rate_search_of_each():
+    # rates of a grid's thresholds, as the fixed sequence asks them when nothing is certified: each the count a
+    # plain one-rate search finds (doubled until it certifies, then bisected), which certifies where one fewer
+    # does not (the bound falls with n only up to rounding: a luckier smaller n may certify too); none at or above
+    # alpha
+    from pipeline.methods.agreement.selective import labels_needed_each
+
+    def certifies(rate: float, n: int, alpha: float, delta: float) -> bool:
+        return clopper_pearson_upper(round(rate * n), n, delta) <= alpha
+
+    def search(rate: float, alpha: float, delta: float) -> int:
+        if rate >= alpha:
+            return -1
+        hi = 1
+        while not certifies(rate, hi, alpha, delta):
+            hi *= 2
+        lo = 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if certifies(rate, mid, alpha, delta) else (mid + 1, hi)
+        return hi
+
+    for alpha, delta in ((0.1, 0.1), (0.2, 0.05), (0.3, 0.2)):
+        rates = np.concatenate([np.linspace(0.0, 0.35, 36), [1 / 30, alpha]])
+        found = labels_needed_each(rates, alpha, delta).tolist()
+        assert found == [search(r, alpha, delta) for r in rates]
+        for rate, n in zip(rates, found, strict=True):
+            assert (n == -1) == (rate >= alpha)
+            if n > 0:
+                assert certifies(rate, n, alpha, delta) and (
+                    n == 1 or not certifies(rate, n - 1, alpha, delta)
+                )
+
+
 def simulated_judge(rng: np.random.Generator, n: int, skill: float):
     """A judge's verdict confidence in [1/2, 1] and whether people agree with it: people agree with probability
     1/2 + skill * (confidence - 1/2) * 2 (a skill of 1: calibrated; 0: its confidence means nothing)."""

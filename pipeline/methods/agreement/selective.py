@@ -26,7 +26,6 @@ probability ``1 - delta``); what no judge accepts is escalated to people.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,22 +46,42 @@ def clopper_pearson_upper(errors: int, n: int, delta: float) -> float:
 
 
 def labels_needed(rate: float, alpha: float, delta: float, cap: int = 10**7) -> int | None:
-    """The fewest items at which a disagreement rate of ``rate`` (``round(rate * n)`` errors of ``n``) is certified
-    below alpha at ``1 - delta``; None where no number of items does it (``rate >= alpha``)."""
-    if rate >= alpha:
-        return None
-    lo, hi = 1, 1
-    while clopper_pearson_upper(round(rate * hi), hi, delta) > alpha:
-        hi *= 2
-        if hi > cap:
-            return None
-    while lo < hi:  # the bound falls with n at a fixed rate (up to rounding): bisect
-        mid = (lo + hi) // 2
-        if clopper_pearson_upper(round(rate * mid), mid, delta) <= alpha:
-            hi = mid
-        else:
-            lo = mid + 1
-    return hi
+    """The items at which a disagreement rate of ``rate`` (``round(rate * n)`` errors of ``n``) is certified below
+    alpha at ``1 - delta`` and one fewer is not (:func:`labels_needed_each`: the fewest up to rounding, under which
+    a lucky smaller count may certify too); None where no number of items does it (``rate >= alpha``)."""
+    need = int(labels_needed_each(np.array([rate], dtype=np.float64), alpha, delta, cap)[0])
+    return None if need < 0 else need
+
+
+def labels_needed_each(
+    rates: NDArray[np.float64], alpha: float, delta: float, cap: int = 10**7
+) -> NDArray[np.int64]:
+    """:func:`labels_needed` of each rate at once (-1: none): the item count doubled until the bound is under
+    alpha, then bisected (the bound falls with n at a fixed rate, up to rounding)."""
+    rates = np.asarray(rates, dtype=np.float64)
+
+    def certifies(k: NDArray[np.intp], n: NDArray[np.int64]) -> NDArray[np.bool_]:
+        return upper_bounds(np.round(rates[k] * n), n, delta) <= alpha
+
+    possible = rates < alpha
+    hi = np.ones(rates.shape, dtype=np.int64)
+    doubling = possible.copy()
+    while doubling.any():
+        k = np.flatnonzero(doubling)
+        done = certifies(k, hi[k])
+        doubling[k[done]] = False
+        short = k[~done]
+        hi[short] *= 2
+        over = short[hi[short] > cap]
+        possible[over] = doubling[over] = False
+    lo = np.ones_like(hi)
+    while (searching := possible & (lo < hi)).any():
+        k = np.flatnonzero(searching)
+        mid = (lo[k] + hi[k]) // 2
+        good = certifies(k, mid)
+        hi[k[good]] = mid[good]
+        lo[k[~good]] = mid[~good] + 1
+    return np.where(possible, hi, -1)
 
 
 @dataclass(frozen=True)
@@ -141,23 +160,19 @@ def _needed(
     n_total: int,
 ) -> tuple[int | None, float | None]:
     """Where nothing is certified: the fewest labels that would certify some threshold at the disagreement its
-    calibration items show (scaled by the share of items above it), and that disagreement."""
-    best: tuple[int, float] | None = None
-    lowest: float | None = None
-    for t in grid:
-        n = int(np.searchsorted(-sorted_c, -t, side="right"))
-        if n == 0:
-            continue
-        rate = float(wrong[n - 1]) / n
-        lowest = rate if lowest is None else min(lowest, rate)
-        need = labels_needed(rate, alpha, delta)
-        if need is not None:
-            total = math.ceil(need * n_total / n)
-            if best is None or total < best[0]:
-                best = (total, rate)
-    if best is None:
-        return None, lowest
-    return best
+    calibration items show (scaled by the share of items above it; the first threshold of the grid among equals),
+    and that disagreement (the lowest any threshold shows where none would do)."""
+    n = np.searchsorted(-sorted_c, -np.asarray(grid, dtype=np.float64), side="right")
+    n = n[n > 0]
+    if not n.size:
+        return None, None
+    rates = wrong[n - 1] / n
+    need = labels_needed_each(rates, alpha, delta)
+    if not (need >= 0).any():
+        return None, float(rates.min())
+    total = np.where(need >= 0, np.ceil(need * n_total / n), np.inf)
+    best = int(np.argmin(total))
+    return int(total[best]), float(rates[best])
 
 
 @dataclass(frozen=True)
