@@ -102,8 +102,8 @@ def test_node_loss_mid_judging_costs_its_open_batch_not_the_run(nodes, tmp_path)
     not match), and the summary and MLflow say a node was lost and how many prompts were redone."""
     nodes.add(cpus=2)
     nodes.add(cpus=2)
-    prompts = n_prompts(6, 5)
-    driver = start_run(nodes, tmp_path, 6, "judge.num_actors=2")
+    prompts = n_prompts(3, 5)  # 15 batches of 8
+    driver = start_run(nodes, tmp_path, 3, "judge.num_actors=2")
     wait_for(lambda: len(started(tmp_path)) == 1, "a judge worker", driver, tmp_path)
     [victim] = started(tmp_path)
     # the first worker paused until the second is up (two engines starting on two loaded cores may be 30 s apart,
@@ -149,8 +149,8 @@ def test_node_added_mid_run_gets_a_worker_and_a_drain_loses_nothing(nodes, tmp_p
     The first worker is paused inside a batch while the node joins and the notice comes (a node's registration
     takes from seconds to a minute on a loaded machine; the run must not end before it)."""
     first = nodes.add(cpus=3)
-    prompts = n_prompts(8, 5)
-    driver = start_run(nodes, tmp_path, 8, "judge.num_actors=[1,3]", "judge.num_cpus_per_actor=2")
+    prompts = n_prompts(4, 5)  # 20 batches of 8: the first worker holds two when the node joins
+    driver = start_run(nodes, tmp_path, 4, "judge.num_actors=[1,3]", "judge.num_cpus_per_actor=2")
     wait_for(lambda: len(started(tmp_path)) == 1, "the first worker", driver, tmp_path)
     [old] = started(tmp_path)
     log = tmp_path / "run" / "logs" / "engine_events.jsonl"
