@@ -59,9 +59,10 @@ def api_overrides(server: LocalVLLMServer, cache: Path, *extra: str) -> list[str
         f"judge.api.model={SERVED}",
         f"judge.api.api_key_env={KEY_ENV}",
         f"judge.api.cache_path={cache}",
-        # a CPU server beside another test's engine on two cores answers 0.2 prompts/s: a request queued behind the
-        # client's others may wait past the 60 s default and be asked again, which the request counts here would
-        # read as a changed prompt
+        # a CPU server on its test worker's core answers a prompt in one to two seconds (SummEval's 0.6/s; 0.2/s
+        # when it bound both cores against the other worker's engine): a request queued behind the client's others
+        # may wait past the 60 s default and be asked again, which the request counts here would read as a changed
+        # prompt
         "judge.api.timeout=600",
         *extra,
     ]
