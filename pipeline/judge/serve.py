@@ -71,13 +71,16 @@ class LocalVLLMServer:
         conf/judge/smollm2_cpu.yaml: two engines on one machine, each on its own cores), else to every core this
         process may use. Binding every core beside another engine bound to one of them spins both engines'
         threads against each other."""
+        from pipeline.judge.cores import resolve_env
+
         bind = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "all")
-        if bind in ("", "all", "auto"):
-            bind = ",".join(map(str, sorted(os.sched_getaffinity(0))))
+        # "auto" claims cores for an engine inside the calling process; the server runs its own: every core
+        bind = "all" if bind in ("", "auto") else bind
         return {
             **os.environ,
-            "VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gb),
-            "VLLM_CPU_OMP_THREADS_BIND": bind,
+            **resolve_env(
+                {"VLLM_CPU_KVCACHE_SPACE": str(self.kv_cache_gb), "VLLM_CPU_OMP_THREADS_BIND": bind}
+            ),
         }
 
     def start(self, timeout: float = 300) -> None:
