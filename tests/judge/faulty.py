@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import select
+import socket
 import threading
 import time
 from collections import Counter
@@ -163,6 +165,18 @@ class FaultyServer:
             return rng.choice(sorted(INJECTED))
         return None
 
+    def hold(self, handler: BaseHTTPRequestHandler) -> None:
+        """A reply slower than the client's timeout: nothing is written until the client hangs up (or ``slow``
+        seconds pass). The server never closes first: a client that a loaded machine wakes late would read that
+        close as a lost connection, not as the timeout it is."""
+        sock = handler.connection
+        deadline = time.monotonic() + self.slow
+        while time.monotonic() < deadline:
+            readable, _, _ = select.select([sock], [], [], 0.05)
+            if readable and not sock.recv(1, socket.MSG_PEEK):
+                break
+        handler.close_connection = True
+
     def handle(self, handler: BaseHTTPRequestHandler, body: dict) -> None:
         path = handler.path
         key = prompt_key(path, body)
@@ -174,8 +188,7 @@ class FaultyServer:
             handler.close_connection = True
             return
         if kind == "slow":
-            time.sleep(self.slow)
-            handler.close_connection = True
+            self.hold(handler)
             return
         if kind in ("http_500", "http_429"):
             status = 500 if kind == "http_500" else 429

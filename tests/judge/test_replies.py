@@ -218,7 +218,7 @@ def test_the_client_against_a_server_that_fails_half_its_attempts_in_every_way(t
         }
         for k in range(60)
     ]
-    with FaultyServer(share=0.6, seed=3, slow=1.2) as server:
+    with FaultyServer(share=0.6, seed=3, slow=10) as server:
         settings = ApiConfig(
             base_url=server.url, concurrency=8, timeout=0.8, max_retries=8, backoff=0.01, backoff_max=0.02
         )

@@ -47,7 +47,7 @@ def test_a_run_against_a_faulty_endpoint_judges_every_prompt_once_with_what_it_a
     path, tmp_path, judge_model
 ):
     with FaultyServer(
-        share=0.5, seed=1, slow=1.2, models=("stand-in-2024-08-06", "stand-in-2024-11-20")
+        share=0.5, seed=1, slow=10, models=("stand-in-2024-08-06", "stand-in-2024-11-20")
     ) as server:
         cfg = compose(
             standin_overrides(
