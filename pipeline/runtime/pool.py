@@ -376,7 +376,10 @@ class ActorPool:
             what = f"no {self.name} worker running" + (
                 f" ({starting} starting: an engine loading)" if starting else ""
             )
-            self._stalled(now - self._unplaced_since, what, where)
+            # an engine loading is the normal start (a minute for a compiled one): said, not warned of
+            self._stalled(
+                now - self._unplaced_since, what, where, logging.INFO if starting else logging.WARNING
+            )
 
     def _slow(self, slot: Slot, now: float) -> None:
         """Say a worker whose batch runs far longer than batches take (a slow or stuck worker, its node up)."""
@@ -394,8 +397,9 @@ class ActorPool:
             {"event": "worker_slow", "worker": slot.worker, "node": slot.node, "seconds": round(seconds, 1)}
         )
 
-    def _stalled(self, waited: float, what: str, where: str) -> None:
-        """Say ``what`` every ``SAY_EVERY`` seconds it lasts; stop the run after ``placement_timeout``."""
+    def _stalled(self, waited: float, what: str, where: str, level: int = logging.WARNING) -> None:
+        """Say ``what`` (at ``level``) every ``SAY_EVERY`` seconds it lasts; stop the run after
+        ``placement_timeout``."""
         if waited > self.placement_timeout:
             raise PoolError(
                 f"{what} for {waited:.0f} s: {where} (runtime.placement_timeout_s={self.placement_timeout:g})"
@@ -403,7 +407,7 @@ class ActorPool:
         now = time.monotonic()
         if waited >= self.SAY_EVERY and now - self._said >= self.SAY_EVERY:
             self._said = now
-            log.warning("%s for %.0f s: %s", what, waited, where)
+            log.log(level, "%s for %.0f s: %s", what, waited, where)
 
     def _drain(self) -> None:
         """Actors on nodes being drained take no new batch; those holding none are released."""

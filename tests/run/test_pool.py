@@ -187,6 +187,50 @@ def test_a_worker_whose_batch_runs_far_longer_than_batches_take_is_said_once_and
     assert len(said) == 1 and f"stalls worker {started[0]['worker']} has run one batch for" in said[0]
 
 
+class LoadsSlowly:
+    """A stateful step whose worker takes 2 s to start (an engine loading), then answers at once."""
+
+    def __init__(self):
+        import time
+
+        time.sleep(2.0)
+
+    def __call__(self, batch):
+        return batch
+
+
+def test_a_worker_still_starting_is_said_not_warned_of(ray_cluster, tmp_path, monkeypatch, caplog):
+    """While the pool's only worker is starting (an engine loading: a minute for a compiled one), the pool says so
+    in the log every ``SAY_EVERY`` seconds at INFO, with the worker counted as starting; a warning is for a pool
+    with no worker running and none starting (waiting for room, said with the cluster's numbers)."""
+    import logging
+
+    import pyarrow as pa
+
+    from pipeline.config.run import RuntimeConfig
+    from pipeline.runtime import MapStep
+    from pipeline.runtime.pool import ActorPool
+    from pipeline.runtime.ray_data import RayDataExecutor
+
+    monkeypatch.setattr(ActorPool, "TEND_EVERY", 0.1)
+    monkeypatch.setattr(ActorPool, "SAY_EVERY", 0.5)
+    step = MapStep(
+        "loads", LoadsSlowly, batch_size=2, num_cpus=0.5, events=str(tmp_path / "e.jsonl"), workers=1
+    )
+    executor = RayDataExecutor(RuntimeConfig(), tmp_path)
+    try:
+        with caplog.at_level(logging.INFO, logger="pipeline.runtime.pool"):
+            out = pa.concat_tables(executor.stream([pa.table({"x": list(range(6))})], [step]))
+    finally:
+        executor.close()
+    assert sorted(out.column("x").to_pylist()) == list(range(6))
+    said = [r for r in caplog.records if "no loads worker running" in r.getMessage()]
+    assert said and all(r.levelno == logging.INFO for r in said), [
+        (r.levelname, r.getMessage()) for r in said
+    ]
+    assert "(1 starting: an engine loading)" in said[0].getMessage() and "CPU(s)" in said[0].getMessage()
+
+
 class Slow:
     """A stateful step whose one batch takes 3 s (an engine judging the run's last batch)."""
 
