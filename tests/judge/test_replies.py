@@ -229,22 +229,20 @@ def test_the_client_against_a_server_that_fails_half_its_attempts_in_every_way(t
             key = prompt_key("/v1/completions", body)
             top = reply.body["choices"][0]["logprobs"]["top_logprobs"][0]
             assert top == {f"token_id:{t}": logprob(key, t) for t in (7, 9)}  # what it served for this prompt
-            assert server.successes[key] == 1  # answered once
+            assert server.successes[key] >= 1  # asked again only after a timeout (counted below)
         counted = Counter(kind for r in replies for kind in r.failures)
-        expected = server.expected_client_kinds()
-        # every injected failure counted as its kind; a loaded machine may add timeouts of its own (retried too)
-        assert counted["timeout"] >= expected["timeout"]
-        assert {k: n for k, n in counted.items() if k != "timeout"} == {
-            k: n for k, n in expected.items() if k != "timeout"
-        }
+        # every injected failure counted as its kind; a loaded machine may turn late replies into timeouts of its
+        # own (retried too)
+        server.check_counted(counted)
         assert sum(counted.values()) > 20
-        assert set(counted) == {"not_json", "no_choices", "no_logprobs", "not_finite", "wrong_samples", "http_5xx",
+        assert set(server.expected_client_kinds()) == {"not_json", "no_choices", "no_logprobs", "not_finite", "wrong_samples", "http_5xx",
                                 "timeout", "connection", "bad_token", "bad_logprob", "bad_usage", "bad_index",
                                 "too_deep", "bad_number", "bad_text", "too_large"}  # fmt: skip
         assert server.max_in_flight > 1
         # the cache holds the answers only: a second post asks nothing
+        answered = sum(server.successes.values())
         again = client.post("/completions", bodies, check=completion_check(1, True))
-        assert all(r.cached for r in again) and sum(server.successes.values()) == len(bodies)
+        assert all(r.cached for r in again) and sum(server.successes.values()) == answered
         client.close()
 
 

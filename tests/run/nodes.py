@@ -19,21 +19,27 @@ from pathlib import Path
 BIN = Path(sys.executable).parent
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_ports(n: int) -> list[int]:
+    """``n`` different ports free now: each socket is held until all are drawn (a port let go may be drawn again at
+    once: a head once got the same port for its dashboard and its metrics and did not start)."""
+    with contextlib.ExitStack() as held:
+        sockets = [held.enter_context(socket.socket()) for _ in range(n)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
 
 
-def own_ports() -> list[str]:
-    """Each node's agents on ports of their own: the defaults (52365 for the dashboard agent's HTTP server, which
-    takes the jobs) are held by the session's local Rays of the other end-to-end tests, and a head would then have
-    no job agent ("No available agent to submit job")."""
+def own_ports(ports: list[int]) -> list[str]:
+    """Each node's agents on ports of their own (four of ``free_ports``, drawn with the node's other ports): the
+    defaults (52365 for the dashboard agent's HTTP server, which takes the jobs) are held by the session's local
+    Rays of the other end-to-end tests, and a head would then have no job agent ("No available agent to submit
+    job")."""
+    listen, grpc, runtime_env, metrics = ports
     return [
-        f"--dashboard-agent-listen-port={free_port()}",
-        f"--dashboard-agent-grpc-port={free_port()}",
-        f"--runtime-env-agent-port={free_port()}",
-        f"--metrics-export-port={free_port()}",
+        f"--dashboard-agent-listen-port={listen}",
+        f"--dashboard-agent-grpc-port={grpc}",
+        f"--runtime-env-agent-port={runtime_env}",
+        f"--metrics-export-port={metrics}",
     ]
 
 
@@ -42,7 +48,7 @@ class Nodes:
 
     def __init__(self, logs: Path):
         self.logs = logs
-        self.gcs = free_port()
+        self.gcs, *head_ports = free_ports(5)
         self.address = f"127.0.0.1:{self.gcs}"
         # its own temp dir (short: Ray's socket paths must stay under 107 characters), so that this cluster's
         # address file does not send later ray.init() calls of the machine to it
@@ -53,11 +59,13 @@ class Nodes:
         self.env.pop("RAY_ADDRESS", None)
         self.processes: list[subprocess.Popen] = []
         self.head = self._start(
-            "head.log", ["--head", f"--port={self.gcs}", "--include-dashboard=false", "--num-cpus=0"]
+            "head.log",
+            ["--head", f"--port={self.gcs}", "--include-dashboard=false", "--num-cpus=0"],
+            head_ports,
         )
         self.wait_for(bool, "its head", 300)
 
-    def _start(self, name: str, args: list[str]) -> subprocess.Popen:
+    def _start(self, name: str, args: list[str], ports: list[int] | None = None) -> subprocess.Popen:
         process = subprocess.Popen(
             [
                 str(BIN / "ray"),
@@ -67,7 +75,7 @@ class Nodes:
                 "--node-ip-address=127.0.0.1",
                 "--object-store-memory=200000000",
                 f"--temp-dir={self.temp}",
-                *own_ports(),
+                *own_ports(ports or free_ports(4)),
             ],
             env=self.env,
             stdout=open(self.logs / name, "w"),  # noqa: SIM115 (the node's own log, open while it runs)

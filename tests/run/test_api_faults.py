@@ -70,16 +70,12 @@ def test_a_run_against_a_faulty_endpoint_judges_every_prompt_once_with_what_it_a
     # connection the client had closed), counted as one of the client's own timeouts
     counted = Counter(dict(result.judge_stats.failed_attempts))
     expected = server.expected_client_kinds()
-    again = sum(n - 1 for n in server.successes.values())
-    assert len(server.successes) == N_PROMPTS and again <= counted["timeout"] - expected["timeout"]
+    assert len(server.successes) == N_PROMPTS
     stored = sorted(tuple(np.round(v, 12)) for v in table["label_logprobs"].to_list())
     served = sorted(tuple(np.round(v, 12)) for v in server.served.values())
     assert stored == served
-    # every failed attempt counted by its kind (a loaded machine may add timeouts of its own)
-    assert counted["timeout"] >= expected["timeout"]
-    assert {k: n for k, n in counted.items() if k != "timeout"} == {
-        k: n for k, n in expected.items() if k != "timeout"
-    }
+    # every failed attempt counted by its kind (a loaded machine may turn late replies into timeouts of its own)
+    server.check_counted(counted)
     assert sum(expected.values()) > 10
     for kind, n in counted.items():
         assert result.metrics[f"judge/api_failed_attempts/{kind}"] == n

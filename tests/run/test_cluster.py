@@ -27,7 +27,7 @@ import polars as pl
 import pytest
 
 from tests.conftest import ROOT
-from tests.run.nodes import BIN, free_port, own_ports
+from tests.run.nodes import BIN, free_ports, own_ports
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow, pytest.mark.cluster]
 
@@ -37,7 +37,7 @@ def cluster(tmp_path_factory):
     """(dashboard address, the token, the shared folder): a head of 2 CPUs (the driver, the judge's worker and the
     step's tasks beside it)."""
     token = secrets.token_hex(16)
-    gcs, dashboard = free_port(), free_port()
+    gcs, dashboard, *agents = free_ports(6)
     env = {
         **os.environ,
         "PATH": f"{BIN}:{os.environ['PATH']}",
@@ -67,7 +67,7 @@ def cluster(tmp_path_factory):
             "--dashboard-host=127.0.0.1",
             "--include-dashboard=true",
             *common,
-            *own_ports(),
+            *own_ports(agents),
         ],
         env=env,
         stdout=open(logs / "head.log", "w"),
