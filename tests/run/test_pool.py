@@ -139,6 +139,23 @@ def test_a_step_on_the_driver_runs_in_the_drivers_process_after_rays_tasks(ray_c
     assert executor.kept == {}  # no pool
 
 
+def streamed(step, rows: int, folder):
+    """Rows ``x`` = 0..rows-1 through ``step`` on the pool (a local Ray), the executor closed however it ends: every
+    row comes back once."""
+    import pyarrow as pa
+
+    from pipeline.config.run import RuntimeConfig
+    from pipeline.runtime.ray_data import RayDataExecutor
+
+    executor = RayDataExecutor(RuntimeConfig(), folder)
+    try:
+        out = pa.concat_tables(executor.stream([pa.table({"x": list(range(rows))})], [step]))
+    finally:
+        executor.close()
+    assert sorted(out.column("x").to_pylist()) == list(range(rows))
+    return out
+
+
 class Stalls:
     """A stateful step whose batch holding ``x == 7`` takes 4 s, the others 50 ms (a worker that stops answering
     for a while: a paused machine, an engine that hangs)."""
@@ -157,12 +174,8 @@ def test_a_worker_whose_batch_runs_far_longer_than_batches_take_is_said_once_and
     and as a worker_slow event, once for that batch; the pool waits for it and every row comes back once."""
     import logging
 
-    import pyarrow as pa
-
-    from pipeline.config.run import RuntimeConfig
     from pipeline.runtime import MapStep
     from pipeline.runtime.pool import ActorPool
-    from pipeline.runtime.ray_data import RayDataExecutor
     from pipeline.runtime.slots import Pace
     from pipeline.storage.events import read_events
 
@@ -173,13 +186,8 @@ def test_a_worker_whose_batch_runs_far_longer_than_batches_take_is_said_once_and
     step = MapStep(
         "stalls", Stalls, batch_size=2, exact_batches=True, num_cpus=0.5, events=str(events), workers=1
     )
-    executor = RayDataExecutor(RuntimeConfig(), tmp_path)
-    try:
-        with caplog.at_level(logging.WARNING, logger="pipeline.runtime.pool"):
-            out = pa.concat_tables(executor.stream([pa.table({"x": list(range(12))})], [step]))
-    finally:
-        executor.close()
-    assert sorted(out.column("x").to_pylist()) == list(range(12))
+    with caplog.at_level(logging.WARNING, logger="pipeline.runtime.pool"):
+        streamed(step, 12, tmp_path)
     slow = [e for e in read_events(events) if e.get("event") == "worker_slow"]
     started = [e for e in read_events(events) if e.get("event") == "worker_started"]
     assert len(slow) == 1 and slow[0]["worker"] == started[0]["worker"] and slow[0]["seconds"] > 0.5
@@ -205,25 +213,16 @@ def test_a_worker_still_starting_is_said_not_warned_of(ray_cluster, tmp_path, mo
     with no worker running and none starting (waiting for room, said with the cluster's numbers)."""
     import logging
 
-    import pyarrow as pa
-
-    from pipeline.config.run import RuntimeConfig
     from pipeline.runtime import MapStep
     from pipeline.runtime.pool import ActorPool
-    from pipeline.runtime.ray_data import RayDataExecutor
 
     monkeypatch.setattr(ActorPool, "TEND_EVERY", 0.1)
     monkeypatch.setattr(ActorPool, "SAY_EVERY", 0.5)
     step = MapStep(
         "loads", LoadsSlowly, batch_size=2, num_cpus=0.5, events=str(tmp_path / "e.jsonl"), workers=1
     )
-    executor = RayDataExecutor(RuntimeConfig(), tmp_path)
-    try:
-        with caplog.at_level(logging.INFO, logger="pipeline.runtime.pool"):
-            out = pa.concat_tables(executor.stream([pa.table({"x": list(range(6))})], [step]))
-    finally:
-        executor.close()
-    assert sorted(out.column("x").to_pylist()) == list(range(6))
+    with caplog.at_level(logging.INFO, logger="pipeline.runtime.pool"):
+        streamed(step, 6, tmp_path)
     said = [r for r in caplog.records if "no loads worker running" in r.getMessage()]
     assert said and all(r.levelno == logging.INFO for r in said), [
         (r.levelname, r.getMessage()) for r in said
