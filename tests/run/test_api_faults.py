@@ -65,9 +65,9 @@ def test_a_run_against_a_faulty_endpoint_judges_every_prompt_once_with_what_it_a
         result = run(cfg)
     table = pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
     assert table.height == N_PROMPTS and table.select(KEYS).n_unique() == N_PROMPTS
-    # every prompt answered once by the server, and stored as it answered; an answer is asked again only after the
+    # every prompt answered by the server, and stored as it answered; an answer is asked again only after the
     # client gave up on it: a reply slower than the client's timeout on a loaded machine (the server wrote it to a
-    # connection the client had closed), counted as one of the client's own timeouts
+    # connection the client had closed), counted as one of the client's own timeouts (check_counted, below)
     counted = Counter(dict(result.judge_stats.failed_attempts))
     expected = server.expected_client_kinds()
     assert len(server.successes) == N_PROMPTS
