@@ -103,22 +103,24 @@ def bound_cores(bind: str | None) -> int | None:
     return len(expand_cores(bind)) or None
 
 
-# vLLM 0.32 with torch 2.13 on the CPU saves its AOT-compiled model and cannot load it again ("'function' object has
-# no attribute 'finalize_loading'", a warning at start), so every compiled start compiled afresh: 55 s of a 67-81 s
-# start on 2 cores. Its earlier compile cache (torch.compile's, off with AOT) loads: the second start warms up in 14 s
-# and starts in 39 s (BENCHMARKS.md, "The compiled engine's start"). A CPU engine uses it unless judge.env says.
+# vLLM saves its compiled model and loads it at the next start (``VLLM_USE_AOT_COMPILE``). On the CPU, vLLM 0.32 with
+# torch 2.13 cannot load what it saved ("'function' object has no attribute 'finalize_loading'", a warning) and compiles
+# afresh: 40-55 s of a 51-81 s start on 2 cores. Inside this process pipeline.judge.compile_cache lets it load (14 s
+# starts in a Ray worker on 2 cores); vLLM's own engine processes start without that, and there torch.compile's earlier
+# cache loads instead (off with AOT; 20-39 s starts). BENCHMARKS.md, "The compiled engine's start". judge.env may set it either way.
 AOT_COMPILE_ENV = "VLLM_USE_AOT_COMPILE"
 
 
 def vllm_env(spec: JudgeSpec, inside: bool) -> dict[str, str]:
     """The environment of a vLLM engine: ``judge.env`` resolved (:func:`resolve_env`), vLLM's multiprocessing
-    switch, on the CPU the compile cache that loads (``AOT_COMPILE_ENV``), and for an engine inside this process the
-    OpenMP threads of its bound cores (a Ray actor's ``OMP_NUM_THREADS`` is its CPU count, one by default: the engine
-    would compute on one thread; vLLM's own engine process sets it itself)."""
+    switch, on the CPU the compile cache that loads (``AOT_COMPILE_ENV``: vLLM's saved model inside this process,
+    torch.compile's cache in vLLM's own processes), and for an engine inside this process the OpenMP threads of its
+    bound cores (a Ray actor's ``OMP_NUM_THREADS`` is its CPU count, one by default: the engine would compute on one
+    thread; vLLM's own engine process sets it itself)."""
     env = resolve_env(spec.env)
     env[MULTIPROCESSING_ENV] = "0" if inside else "1"
     if not spec.on_gpu:
-        env.setdefault(AOT_COMPILE_ENV, "0")
+        env.setdefault(AOT_COMPILE_ENV, "1" if inside else "0")
     cores = bound_cores(env.get("VLLM_CPU_OMP_THREADS_BIND"))
     if inside and cores and "OMP_NUM_THREADS" not in spec.env:
         env["OMP_NUM_THREADS"] = str(cores)

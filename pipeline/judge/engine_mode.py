@@ -1,7 +1,7 @@
 """The engine's mode chosen for the run: ``judge.engine.enforce_eager=auto`` (the default).
 
 vLLM's compiled engine (``enforce_eager=false``) judges faster once it has started, and takes longer to start (a
-2-core CPU, inside a Ray worker: 24.5 s against 11.1 s eager with the compile cache warm, 4% faster after on
+2-core CPU, inside a Ray worker: 13.8 s against 9.8 s eager with its compiled model saved, 17% faster after on
 SummEval's prompts; in vLLM's own processes 36-39 s against 22-25 s, 7-8% faster; BENCHMARKS.md). Whether it pays
 depends on the prompts a run judges, on the device and on the model, so the choice rests on measurements of this
 machine, not on a guess: for each (device, model, dtype, place) the record ``<paths.cache_dir>/engine_modes.json``

@@ -14,7 +14,8 @@ from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.engine import Request, Result
 from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.frame import PromptFrame
-from pipeline.judge.cores import engine_inside, preloads_openmp, torch_openmp, vllm_env
+from pipeline.judge.compile_cache import load_saved_models
+from pipeline.judge.cores import AOT_COMPILE_ENV, engine_inside, preloads_openmp, torch_openmp, vllm_env
 from pipeline.judge.models import resolve_local
 from pipeline.judge.spec import JudgeSpec
 
@@ -74,6 +75,8 @@ class VLLMEngine:
                 torch_openmp(),
             )
         os.environ.update(env)
+        if inside and env.get(AOT_COMPILE_ENV) == "1":
+            load_saved_models()  # the compiled model saved at an earlier start, loaded (not compiled again)
         self.inside = inside
         log.info(
             "vLLM engine %s (judge.engine_process=%s)",

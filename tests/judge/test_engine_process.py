@@ -60,13 +60,16 @@ def test_the_cores_an_engine_is_bound_to(bind, cores):
 
 def test_an_engine_inside_the_worker_computes_on_its_bound_cores():
     env = vllm_env(spec(VLLM_CPU_OMP_THREADS_BIND="0,1", VLLM_CPU_KVCACHE_SPACE="2"), inside=True)
-    assert env == {
-        "VLLM_CPU_OMP_THREADS_BIND": "0,1",
-        "VLLM_CPU_KVCACHE_SPACE": "2",
-        MULTIPROCESSING_ENV: "0",
-        AOT_COMPILE_ENV: "0",  # the compile cache that loads on the CPU
-        "OMP_NUM_THREADS": "2",  # not the Ray actor's one thread
-    }
+    assert (
+        env
+        == {
+            "VLLM_CPU_OMP_THREADS_BIND": "0,1",
+            "VLLM_CPU_KVCACHE_SPACE": "2",
+            MULTIPROCESSING_ENV: "0",
+            AOT_COMPILE_ENV: "1",  # vLLM's saved model, which loads inside this process (pipeline.judge.compile_cache)
+            "OMP_NUM_THREADS": "2",  # not the Ray actor's one thread
+        }
+    )
     # a thread count the user set is kept
     assert (
         vllm_env(spec(VLLM_CPU_OMP_THREADS_BIND="0-3", OMP_NUM_THREADS="1"), inside=True)["OMP_NUM_THREADS"]
@@ -76,11 +79,14 @@ def test_an_engine_inside_the_worker_computes_on_its_bound_cores():
 
 def test_an_engine_in_its_own_processes_leaves_the_threads_to_vllm():
     env = vllm_env(spec(EngineProcess.own, VLLM_CPU_OMP_THREADS_BIND="0,1"), inside=False)
+    # torch.compile's cache, which loads in vLLM's own processes (its saved model does not there)
     assert env == {"VLLM_CPU_OMP_THREADS_BIND": "0,1", MULTIPROCESSING_ENV: "1", AOT_COMPILE_ENV: "0"}
 
 
 def test_a_user_s_aot_compile_setting_is_kept():
-    env = vllm_env(spec(VLLM_CPU_OMP_THREADS_BIND="0,1", VLLM_USE_AOT_COMPILE="1"), inside=True)
+    env = vllm_env(spec(VLLM_CPU_OMP_THREADS_BIND="0,1", VLLM_USE_AOT_COMPILE="0"), inside=True)
+    assert env[AOT_COMPILE_ENV] == "0"
+    env = vllm_env(spec(EngineProcess.own, VLLM_USE_AOT_COMPILE="1"), inside=False)
     assert env[AOT_COMPILE_ENV] == "1"
 
 

@@ -1,0 +1,77 @@
+"""The compiled engine's saved model loads again (pipeline.judge.compile_cache): vLLM's own loader, on what Inductor's
+backend saved (as vLLM compiles on the CPU), refuses it as vLLM 0.32 does without our loader and takes it with it,
+computing what the model computes. A small module compiled in a few seconds stands in for the judge's model, whose
+compile takes 40-55 s on 2 cores (the engine's starts with it are in BENCHMARKS.md)."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+
+from pipeline.judge import compile_cache
+from pipeline.judge.compile_cache import finished, load_saved_models
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.linspace(-1.0, 1.0, 24).reshape(8, 3))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x @ self.w).sum(-1)
+
+
+@pytest.mark.engine
+def test_vllm_s_loader_takes_the_model_it_saved_on_the_cpu(tmp_path):
+    from vllm.compilation.decorators import _try_load_aot_compiled_fn
+    from vllm.config import VllmConfig
+
+    model, x = Tiny(), torch.arange(32, dtype=torch.float32).reshape(4, 8) / 10
+    saved = tmp_path / "model"
+    compiled = torch.compile(model.forward, fullgraph=True, backend="inductor").aot_compile(((x,), {}))
+    compiled.save_compiled_function(str(saved))
+    # what vLLM's loader reads of the model it compiled
+    config = VllmConfig()
+    model.vllm_config, model.compilation_config, model._is_encoder = config, config.compilation_config, False
+
+    from torch._dynamo.aot_compile_types import BundledAOTAutogradSerializableCallable as bundled
+
+    if not getattr(bundled.deserialize_compile_artifacts.__func__, compile_cache._MARK, False):
+        # vLLM 0.32 with torch 2.13 as released (no engine of this process loaded ours): the load fails and vLLM
+        # compiles again
+        assert _try_load_aot_compiled_fn(model, str(saved)) is None
+
+    assert load_saved_models() and load_saved_models()  # idempotent
+    loaded = _try_load_aot_compiled_fn(model, str(saved))
+    assert loaded is not None
+    torch.testing.assert_close(loaded(model, x), model(x), rtol=0, atol=0)
+    torch.testing.assert_close(loaded(model, -x), model(-x), rtol=0, atol=0)
+
+
+def test_a_function_without_the_method_gets_one_that_does_nothing():
+    def fn():
+        return 1
+
+    assert finished(fn) is fn and fn.finalize_loading(None) is None
+
+    class Whole:
+        calls = 0
+
+        def finalize_loading(self, config):
+            Whole.calls += 1
+
+    whole = Whole()
+    finished(whole).finalize_loading(None)
+    assert Whole.calls == 1  # its own method kept
+    assert finished(len) is len and not hasattr(len, "finalize_loading")  # no attributes: left as it is
+
+
+def test_a_saved_file_names_the_loader_as_torch_s_own():
+    from torch._dynamo.aot_compile_types import BundledAOTAutogradSerializableCallable as bundled
+
+    load_saved_models()
+    loader = pickle.loads(pickle.dumps(bundled.deserialize_compile_artifacts))
+    assert loader.__qualname__ == "BundledAOTAutogradSerializableCallable.deserialize_compile_artifacts"
+    assert loader == bundled.deserialize_compile_artifacts
