@@ -23,9 +23,8 @@ import random
 import threading
 from collections import Counter
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler
 
-from tests.judge.faulty import Server
+from tests.judge.stand_in import LocalServer, read_json, send
 
 KEY = "sk-ant-stand-in"
 VERSION = "2023-06-01"
@@ -51,9 +50,10 @@ ERRORS = {
 }
 
 
-class AnthropicServer:
+class AnthropicServer(LocalServer):
     def __init__(self, share: float = 0.0, seed: int = 0, polls: int = 2, line_share: float = 0.0,
                  lost_create: bool = False, max_failures: int = 2, results_failures: int = 0):  # fmt: skip
+        super().__init__()
         self.share, self.seed, self.polls, self.line_share = share, seed, polls, line_share
         # each ended batch's results fail their first ``results_failures`` downloads (a 404, then a 500, in turn)
         self.results_failures = results_failures
@@ -71,42 +71,17 @@ class AnthropicServer:
         self.batches: dict[str, dict] = {}
         self.creates = 0
         self.line_outcomes: Counter[str] = Counter()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                server.route(self, json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-
-            def do_GET(self):
-                server.route(self, None)
-
-        self.http = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
-
-    def __enter__(self) -> AnthropicServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.http.shutdown()
-        self.http.server_close()
 
     # --- the wire -------------------------------------------------------------------------------------------------
 
-    def send(self, h, status: int, payload=None, raw: bytes | None = None) -> None:
-        data = raw if raw is not None else json.dumps(payload).encode()
-        h.send_response(status)
-        h.send_header("Content-Type", "application/json")
-        h.send_header("Content-Length", str(len(data)))
-        h.end_headers()
-        h.wfile.write(data)
+    def post(self, h) -> None:
+        self.route(h, read_json(h))
+
+    def get(self, h) -> None:
+        self.route(h, None)
 
     def error(self, h, status: int, kind: str, message: str) -> None:
-        self.send(h, status, {"type": "error", "error": {"type": kind, "message": message}})
+        send(h, {"type": "error", "error": {"type": kind, "message": message}}, status)
 
     def route(self, h, body: dict | None) -> None:
         if h.headers.get("x-api-key") != KEY or h.headers.get("anthropic-version") != VERSION:
@@ -184,8 +159,8 @@ class AnthropicServer:
                 return self.error(h, 529, "overloaded_error", "Overloaded")
             if kind == "http_500":
                 return self.error(h, 500, "api_error", "Internal server error")
-            return self.send(h, 200, {"type": "message", "content": "not a list"})
-        self.send(h, 200, self.answer(body))
+            return send(h, {"type": "message", "content": "not a list"})
+        send(h, self.answer(body))
 
     # --- message batches ------------------------------------------------------------------------------------------
 
@@ -220,7 +195,7 @@ class AnthropicServer:
             }  # fmt: skip
         if self.lost_create and index == 0:
             return self.error(h, 500, "api_error", "the create was lost on its way back")
-        self.send(h, 200, self.shown(self.batches[batch_id]))
+        send(h, self.shown(self.batches[batch_id]))
 
     def list(self, h, query: str) -> None:
         params = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
@@ -230,7 +205,7 @@ class AnthropicServer:
         if after:
             items = items[[i["id"] for i in items].index(after) + 1 :]
         page = items[:2]
-        self.send(h, 200, {"data": page, "has_more": len(items) > 2, "first_id": page[0]["id"] if page else None,
+        send(h, {"data": page, "has_more": len(items) > 2, "first_id": page[0]["id"] if page else None,
                            "last_id": page[-1]["id"] if page else None})  # fmt: skip
 
     def poll(self, h, batch_id: str) -> None:
@@ -242,7 +217,7 @@ class AnthropicServer:
             if batch["_polled"] >= self.polls and batch["processing_status"] != "ended":
                 self.end(batch)
             shown = self.shown(batch)
-        self.send(h, 200, shown)
+        send(h, shown)
 
     def end(self, batch: dict) -> None:
         """Answer the batch's requests (the first batch with its seeded failures: module docstring)."""
@@ -293,4 +268,4 @@ class AnthropicServer:
         if attempt < self.results_failures:
             status = (404, 500)[attempt % 2]
             return self.error(h, status, "not_found_error" if status == 404 else "api_error", "injected")
-        self.send(h, 200, raw=batch["_results"].encode())
+        send(h, None, raw=batch["_results"].encode())

@@ -17,9 +17,10 @@ import socket
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 from pipeline.judge.endpoint.batch import TERMINAL
+from tests.judge.stand_in import LocalServer, read_json, send
 
 # What the server injects, and the kind the client must count it as (pipeline.judge.endpoint.replies.KINDS).
 INJECTED = {
@@ -105,16 +106,11 @@ def logprob(key: str, token: object) -> float:
     return -(0.1 + int.from_bytes(digest[:4], "big") % 1000 / 100)
 
 
-class Server(ThreadingHTTPServer):
-    # a deep accept queue: a connection the stand-in has no time to accept is not one of the failures it injects
-    request_queue_size = 256
-    daemon_threads = True
-
-
-class FaultyServer:
+class FaultyServer(LocalServer):
     def __init__(
         self, share: float = 0.5, seed: int = 0, max_failures: int = 3, slow: float = 1.5, models: tuple = ()
     ):
+        super().__init__()
         self.share, self.seed, self.max_failures, self.slow = share, seed, max_failures, slow
         # the snapshots a reply names as its model (a provider switching snapshots mid-run), by the prompt's key
         self.models = models
@@ -126,34 +122,17 @@ class FaultyServer:
         self.injected: Counter[str] = Counter()
         self.in_flight = self.max_in_flight = 0
         self.no_usage: set[str] = set()  # prompts answered without usage
-        server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with server.lock:
-                    server.in_flight += 1
-                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
-                try:
-                    server.handle(self, body)
-                finally:
-                    with server.lock:
-                        server.in_flight -= 1
-
-        self.http = Server(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.http.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.http.serve_forever, daemon=True)
-
-    def __enter__(self) -> FaultyServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.http.shutdown()
-        self.http.server_close()
+    def post(self, handler: BaseHTTPRequestHandler) -> None:
+        body = read_json(handler)
+        with self.lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            self.handle(handler, body)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
 
     def failure(self, key: str) -> str | None:
         """What this attempt at the prompt does: fail (seeded by prompt and attempt), or answer."""
@@ -195,7 +174,7 @@ class FaultyServer:
             return
         if kind in ("http_500", "http_429"):
             status = 500 if kind == "http_500" else 429
-            return self.send(handler, {"error": {"message": kind}}, status, {"Retry-After": "0"})
+            return send(handler, {"error": {"message": kind}}, status, {"Retry-After": "0"})
         answer, logprobs = self.answer(path, body, key)
         asked = body.get("logprobs") or body.get("logprob_token_ids")
         if (
@@ -206,9 +185,9 @@ class FaultyServer:
                 self.injected["empty_choices"] += 1
             kind = "empty_choices"
         if kind == "not_json":
-            return self.send(handler, None, raw=b"<html>upstream error</html>")
+            return send(handler, None, raw=b"<html>upstream error</html>")
         if kind in HOSTILE:
-            return self.send(handler, None, raw=HOSTILE[kind](answer))
+            return send(handler, None, raw=HOSTILE[kind](answer))
         if kind == "no_choices":
             answer.pop("choices")
         elif kind == "empty_choices":
@@ -253,7 +232,7 @@ class FaultyServer:
             if int(key, 16) % 5 == 0:
                 answer.pop("usage")
                 self.no_usage.add(key)
-        self.send(handler, answer)
+        send(handler, answer)
 
     @property
     def served_models(self) -> Counter[str]:
@@ -273,19 +252,6 @@ class FaultyServer:
         choice = {"index": 0, "text": " A", "finish_reason": "length", "logprobs": {"top_logprobs": [top]}}
         usage = {"prompt_tokens": len(body.get("prompt", [])), "completion_tokens": 1}
         return {"choices": [choice], "usage": usage}, [top[f"token_id:{t}"] for t in ids]
-
-    @staticmethod
-    def send(
-        handler, payload, status: int = 200, headers: dict | None = None, raw: bytes | None = None
-    ) -> None:
-        data = raw if raw is not None else json.dumps(payload).encode()
-        handler.send_response(status)
-        for k, v in (headers or {}).items():
-            handler.send_header(k, v)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(data)))
-        handler.end_headers()
-        handler.wfile.write(data)
 
     def expected_client_kinds(self) -> Counter[str]:
         """The failed attempts the client must count, by its kinds."""
@@ -344,17 +310,6 @@ class BatchServer(FaultyServer):
         self.created: list[str] = []
         self.inputs: list[bytes] = []  # the input file of every batch created
         self.line_failures: Counter[str] = Counter()
-        server = self
-        handler = self.http.RequestHandlerClass
-
-        def do_get(h):
-            server.get(h)
-
-        def do_post(h):
-            server.post(h)
-
-        handler.do_GET = do_get
-        handler.do_POST = do_post
 
     def post(self, h) -> None:
         length = int(h.headers["Content-Length"])
@@ -370,7 +325,7 @@ class BatchServer(FaultyServer):
                 file_id = f"file-{len(self.files)}"
                 self.files[file_id] = part.get_payload(decode=True)
                 self.filenames[file_id] = part.get_filename()
-            return self.send(
+            return send(
                 h, {"id": file_id, "object": "file", "purpose": "batch", "filename": part.get_filename()}
             )
         body = json.loads(raw)
@@ -385,7 +340,7 @@ class BatchServer(FaultyServer):
             self.inputs.append(self.files[body["input_file_id"]])
         if self.create_delay:
             time.sleep(self.create_delay)
-        self.send(h, self.shown(self.batches[batch_id]))
+        send(h, self.shown(self.batches[batch_id]))
 
     @staticmethod
     def shown(batch: dict) -> dict:
@@ -407,21 +362,21 @@ class BatchServer(FaultyServer):
             after = dict(p.split("=", 1) for p in query.split("&") if "=" in p).get("after")
             if after:
                 items = items[[i["id"] for i in items].index(after) + 1 :]
-            return self.send(h, {"object": "list", "data": items[:2], "has_more": len(items) > 2})
+            return send(h, {"object": "list", "data": items[:2], "has_more": len(items) > 2})
         if parts[1] == "batches":
             with self.lock:
                 known = self.batches.get(parts[2])
                 if known is not None and known["polled"] >= self.forget_after.get(parts[2], 10**9):
                     self.forgotten.add(parts[2])
             if parts[2] in self.forgotten or parts[2] not in self.batches:
-                return self.send(h, {"error": {"message": f"No batch found with id '{parts[2]}'"}}, 404)
+                return send(h, {"error": {"message": f"No batch found with id '{parts[2]}'"}}, 404)
             with self.lock:
                 batch = self.batches[parts[2]]
                 batch["polled"] += 1
                 if batch["polled"] >= self.polls and batch["status"] not in TERMINAL:
                     self.complete(batch)
                 shown = self.shown(batch)
-            return self.send(h, shown)
+            return send(h, shown)
         with self.lock:
             attempt = self.downloads[parts[2]]
             self.downloads[parts[2]] += 1
@@ -430,8 +385,8 @@ class BatchServer(FaultyServer):
             if fault == "dropped":
                 h.close_connection = True
                 return None
-            return self.send(h, {"error": {"message": f"injected {fault}"}}, int(fault))
-        return self.send(h, None, raw=self.files[parts[2]])
+            return send(h, {"error": {"message": f"injected {fault}"}}, int(fault))
+        return send(h, None, raw=self.files[parts[2]])
 
     def complete(self, batch: dict) -> None:
         """Answer the lines of the batch's input file (with its seeded failures), or end it as ``ends`` says."""

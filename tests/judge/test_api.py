@@ -11,7 +11,6 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import polars as pl
 import pytest
@@ -22,6 +21,7 @@ from pipeline.judge.endpoint.client import ApiClient, backoff_delay, retry_after
 from pipeline.judge.endpoint.replies import Refused, chat_reader, completion_reader
 from pipeline.judge.openai.bodies import chat_body, completion_body
 from pipeline.judge.spec import ApiEndpoint
+from tests.judge.stand_in import LocalServer, read_json, send
 
 KEY = "sk-test-0123456789abcdef-do-not-leak"
 
@@ -41,7 +41,7 @@ def ok_body(body: dict) -> dict:
     }
 
 
-class StandIn:
+class StandIn(LocalServer):
     """A scripted OpenAI-compatible stand-in: ``script`` is a list of (status, headers) answered in turn for
     every request (then 200); it records each request's time, body and headers and the most in flight."""
 
@@ -51,41 +51,24 @@ class StandIn:
         self.requests: list[tuple[float, dict, dict]] = []
         self.in_flight = self.max_in_flight = 0
         self.lock = threading.Lock()
-        stand_in = self
+        super().__init__(port)
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # quiet
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with stand_in.lock:
-                    stand_in.requests.append((time.monotonic(), body, dict(self.headers)))
-                    stand_in.in_flight += 1
-                    stand_in.max_in_flight = max(stand_in.max_in_flight, stand_in.in_flight)
-                    status, headers = stand_in.script.pop(0) if stand_in.script else (200, {})
-                time.sleep(stand_in.delay)
-                payload = ok_body(body) if status == 200 else {"error": {"message": f"scripted {status}"}}
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-                with stand_in.lock:
-                    stand_in.in_flight -= 1
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+    def post(self, h) -> None:
+        body = read_json(h)
+        with self.lock:
+            self.requests.append((time.monotonic(), body, dict(h.headers)))
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            status, headers = self.script.pop(0) if self.script else (200, {})
+        time.sleep(self.delay)
+        send(
+            h,
+            ok_body(body) if status == 200 else {"error": {"message": f"scripted {status}"}},
+            status,
+            headers,
+        )
+        with self.lock:
+            self.in_flight -= 1
 
 
 @pytest.fixture
@@ -243,48 +226,22 @@ class FakeJudge(StandIn):
     def __init__(self, refuse: set[tuple[int, ...]] = frozenset()):
         self.refuse = set(refuse)
         super().__init__()
-        stand_in = self
-        handler = self.server.RequestHandlerClass
-        original = handler.do_POST
 
-        def do_post(request):
-            length = int(request.headers["Content-Length"])
-            raw = request.rfile.read(length)
-            body = json.loads(raw)
-            if tuple(body["prompt"]) in stand_in.refuse:
-                with stand_in.lock:
-                    stand_in.requests.append((time.monotonic(), body, dict(request.headers)))
-                data = json.dumps({"error": {"message": "prompt refused"}}).encode()
-                request.send_response(400)
-            else:
-                with stand_in.lock:
-                    stand_in.requests.append((time.monotonic(), body, dict(request.headers)))
-                seed = sum(body["prompt"]) % 97
-                top = {
-                    f"token_id:{t}": -0.1 - ((seed + 13 * k) % 40) / 10
-                    for k, t in enumerate(body["logprob_token_ids"])
-                }
-                data = json.dumps(
-                    {
-                        "choices": [
-                            {
-                                "index": 0,
-                                "text": " A",
-                                "finish_reason": "length",
-                                "logprobs": {"top_logprobs": [top]},
-                            }
-                        ],
-                        "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": 1},
-                    }
-                ).encode()
-                request.send_response(200)
-            request.send_header("Content-Type", "application/json")
-            request.send_header("Content-Length", str(len(data)))
-            request.end_headers()
-            request.wfile.write(data)
-
-        handler.do_POST = do_post
-        del original
+    def post(self, h) -> None:
+        body = read_json(h)
+        with self.lock:
+            self.requests.append((time.monotonic(), body, dict(h.headers)))
+        if tuple(body["prompt"]) in self.refuse:
+            return send(h, {"error": {"message": "prompt refused"}}, 400)
+        seed = sum(body["prompt"]) % 97
+        top = {
+            f"token_id:{t}": -0.1 - ((seed + 13 * k) % 40) / 10
+            for k, t in enumerate(body["logprob_token_ids"])
+        }
+        choice = {"index": 0, "text": " A", "finish_reason": "length", "logprobs": {"top_logprobs": [top]}}
+        send(
+            h, {"choices": [choice], "usage": {"prompt_tokens": len(body["prompt"]), "completion_tokens": 1}}
+        )
 
 
 def test_prompts_that_keep_failing_stop_the_run_and_a_rerun_judges_only_those(tmp_path, judge_model):

@@ -8,12 +8,12 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import polars as pl
 import pytest
 
 from pipeline.judge.tokenizers import WordPieces
+from tests.judge.stand_in import LocalServer, read_json, send
 
 # What the stand-in's first token may be, most likely first for a prompt whose hash is 0 (then rotated).
 ALTERNATIVES = [" A", " B", "A", "B", "1", "2", " 1", " 2", "C", "Yes", "No", "3", "4", "5", "The", "I"]
@@ -23,7 +23,7 @@ def seeded(text: str) -> int:
     return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
 
 
-class Hosted:
+class Hosted(LocalServer):
     """Answers ``/v1/chat/completions`` as a hosted chat model would: the first token's ``top_logprobs``
     alternatives (a rotation of ALTERNATIVES decided by the conversation) when logprobs are asked for, else a
     text naming the system prompt, the temperature and the start of the user message. Everything else is 404
@@ -36,33 +36,19 @@ class Hosted:
         self.refuse: set[str] = set()
         self.requests: list[tuple[str, dict]] = []
         self.lock = threading.Lock()
-        hosted = self
+        super().__init__()
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with hosted.lock:
-                    hosted.requests.append((self.path, body))
-                last = body.get("messages", [{}])[-1].get("content", "")
-                if self.path != "/v1/chat/completions":
-                    status, payload = 404, {"error": {"message": f"no route {self.path}"}}
-                elif any(r in last for r in hosted.refuse):
-                    status, payload = 400, {"error": {"message": "content refused"}}
-                else:
-                    status, payload = 200, hosted.answer(body)
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def post(self, h) -> None:
+        body = read_json(h)
+        with self.lock:
+            self.requests.append((h.path, body))
+        last = body.get("messages", [{}])[-1].get("content", "")
+        if h.path != "/v1/chat/completions":
+            send(h, {"error": {"message": f"no route {h.path}"}}, 404)
+        elif any(r in last for r in self.refuse):
+            send(h, {"error": {"message": "content refused"}}, 400)
+        else:
+            send(h, self.answer(body))
 
     def answer(self, body: dict) -> dict:
         messages = body["messages"]
@@ -88,10 +74,6 @@ class Hosted:
             choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
             completion = len(text.split())
         return {"choices": [choice], "usage": {"prompt_tokens": n_prompt, "completion_tokens": completion}}
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
