@@ -8,25 +8,18 @@ from __future__ import annotations
 import pickle
 
 import pytest
-import torch
 
 from pipeline.judge import compile_cache
 from pipeline.judge.compile_cache import finished, load_saved_models
 
 
-class Tiny(torch.nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.w = torch.nn.Parameter(torch.linspace(-1.0, 1.0, 24).reshape(8, 3))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(x @ self.w).sum(-1)
-
-
 @pytest.mark.engine
 def test_vllm_s_loader_takes_the_model_it_saved_on_the_cpu(tmp_path):
+    import torch
     from vllm.compilation.decorators import _try_load_aot_compiled_fn
     from vllm.config import VllmConfig
+
+    from tests.judge.tiny_model import Tiny
 
     model, x = Tiny(), torch.arange(32, dtype=torch.float32).reshape(4, 8) / 10
     saved = tmp_path / "model"
