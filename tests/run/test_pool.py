@@ -23,6 +23,12 @@ QUESTIONS = [
     ("What colour is the sky on a clear day?", 1.0),
     ("Factor x^2 - 5x + 6.", 2.5),
     ("State and prove the Cauchy-Schwarz inequality.", 5.0),
+    ("How many legs does a spider have?", 1.0),
+    ("Convert 3/8 to a decimal.", 1.5),
+    ("Find the eigenvalues of [[2, 1], [1, 2]].", 3.5),
+    ("What is the sum of the first 100 positive integers?", 2.0),
+    ("Show that the square root of 2 is irrational.", 3.5),
+    ("Compute the limit of sin(x)/x as x goes to 0.", 3.0),
 ]
 
 
@@ -56,7 +62,9 @@ def test_a_pool_spreads_over_two_actors(tmp_path, monkeypatch, ray_cluster):
             "dataset.attributes=[difficulty]",
             "judge.num_actors=2",
             "judge.num_cpus_per_actor=0.5",
-            "judge.batch_size=10",  # divides the 90 prompts: no remainder block to bundle
+            # divides the 240 prompts (no remainder block to bundle); 24 batches, so that a worker whose engine is
+            # ready 10-20 s after the other's on a loaded machine still finds prompts to judge
+            "judge.batch_size=10",
             "judge.max_model_len=512",
             "judge.env.VLLM_CPU_KVCACHE_SPACE=1",
             f"paths.output_root={tmp_path / 'out'}",
@@ -65,11 +73,11 @@ def test_a_pool_spreads_over_two_actors(tmp_path, monkeypatch, ray_cluster):
     )
     result = run(cfg)
     j = pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
-    assert j.height == 10 * 9
-    assert j.select("cand_a", "cand_b").unique().height == 90
+    assert j.height == 16 * 15
+    assert j.select("cand_a", "cand_b").unique().height == 240
     # the single context's prompts were judged by both actors
     assert j["worker"].n_unique() == 2
-    assert sum(arrived) == 90 and max(arrived) <= 10 and len(arrived) >= 9
+    assert sum(arrived) == 240 and max(arrived) <= 10 and len(arrived) >= 24
     corr = pl.read_parquet(result.run_dir / "tables" / "correlations.parquet")
     assert corr["n_contexts"].to_list() == [1] * corr.height
     # the pool template holds no context text: every prompt is two questions and the question
