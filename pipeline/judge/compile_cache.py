@@ -10,12 +10,12 @@ has no attribute 'finalize_loading'", a warning) and the model is compiled again
 :func:`load_saved_models` gives such a function the method, doing nothing (nothing is left to load), so vLLM's own
 loader takes it. On 2 cores inside a Ray worker the compiled engine then starts in 13.8 s where it took 19.7 s with
 torch.compile's cache (64 s compiling afresh), against 9.8 s eager, and judges exactly as with torch.compile's cache
-(the demo's 240 judgments, every log-probability equal); BENCHMARKS.md, "The compiled engine's saved model". It
-changes what this process loads, never what is saved (a file saved here loads
-elsewhere as it would have), and it touches no function that has the method already, so it does nothing where vLLM
-or torch have fixed the mismatch. Only for an engine inside this process: vLLM's own engine processes start without
-it, and a CPU engine there keeps torch.compile's cache (``VLLM_USE_AOT_COMPILE=0``, :func:`pipeline.judge.cores.
-vllm_env`).
+(the demo's 240 judgments, every log-probability equal); BENCHMARKS.md, "The compiled engine's saved model".
+
+It changes what this process loads, never what is saved (a file saved here loads elsewhere as it would have), and
+it touches no function that has the method already, so it does nothing where vLLM or torch have fixed the mismatch.
+Only for an engine inside this process: vLLM's own engine processes start without it, and a CPU engine there keeps
+torch.compile's cache (``VLLM_USE_AOT_COMPILE=0``, :func:`pipeline.judge.cores.vllm_env`).
 """
 
 from __future__ import annotations

@@ -104,10 +104,11 @@ def bound_cores(bind: str | None) -> int | None:
 
 
 # vLLM saves its compiled model and loads it at the next start (``VLLM_USE_AOT_COMPILE``). On the CPU, vLLM 0.32 with
-# torch 2.13 cannot load what it saved ("'function' object has no attribute 'finalize_loading'", a warning) and compiles
-# afresh: 40-55 s of a 51-81 s start on 2 cores. Inside this process pipeline.judge.compile_cache lets it load (14 s
-# starts in a Ray worker on 2 cores); vLLM's own engine processes start without that, and there torch.compile's earlier
-# cache loads instead (off with AOT; 20-39 s starts). BENCHMARKS.md, "The compiled engine's start". judge.env may set it either way.
+# torch 2.13 cannot load what it saved ("'function' object has no attribute 'finalize_loading'", a warning) and
+# compiles afresh: 40-55 s of a 51-81 s start on 2 cores. Inside this process pipeline.judge.compile_cache lets it
+# load (14 s starts in a Ray worker on 2 cores); vLLM's own engine processes start without that, and there
+# torch.compile's earlier cache loads instead (off with AOT; 20-39 s starts). BENCHMARKS.md, "The compiled engine's
+# saved model" and "The compiled engine's start". judge.env may set it either way.
 AOT_COMPILE_ENV = "VLLM_USE_AOT_COMPILE"
 
 
