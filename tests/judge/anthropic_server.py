@@ -53,7 +53,6 @@ ERRORS = {
 class AnthropicServer(LocalServer):
     def __init__(self, share: float = 0.0, seed: int = 0, polls: int = 2, line_share: float = 0.0,
                  lost_create: bool = False, max_failures: int = 2, results_failures: int = 0):  # fmt: skip
-        super().__init__()
         self.share, self.seed, self.polls, self.line_share = share, seed, polls, line_share
         # each ended batch's results fail their first ``results_failures`` downloads (a 404, then a 500, in turn)
         self.results_failures = results_failures
@@ -71,6 +70,7 @@ class AnthropicServer(LocalServer):
         self.batches: dict[str, dict] = {}
         self.creates = 0
         self.line_outcomes: Counter[str] = Counter()
+        super().__init__()  # serving from here on
 
     # --- the wire -------------------------------------------------------------------------------------------------
 

@@ -110,7 +110,6 @@ class FaultyServer(LocalServer):
     def __init__(
         self, share: float = 0.5, seed: int = 0, max_failures: int = 3, slow: float = 1.5, models: tuple = ()
     ):
-        super().__init__()
         self.share, self.seed, self.max_failures, self.slow = share, seed, max_failures, slow
         # the snapshots a reply names as its model (a provider switching snapshots mid-run), by the prompt's key
         self.models = models
@@ -122,6 +121,7 @@ class FaultyServer(LocalServer):
         self.injected: Counter[str] = Counter()
         self.in_flight = self.max_in_flight = 0
         self.no_usage: set[str] = set()  # prompts answered without usage
+        super().__init__()  # serving from here on
 
     def post(self, handler: BaseHTTPRequestHandler) -> None:
         body = read_json(handler)
