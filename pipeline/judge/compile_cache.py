@@ -25,8 +25,8 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-# The attribute that marks our loader (installed once per process).
-_MARK = "_ca_loads_saved_models"
+# Our loader's attribute holding the loader it wraps (torch's own): its presence says ours is installed.
+WRAPS = "_ca_wraps"
 
 
 def _loaded(vllm_config: Any) -> None:
@@ -54,7 +54,7 @@ def load_saved_models() -> bool:
     if not isinstance(current, classmethod):
         return False
     load = current.__func__
-    if getattr(load, _MARK, False):
+    if hasattr(load, WRAPS):
         return True
 
     def deserialize_compile_artifacts(cls: type, data: bytes) -> Any:
@@ -63,6 +63,6 @@ def load_saved_models() -> bool:
     # a saved file names its loader by these (pickle), as it named torch's own
     deserialize_compile_artifacts.__qualname__ = load.__qualname__
     deserialize_compile_artifacts.__doc__ = load.__doc__
-    setattr(deserialize_compile_artifacts, _MARK, True)
+    setattr(deserialize_compile_artifacts, WRAPS, current)
     bundled.deserialize_compile_artifacts = classmethod(deserialize_compile_artifacts)
     return True

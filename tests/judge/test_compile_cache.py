@@ -9,13 +9,13 @@ import pickle
 
 import pytest
 
-from pipeline.judge import compile_cache
-from pipeline.judge.compile_cache import finished, load_saved_models
+from pipeline.judge.compile_cache import WRAPS, finished, load_saved_models
 
 
 @pytest.mark.engine
-def test_vllm_s_loader_takes_the_model_it_saved_on_the_cpu(tmp_path):
+def test_vllm_s_loader_takes_the_model_it_saved_on_the_cpu(tmp_path, monkeypatch):
     import torch
+    from torch._dynamo.aot_compile_types import BundledAOTAutogradSerializableCallable as bundled
     from vllm.compilation.decorators import _try_load_aot_compiled_fn
     from vllm.config import VllmConfig
 
@@ -29,12 +29,13 @@ def test_vllm_s_loader_takes_the_model_it_saved_on_the_cpu(tmp_path):
     config = VllmConfig()
     model.vllm_config, model.compilation_config, model._is_encoder = config, config.compilation_config, False
 
-    from torch._dynamo.aot_compile_types import BundledAOTAutogradSerializableCallable as bundled
-
-    if not getattr(bundled.deserialize_compile_artifacts.__func__, compile_cache._MARK, False):
-        # vLLM 0.32 with torch 2.13 as released (no engine of this process loaded ours): the load fails and vLLM
-        # compiles again
-        assert _try_load_aot_compiled_fn(model, str(saved)) is None
+    # vLLM 0.32 with torch 2.13 as released (torch's own loader, even where an engine of this process installed
+    # ours): the load fails and vLLM compiles again
+    installed = bundled.__dict__["deserialize_compile_artifacts"]
+    monkeypatch.setattr(
+        bundled, "deserialize_compile_artifacts", getattr(installed.__func__, WRAPS, installed)
+    )
+    assert _try_load_aot_compiled_fn(model, str(saved)) is None
 
     assert load_saved_models() and load_saved_models()  # idempotent
     loaded = _try_load_aot_compiled_fn(model, str(saved))

@@ -60,16 +60,13 @@ def test_the_cores_an_engine_is_bound_to(bind, cores):
 
 def test_an_engine_inside_the_worker_computes_on_its_bound_cores():
     env = vllm_env(spec(VLLM_CPU_OMP_THREADS_BIND="0,1", VLLM_CPU_KVCACHE_SPACE="2"), inside=True)
-    assert (
-        env
-        == {
-            "VLLM_CPU_OMP_THREADS_BIND": "0,1",
-            "VLLM_CPU_KVCACHE_SPACE": "2",
-            MULTIPROCESSING_ENV: "0",
-            AOT_COMPILE_ENV: "1",  # vLLM's saved model, which loads inside this process (pipeline.judge.compile_cache)
-            "OMP_NUM_THREADS": "2",  # not the Ray actor's one thread
-        }
-    )
+    assert env == {
+        "VLLM_CPU_OMP_THREADS_BIND": "0,1",
+        "VLLM_CPU_KVCACHE_SPACE": "2",
+        MULTIPROCESSING_ENV: "0",
+        AOT_COMPILE_ENV: "1",  # vLLM's saved model, loaded here (pipeline.judge.compile_cache)
+        "OMP_NUM_THREADS": "2",  # not the Ray actor's one thread
+    }
     # a thread count the user set is kept
     assert (
         vllm_env(spec(VLLM_CPU_OMP_THREADS_BIND="0-3", OMP_NUM_THREADS="1"), inside=True)["OMP_NUM_THREADS"]
