@@ -112,6 +112,17 @@ def bound_cores(bind: str | None) -> int | None:
 AOT_COMPILE_ENV = "VLLM_USE_AOT_COMPILE"
 
 
+def aot_compile(spec: JudgeSpec, inside: bool) -> str | None:
+    """``AOT_COMPILE_ENV`` for the engine: as ``judge.env`` sets it; else on the CPU ``1`` inside this process and
+    ``0`` in vLLM's own processes (the note above); None on a GPU (vLLM's default)."""
+    given = spec.env.get(AOT_COMPILE_ENV)
+    if given is not None:
+        return str(given)
+    if spec.on_gpu:
+        return None
+    return "1" if inside else "0"
+
+
 def vllm_env(spec: JudgeSpec, inside: bool) -> dict[str, str]:
     """The environment of a vLLM engine: ``judge.env`` resolved (:func:`resolve_env`), vLLM's multiprocessing
     switch, on the CPU the compile cache that loads (``AOT_COMPILE_ENV``: vLLM's saved model inside this process,
@@ -120,8 +131,9 @@ def vllm_env(spec: JudgeSpec, inside: bool) -> dict[str, str]:
     thread; vLLM's own engine process sets it itself)."""
     env = resolve_env(spec.env)
     env[MULTIPROCESSING_ENV] = "0" if inside else "1"
-    if not spec.on_gpu:
-        env.setdefault(AOT_COMPILE_ENV, "1" if inside else "0")
+    aot = aot_compile(spec, inside)
+    if aot is not None:
+        env[AOT_COMPILE_ENV] = aot
     cores = bound_cores(env.get("VLLM_CPU_OMP_THREADS_BIND"))
     if inside and cores and "OMP_NUM_THREADS" not in spec.env:
         env["OMP_NUM_THREADS"] = str(cores)

