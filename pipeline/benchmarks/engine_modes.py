@@ -29,7 +29,6 @@ from pipeline.judge.engine_mode import (
     Measured,
     ModeRecord,
     choose,
-    crossover,
     machine_key,
     remember,
 )
@@ -113,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     compiled = measure_where_runs_do(cfg, record, spec, plan, prompts, False)
     remember(record, spec, True, eager.start, eager.rate)
     remember(record, spec, False, compiled.start, compiled.rate)
-    point = crossover(eager, compiled)
+    point = choose(spec, 0, record).crossover  # as runs read it (the record's rounding)
     out.write(
         "\n".join(
             [

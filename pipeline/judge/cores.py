@@ -4,6 +4,8 @@ it starts in.
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import importlib.util
 import logging
 import os
@@ -105,30 +107,44 @@ def bound_cores(bind: str | None) -> int | None:
 
 # vLLM saves its compiled model and loads it at the next start (``VLLM_USE_AOT_COMPILE``). On the CPU, vLLM 0.32 with
 # torch 2.13 cannot load what it saved ("'function' object has no attribute 'finalize_loading'", a warning) and
-# compiles afresh: 40-55 s of a 51-81 s start on 2 cores. Inside this process pipeline.judge.compile_cache lets it
-# load (14 s starts in a Ray worker on 2 cores); vLLM's own engine processes start without that, and there
-# torch.compile's earlier cache loads instead (off with AOT; 20-39 s starts). BENCHMARKS.md, "The compiled engine's
-# saved model" and "The compiled engine's start". judge.env may set it either way.
+# compiles afresh: 40-55 s of a 51-81 s start on 2 cores. pipeline.judge.compile_cache lets it load, inside this
+# process (14 s starts in a Ray worker on 2 cores) and, as vLLM's plugin, in vLLM's own processes (26 s against
+# 34-47 s); where the plugin does not run there, torch.compile's earlier cache loads instead (off with AOT).
+# BENCHMARKS.md, "The compiled engine's saved model" and "The compiled engine's start". judge.env may set either.
 AOT_COMPILE_ENV = "VLLM_USE_AOT_COMPILE"
+# The vLLM plugin that runs pipeline.judge.compile_cache's loader in every process of vLLM's own (pyproject.toml).
+PLUGINS, PLUGIN = "vllm.general_plugins", "ca_compile_cache"
+
+
+@functools.cache
+def _plugin_registered() -> bool:
+    return bool(importlib.metadata.entry_points(group=PLUGINS, name=PLUGIN))
+
+
+def in_vllm_processes(env: Mapping[str, str]) -> bool:
+    """Whether vLLM runs the loader in each process of its own started with ``env``: the plugin is registered in this
+    environment and ``VLLM_PLUGINS`` (vLLM's list of the plugins to load; unset: all) names it."""
+    allowed = env.get("VLLM_PLUGINS")
+    return _plugin_registered() and (allowed is None or PLUGIN in allowed.split(","))
 
 
 def aot_compile(spec: JudgeSpec, inside: bool) -> str | None:
-    """``AOT_COMPILE_ENV`` for the engine: as ``judge.env`` sets it; else on the CPU ``1`` inside this process and
-    ``0`` in vLLM's own processes (the note above); None on a GPU (vLLM's default)."""
-    given = spec.env.get(AOT_COMPILE_ENV)
-    if given is not None:
-        return str(given)
+    """``AOT_COMPILE_ENV`` for the engine: as ``judge.env`` sets it; else on the CPU ``1`` where vLLM's saved model
+    loads (inside this process; in vLLM's own processes where its plugin runs the loader there) and ``0`` elsewhere
+    (the note above); None on a GPU (vLLM's default)."""
+    given = {str(k): str(v) for k, v in spec.env.items()}
+    if AOT_COMPILE_ENV in given:
+        return given[AOT_COMPILE_ENV]
     if spec.on_gpu:
         return None
-    return "1" if inside else "0"
+    return "1" if inside or in_vllm_processes({**os.environ, **given}) else "0"
 
 
 def vllm_env(spec: JudgeSpec, inside: bool) -> dict[str, str]:
     """The environment of a vLLM engine: ``judge.env`` resolved (:func:`resolve_env`), vLLM's multiprocessing
-    switch, on the CPU the compile cache that loads (``AOT_COMPILE_ENV``: vLLM's saved model inside this process,
-    torch.compile's cache in vLLM's own processes), and for an engine inside this process the OpenMP threads of its
-    bound cores (a Ray actor's ``OMP_NUM_THREADS`` is its CPU count, one by default: the engine would compute on one
-    thread; vLLM's own engine process sets it itself)."""
+    switch, on the CPU the compile cache that loads (:func:`aot_compile`), and for an engine inside this process the
+    OpenMP threads of its bound cores (a Ray actor's ``OMP_NUM_THREADS`` is its CPU count, one by default: the engine
+    would compute on one thread; vLLM's own engine process sets it itself)."""
     env = resolve_env(spec.env)
     env[MULTIPROCESSING_ENV] = "0" if inside else "1"
     aot = aot_compile(spec, inside)

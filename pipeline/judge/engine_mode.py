@@ -2,7 +2,7 @@
 
 vLLM's compiled engine (``enforce_eager=false``) judges faster once it has started, and takes longer to start (a
 2-core CPU, inside a Ray worker: 13.8 s against 9.8 s eager with its compiled model saved, 17% faster after on
-SummEval's prompts; in vLLM's own processes 36-39 s against 22-25 s, 7-8% faster; BENCHMARKS.md). Whether it pays
+SummEval's prompts; in vLLM's own processes 26 s against 20 s, 28% faster; BENCHMARKS.md). Whether it pays
 depends on the prompts a run judges, on the device and on the model, so the choice rests on measurements of this
 machine, not on a guess: for each (device, model, dtype, place, vLLM and its compile cache) the record ``<paths.cache_dir>/engine_modes.json``
 holds each mode's engine start and judging rate, written by ``make engine-modes`` (both modes measured back to back

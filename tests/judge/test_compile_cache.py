@@ -5,11 +5,15 @@ compile takes 40-55 s on 2 cores (the engine's starts with it are in BENCHMARKS.
 
 from __future__ import annotations
 
+import os
 import pickle
+import subprocess
+import sys
 
 import pytest
 
 from pipeline.judge.compile_cache import WRAPS, finished, load_saved_models
+from pipeline.judge.cores import in_vllm_processes
 
 
 @pytest.mark.engine
@@ -69,3 +73,28 @@ def test_a_saved_file_names_the_loader_as_torch_s_own():
     loader = pickle.loads(pickle.dumps(bundled.deserialize_compile_artifacts))
     assert loader.__qualname__ == "BundledAOTAutogradSerializableCallable.deserialize_compile_artifacts"
     assert loader == bundled.deserialize_compile_artifacts
+
+
+@pytest.mark.engine
+def test_vllm_runs_the_loader_in_each_process_of_its_own():
+    """vLLM's own plugin loading (``load_general_plugins``, run in its engine's processes and by ``vllm serve``), in a
+    fresh interpreter of this environment: the loader is installed there, not only where our engine installs it;
+    left out by VLLM_PLUGINS, it is not, as :func:`pipeline.judge.cores.in_vllm_processes` says."""
+    probe = (
+        "from vllm.plugins import load_general_plugins\n"
+        "from torch._dynamo.aot_compile_types import BundledAOTAutogradSerializableCallable as bundled\n"
+        "from pipeline.judge.compile_cache import WRAPS\n"
+        "load_general_plugins()\n"
+        "print(hasattr(bundled.deserialize_compile_artifacts.__func__, WRAPS))\n"
+    )
+
+    def installed(**env: str) -> bool:
+        base = {k: v for k, v in os.environ.items() if k != "VLLM_PLUGINS"}
+        out = subprocess.run(
+            [sys.executable, "-c", probe], env={**base, **env}, capture_output=True, text=True, check=True
+        )
+        return out.stdout.strip().splitlines()[-1] == "True"
+
+    assert installed() and in_vllm_processes({})
+    others = {"VLLM_PLUGINS": "lora_filesystem_resolver"}
+    assert not installed(**others) and not in_vllm_processes(others)

@@ -105,7 +105,10 @@ def test_measurements_hold_for_the_vllm_and_compile_cache_they_were_made_with(tm
     path = recorded(tmp_path)
     key = json.loads(machine_key(SPEC))
     assert key["vllm"] == vllm_release() and vllm_release().startswith("vllm") and key["aot_compile"] == "1"
-    assert json.loads(machine_key(SPEC, in_actor=False))["aot_compile"] == "0"  # vLLM's own processes
+    # vLLM's own processes: its saved model by the project's plugin; without the plugin, torch.compile's cache
+    assert json.loads(machine_key(SPEC, in_actor=False))["aot_compile"] == "1"
+    unplugged = replace(SPEC, env={"VLLM_PLUGINS": "lora_filesystem_resolver"})
+    assert json.loads(machine_key(unplugged, in_actor=False))["aot_compile"] == "0"
     torch_cache = replace(SPEC, env={"VLLM_USE_AOT_COMPILE": "0"})
     assert json.loads(machine_key(torch_cache))["aot_compile"] == "0"
     reason = choose(torch_cache, 2000, path).reason

@@ -8,7 +8,7 @@ import pytest
 from pipeline.config.enums import MULTIPROCESSING_ENV, EngineProcess
 from pipeline.config.judging import GeneratorConfig
 from pipeline.contracts.errors import ConfigError
-from pipeline.judge.cores import AOT_COMPILE_ENV, bound_cores, engine_inside, vllm_env
+from pipeline.judge.cores import AOT_COMPILE_ENV, PLUGIN, bound_cores, engine_inside, vllm_env
 from pipeline.judge.generators import generator_judge_config
 from pipeline.judge.spec import JudgeSpec
 from tests.conftest import compose
@@ -74,10 +74,25 @@ def test_an_engine_inside_the_worker_computes_on_its_bound_cores():
     )
 
 
-def test_an_engine_in_its_own_processes_leaves_the_threads_to_vllm():
+def test_an_engine_in_its_own_processes_leaves_the_threads_to_vllm(monkeypatch):
+    monkeypatch.delenv("VLLM_PLUGINS", raising=False)
     env = vllm_env(spec(EngineProcess.own, VLLM_CPU_OMP_THREADS_BIND="0,1"), inside=False)
-    # torch.compile's cache, which loads in vLLM's own processes (its saved model does not there)
-    assert env == {"VLLM_CPU_OMP_THREADS_BIND": "0,1", MULTIPROCESSING_ENV: "1", AOT_COMPILE_ENV: "0"}
+    # vLLM's saved model, which loads there by the project's plugin (pipeline.judge.compile_cache)
+    assert env == {"VLLM_CPU_OMP_THREADS_BIND": "0,1", MULTIPROCESSING_ENV: "1", AOT_COMPILE_ENV: "1"}
+
+
+@pytest.mark.parametrize("where", ["judge.env", "shell"])
+def test_without_the_plugin_vllm_s_own_processes_keep_torch_compile_s_cache(monkeypatch, where):
+    """VLLM_PLUGINS naming other plugins only (vLLM then loads only those): the saved model would not load in vLLM's
+    own processes, so torch.compile's cache does; inside this process the engine installs the loader itself."""
+    monkeypatch.delenv("VLLM_PLUGINS", raising=False)
+    given = {"VLLM_PLUGINS": "lora_filesystem_resolver"}
+    if where == "shell":
+        monkeypatch.setenv("VLLM_PLUGINS", given.pop("VLLM_PLUGINS"))
+    assert vllm_env(spec(EngineProcess.own, **given), inside=False)[AOT_COMPILE_ENV] == "0"
+    assert vllm_env(spec(**given), inside=True)[AOT_COMPILE_ENV] == "1"
+    named = {"VLLM_PLUGINS": f"lora_filesystem_resolver,{PLUGIN}"}
+    assert vllm_env(spec(EngineProcess.own, **named), inside=False)[AOT_COMPILE_ENV] == "1"
 
 
 def test_a_user_s_aot_compile_setting_is_kept():
