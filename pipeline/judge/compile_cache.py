@@ -1,4 +1,4 @@
-"""The compiled engine's saved model, loaded again at its next start (a CPU engine inside this process).
+"""The compiled engine's saved model, loaded again at its next start (on the CPU).
 
 vLLM saves the model it compiled (``VLLM_USE_AOT_COMPILE``, its default) and, at the next start with the same
 settings, loads it instead of compiling it again; then it asks the loaded function to finish loading
@@ -12,14 +12,15 @@ loader takes it. On 2 cores inside a Ray worker the compiled engine then starts 
 torch.compile's cache (64 s compiling afresh), against 9.8 s eager, and judges exactly as with torch.compile's cache
 (the demo's 240 judgments, every log-probability equal); BENCHMARKS.md, "The compiled engine's saved model".
 
-It changes what this process loads, never what is saved (a file saved here loads elsewhere as it would have), and
-it touches no function that has the method already, so it does nothing where vLLM or torch have fixed the mismatch.
+It changes what a process loads, never what is saved (a file saved here loads elsewhere as it would have), and it
+touches no function that has the method already, so it does nothing where vLLM or torch have fixed the mismatch.
 An engine inside this process installs it itself (:class:`pipeline.judge.vllm_engine.VLLMEngine`); vLLM runs it in
-each of its own processes (its engine's, ``vllm serve``) as a plugin of its ``vllm.general_plugins`` group, which
-the project's install registers (``pyproject.toml``): there the compiled engine started in 25.9 s on 2 cores against
-46.6 s with torch.compile's cache (``make engine-modes ARGS="dataset=summeval runtime=inprocess"``). Where the plugin is not registered or ``VLLM_PLUGINS`` leaves it out (a
-cluster job's runtime environment that does not install the project), vLLM's own processes keep torch.compile's
-cache (``VLLM_USE_AOT_COMPILE=0``, :func:`pipeline.judge.cores.aot_compile`, which reads whether the plugin runs).
+each process of its own (its engine's, ``vllm serve``) as a plugin of its ``vllm.general_plugins`` group, which the
+project's install registers (``pyproject.toml``): there the compiled engine started in 25.9 s on 2 cores against
+46.6 s with torch.compile's cache (``make engine-modes ARGS="dataset=summeval runtime=inprocess"``). Where the
+plugin does not run (not registered, as in a cluster job's runtime environment that does not install the project, or
+left out by ``VLLM_PLUGINS``), vLLM's own processes keep torch.compile's cache (``VLLM_USE_AOT_COMPILE=0``,
+:func:`pipeline.judge.cores.aot_compile`).
 """
 
 from __future__ import annotations
