@@ -160,6 +160,19 @@ def crossover(eager: Measured, compiled: Measured) -> int | None:
     return max(0, int((compiled.start - eager.start) / gain) + 1)
 
 
+def unmeasured(spec: Any, lacking: str, older: list[str]) -> Choice:
+    """vLLM's own default for the device (CUDA graphs on a GPU; the quick start on a CPU), with what was not measured
+    and what the record holds of other starts (:func:`other_builds`)."""
+    since = f", only with {', '.join(older)}" if older else ""
+    default = Choice(not spec.on_gpu, "")
+    return replace(
+        default,
+        reason=f"{default.mode}: the {lacking} engine was never measured for this model on this "
+        f"{'GPU' if spec.on_gpu else 'CPU'} with this vLLM and compile cache{since} (`make engine-modes` "
+        f"measures both), so {default.mode} as vLLM would; judge.engine.enforce_eager=true / false chooses",
+    )
+
+
 def choose(spec: Any, prompts: int, record: ModeRecord | None) -> Choice:
     """The mode for ``prompts`` prompts on this machine (module docstring); ``record`` None: an engine the judge
     shares with stages before it (the generators'), in their mode, vLLM's default for the device."""
@@ -171,16 +184,7 @@ def choose(spec: Any, prompts: int, record: ModeRecord | None) -> Choice:
     eager, compiled = found.get("eager"), found.get("compiled")
     if eager is None or compiled is None:
         lacking = " and ".join(m for m in ("eager", "compiled") if m not in found)
-        older = other_builds(kept, key)
-        since = f", only with {', '.join(older)}" if older else ""
-        # unmeasured: vLLM's own default for the device (CUDA graphs on a GPU; the quick start on a CPU)
-        default = Choice(not spec.on_gpu, "")
-        return replace(
-            default,
-            reason=f"{default.mode}: the {lacking} engine was never measured for this model on this "
-            f"{'GPU' if spec.on_gpu else 'CPU'} with this vLLM and compile cache{since} (`make engine-modes` "
-            f"measures both), so {default.mode} as vLLM would; judge.engine.enforce_eager=true / false chooses",
-        )
+        return unmeasured(spec, lacking, other_builds(kept, key))
     t_eager = eager.start + prompts / eager.rate
     t_compiled = compiled.start + prompts / compiled.rate
     point = crossover(eager, compiled)
