@@ -73,14 +73,14 @@ def run_prompts(cfg) -> tuple[Any, Any, list[str], list[str]]:
 
 def measure(spec, plan, prompts: list[str], eager: bool, passes: int = 1) -> tuple[Measured, list[float]]:
     """One start of the engine in this mode in this process, and its rate on ``prompts``: the median of ``passes``
-    timed passes (each pass's rate given too) after an untimed one, each from an empty prefix cache (a host whose speed varies from one minute to
-    the next moved one pass's rate by 30%; BENCHMARKS.md)."""
+    (>= 1) timed passes, each pass's rate given too, after an untimed one, each from an empty prefix cache (a host
+    whose speed varies from one minute to the next moved one pass's rate by 30%; BENCHMARKS.md)."""
     engine = VLLMEngine(replace(spec, engine={**spec.engine, KEY: eager}))
     try:
         request = plan.requests()[plan.templates[0].id]
         engine.answer(prompts, plan.frame, request)
         rates = []
-        for _ in range(max(passes, 1)):
+        for _ in range(passes):
             engine.llm.reset_prefix_cache()  # each timed pass computes its prompts as a run's first sight of them
             started = time.perf_counter()
             engine.answer(prompts, plan.frame, request)
@@ -135,9 +135,13 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--prompts", type=int, default=256, help="prompts each mode judges in a pass")
-    parser.add_argument("--passes", type=int, default=3, help="timed passes of each mode (their median rate)")
+    parser.add_argument(
+        "--passes", type=int, default=3, help="timed passes of each mode, >= 1 (their median rate)"
+    )
     parser.add_argument("overrides", nargs="*", help="the run's Hydra overrides (its judge, dataset...)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.passes < 1 or args.prompts < 1:
+        parser.error(f"--passes and --prompts must be at least 1 (given {args.passes} and {args.prompts})")
     work = workspace("engine-modes")
     cfg = compose([*args.overrides, f"paths.output_root={work}", "tracking.enabled=false"])
     spec, plan, contexts, every = run_prompts(cfg)

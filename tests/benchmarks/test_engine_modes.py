@@ -8,10 +8,11 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.benchmarks.engine_modes import representative, run_prompts
+from pipeline.benchmarks.engine_modes import main, representative, run_prompts
 
 
 def blocks(lengths: dict[str, list[int]]) -> tuple[list[str], list[str]]:
@@ -37,12 +38,13 @@ def test_whatever_the_order_of_the_contexts_the_same_sample(lengths, n, rng: ran
     named = {f"c{k}": own for k, own in enumerate(lengths)}
     order = list(named)
     rng.shuffle(order)
-    first = representative(*blocks(named), n)
+    contexts, prompts = blocks(named)
+    first = representative(contexts, prompts, n)
     again = representative(*blocks({c: named[c] for c in order}), n)
-    mean = sum(map(len, blocks(named)[1])) / len(blocks(named)[1])
+    mean = sum(map(len, prompts)) / len(prompts)
 
     def gap(context):
-        own = [p for p in blocks(named)[1] if p.startswith(f"{context}:")]
+        own = [p for c, p in zip(contexts, prompts, strict=True) if c == context]
         return abs(sum(map(len, own)) / len(own) - mean)
 
     def gaps(sample):
@@ -85,3 +87,10 @@ def test_on_summeval_the_sample_is_as_long_as_the_run_s_prompts(datasets, tmp_pa
     taken = set(sample)
     chosen = Counter(c for c, p in zip(contexts, prompts, strict=True) if p in taken)
     assert sorted(chosen.values()) == [16, 240]  # the nearest context whole, then the first of the next
+
+
+@pytest.mark.parametrize("args", [["--passes", "0"], ["--prompts", "0"]])
+def test_no_pass_or_no_prompt_is_refused_before_anything_starts(args, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(args)
+    assert stop.value.code == 2 and "--passes and --prompts must be at least 1" in capsys.readouterr().err
