@@ -1,16 +1,17 @@
 """``make engine-modes [ARGS="<overrides>"]``: measure this machine's engine modes for the run's judge, once.
 
 The real workflow up to its prompts (the judge, its dtype for this device, the prompts as a run makes them), then the
-vLLM engine started eager, and compiled twice (the first start fills vLLM's compile cache; the second is the start a
-run sees, and the one recorded); each judges a sample of the prompts (whole contexts of the mean prompt length,
-:func:`representative`) once untimed, then ``--passes`` times timed (the median rate), each from an empty prefix
-cache (else it would time cache hits, where the compiled engine's faster prefill does not show). Each
-start is where the run's engine starts: on a Ray worker with the judge worker's resources and process environment
-for the Ray executor (the default; a CPU engine then runs inside the worker's process), in this process for
-``runtime=inprocess``. The starts and rates go to ``<paths.cache_dir>/engine_modes.json``
+vLLM engine started compiled once (to fill vLLM's compile cache: the next start is the one a run sees), then eager and
+compiled, each judging a sample of the prompts (whole contexts of the mean prompt length, :func:`representative`)
+once untimed, then ``--passes`` times timed (the median rate), each from an empty prefix cache (else it would time
+cache hits, where the compiled engine's faster prefill does not show). Where two judge workers fit, both engines stay
+alive and their passes alternate (:func:`rounds`), so that a host's drift in speed slows both alike; else one after
+the other. Each start is where the run's engine starts: on a Ray worker with the judge worker's resources and process
+environment for the Ray executor (the default; a CPU engine then runs inside the worker's process), in this process
+for ``runtime=inprocess``. The starts and rates go to ``<paths.cache_dir>/engine_modes.json``
 (:mod:`pipeline.judge.engine_mode`), where ``judge.engine.enforce_eager=auto`` reads them; the crossover is printed.
 
-    python -m pipeline.benchmarks.engine_modes [--prompts 256] [--passes 3] [overrides ...]
+    python -m pipeline.benchmarks.engine_modes [--prompts 256] [--passes 4] [overrides ...]
 """
 
 from __future__ import annotations
@@ -71,59 +72,125 @@ def run_prompts(cfg) -> tuple[Any, Any, list[str], list[str]]:
     return spec, plan, contexts, [p for chunk in chunks for p in chunk.column("prompt").to_pylist()]
 
 
-def measure(spec, plan, prompts: list[str], eager: bool, passes: int = 1) -> tuple[Measured, list[float]]:
-    """One start of the engine in this mode in this process, and its rate on ``prompts``: the median of ``passes``
-    (>= 1) timed passes, each pass's rate given too, after an untimed one, each from an empty prefix cache (a host
-    whose speed varies from one minute to the next moved one pass's rate by 30%; BENCHMARKS.md)."""
-    engine = VLLMEngine(replace(spec, engine={**spec.engine, KEY: eager}))
-    try:
-        request = plan.requests()[plan.templates[0].id]
-        engine.answer(prompts, plan.frame, request)
-        rates = []
-        for _ in range(passes):
-            engine.llm.reset_prefix_cache()  # each timed pass computes its prompts as a run's first sight of them
-            started = time.perf_counter()
-            engine.answer(prompts, plan.frame, request)
-            rates.append(len(prompts) / (time.perf_counter() - started))
-        return Measured(engine.start_seconds, statistics.median(rates)), rates
-    finally:
-        engine.close()
+class Meter:
+    """One engine in one mode, started in this process (on a Ray worker, as a run's: :class:`Started`), with its
+    sample judged once untimed (the first batch's one-off costs); then :meth:`rate` times one pass on demand."""
+
+    def __init__(self, spec, plan, prompts: list[str], eager: bool):
+        self.engine = VLLMEngine(replace(spec, engine={**spec.engine, KEY: eager}))
+        self.prompts, self.frame = prompts, plan.frame
+        self.request = plan.requests()[plan.templates[0].id]
+        self.engine.answer(prompts, self.frame, self.request)
+
+    def start(self) -> float:
+        return self.engine.start_seconds
+
+    def rate(self) -> float:
+        """One timed pass from an empty prefix cache (else it would time cache hits, where the compiled engine's faster
+        prefill does not show): prompts per second."""
+        self.engine.llm.reset_prefix_cache()
+        started = time.perf_counter()
+        self.engine.answer(self.prompts, self.frame, self.request)
+        return len(self.prompts) / (time.perf_counter() - started)
+
+    def close(self) -> None:
+        self.engine.close()
         gc.collect()
 
 
-class Meter:
-    """A Ray worker started as the judge's are (:func:`pipeline.stages.judging.judge_steps`: its CPUs, GPUs and
-    process environment), to measure an engine where a run's starts."""
+class Started:
+    """A :class:`Meter` where the record's runs start their engine, called alike: a fresh worker of the judge's kind
+    on Ray (its CPUs, GPUs and process environment, as :func:`pipeline.stages.judging.judge_steps` starts one), or
+    this process; ready when made (one engine starting at a time, so that its start is timed alone)."""
 
-    def measure(
-        self, spec, plan, prompts: list[str], eager: bool, passes: int
-    ) -> tuple[Measured, list[float]]:
-        return measure(spec, plan, prompts, eager, passes)
+    def __init__(self, cfg, record: ModeRecord, spec, plan, prompts: list[str], eager: bool):
+        self.actor = None
+        if not record.in_actor:
+            self.local = Meter(spec, plan, prompts, eager)
+        else:
+            self.actor = self.worker(cfg, spec, plan, prompts, eager)
+        self.start: float = self.call("start")
+
+    @staticmethod
+    def worker(cfg, spec, plan, prompts: list[str], eager: bool) -> Any:
+        import ray
+
+        init_ray(cfg.runtime)
+        return (
+            ray.remote(Meter)
+            .options(
+                num_cpus=cfg.judge.num_cpus_per_actor,
+                num_gpus=cfg.judge.num_gpus_per_actor,
+                runtime_env={"env_vars": worker_process_env(spec)},
+            )
+            .remote(spec, plan, prompts, eager)
+        )
+
+    def call(self, name: str) -> Any:
+        if self.actor is None:
+            return getattr(self.local, name)()
+        import ray
+
+        return ray.get(getattr(self.actor, name).remote())
+
+    def close(self) -> None:
+        self.call("close")
+        if self.actor is not None:
+            import ray
+
+            ray.kill(self.actor)
 
 
-def measure_where_runs_do(
-    cfg, record: ModeRecord, spec, plan, prompts: list[str], eager: bool, passes: int
-) -> tuple[Measured, list[float]]:
-    """:func:`measure` where the record's runs start their engine: a fresh worker of the judge's kind on Ray, or this
-    process."""
+def rounds(meters: dict[str, Any], passes: int) -> dict[str, list[float]]:
+    """``passes`` rounds, each one timed pass of every meter (anything with ``call("rate")``), the order reversed every
+    other round (A B, B A, A B, ...): on a host whose speed drifts steadily, an even number of rounds gives each mode
+    the same mean and median place in time, so the drift slows both alike rather than one."""
+    rates: dict[str, list[float]] = {mode: [] for mode in meters}
+    order = list(meters)
+    for k in range(passes):
+        for mode in order if k % 2 == 0 else order[::-1]:
+            rates[mode].append(meters[mode].call("rate"))
+    return rates
+
+
+def room_for_two(cfg, record: ModeRecord) -> bool:
+    """Whether two judge workers fit at once (the run's executor is Ray, and the cluster's CPUs and GPUs hold two:
+    nothing else runs here), so that both modes' engines stay alive and their passes alternate."""
     if not record.in_actor:
-        return measure(spec, plan, prompts, eager, passes)
+        return False  # one vLLM engine per process
     import ray
 
     init_ray(cfg.runtime)
-    meter = (
-        ray.remote(Meter)
-        .options(
-            num_cpus=cfg.judge.num_cpus_per_actor,
-            num_gpus=cfg.judge.num_gpus_per_actor,
-            runtime_env={"env_vars": worker_process_env(spec)},
-        )
-        .remote()
+    free = ray.cluster_resources()
+    return all(
+        free.get(kind, 0.0) >= 2 * need
+        for kind, need in (("CPU", cfg.judge.num_cpus_per_actor), ("GPU", cfg.judge.num_gpus_per_actor))
     )
-    try:
-        return ray.get(meter.measure.remote(spec, plan, prompts, eager, passes))
-    finally:
-        ray.kill(meter)
+
+
+def measure_modes(
+    cfg, record: ModeRecord, spec, plan, prompts: list[str], passes: int
+) -> tuple[dict[str, Measured], dict[str, list[float]], bool]:
+    """Each mode's start and median rate over ``passes`` timed passes, with every pass's rate, and whether the passes
+    alternated. The compiled engine starts once first to fill vLLM's compile cache (the start a run sees is the next
+    one). Both engines then alive at once where two workers fit (:func:`room_for_two`; a host whose speed moved one
+    pass's rate by 30% from one minute to the next moved the measured gain more than the gain itself, BENCHMARKS.md),
+    else one after the other."""
+    Started(cfg, record, spec, plan, prompts, False).close()  # fills the compile cache
+    modes = {"eager": True, "compiled": False}
+    together = room_for_two(cfg, record)
+    starts: dict[str, float] = {}
+    rates: dict[str, list[float]] = {}
+    for group in [list(modes)] if together else [[mode] for mode in modes]:
+        meters = {mode: Started(cfg, record, spec, plan, prompts, modes[mode]) for mode in group}
+        try:
+            starts |= {mode: meter.start for mode, meter in meters.items()}
+            rates |= rounds(meters, passes)
+        finally:
+            for meter in meters.values():
+                meter.close()
+    measured = {mode: Measured(starts[mode], statistics.median(rates[mode])) for mode in modes}
+    return measured, rates, together
 
 
 def _rates(rates: list[float]) -> str:
@@ -136,7 +203,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--prompts", type=int, default=256, help="prompts each mode judges in a pass")
     parser.add_argument(
-        "--passes", type=int, default=3, help="timed passes of each mode, >= 1 (their median rate)"
+        "--passes",
+        type=int,
+        default=4,
+        help="timed passes of each mode, >= 1 (their median rate; even: see rounds)",
     )
     parser.add_argument("overrides", nargs="*", help="the run's Hydra overrides (its judge, dataset...)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
@@ -150,9 +220,8 @@ def main(argv: list[str] | None = None) -> None:
     if len(prompts) < args.prompts:
         out.write(f"engine modes: measured on {len(prompts)} prompts (the config makes no more)\n")
     record = mode_record(cfg, PROJECT_ROOT)
-    eager, eager_passes = measure_where_runs_do(cfg, record, spec, plan, prompts, True, args.passes)
-    measure_where_runs_do(cfg, record, spec, plan, prompts, False, 1)  # fills the compile cache
-    compiled, compiled_passes = measure_where_runs_do(cfg, record, spec, plan, prompts, False, args.passes)
+    modes, passes, together = measure_modes(cfg, record, spec, plan, prompts, args.passes)
+    eager, compiled = modes["eager"], modes["compiled"]
     remember(record, spec, True, eager.start, eager.rate)
     remember(record, spec, False, compiled.start, compiled.rate)
     point = choose(spec, 0, record).crossover  # as runs read it (the record's rounding)
@@ -161,10 +230,11 @@ def main(argv: list[str] | None = None) -> None:
             [
                 f"# engine modes  {time.strftime('%Y-%m-%dT%H:%M:%S')}",
                 f"# cpu: {read_cpu().describe()}; judge {spec.name}, {spec.dtype}; {len(prompts)} prompts; "
-                f"{'on a Ray worker, as the run' if record.in_actor else 'in this process, as runtime=inprocess'}",
-                f"eager:    start {eager.start:5.1f} s, {eager.rate:6.2f} prompts/s (passes {_rates(eager_passes)})",
+                f"{'on Ray workers, as the run' if record.in_actor else 'in this process, as runtime=inprocess'}; "
+                f"{'passes alternated, both engines alive' if together else 'one engine after the other'}",
+                f"eager:    start {eager.start:5.1f} s, {eager.rate:6.2f} prompts/s (passes {_rates(passes['eager'])})",
                 f"compiled: start {compiled.start:5.1f} s, {compiled.rate:6.2f} prompts/s "
-                f"({compiled.rate / eager.rate:.2f}x eager; passes {_rates(compiled_passes)})",
+                f"({compiled.rate / eager.rate:.2f}x eager; passes {_rates(passes['compiled'])})",
                 f"the compiled engine pays from {point:,} prompts"
                 if point is not None
                 else "compiled never pays",

@@ -6,6 +6,7 @@ engine)."""
 from __future__ import annotations
 
 import random
+import statistics
 from collections import Counter
 
 import pytest
@@ -94,3 +95,60 @@ def test_no_pass_or_no_prompt_is_refused_before_anything_starts(args, capsys):
     with pytest.raises(SystemExit) as stop:
         main(args)
     assert stop.value.code == 2 and "--passes and --prompts must be at least 1" in capsys.readouterr().err
+
+
+class Drifting:
+    """A meter on a host whose speed falls steadily: the k-th pass on the host (whichever meter makes it) runs at
+    ``1 - slope * k`` of the meter's own rate."""
+
+    def __init__(self, host: list[int], rate: float, slope: float):
+        self.host, self.own, self.slope = host, rate, slope
+
+    def call(self, name: str) -> float:
+        assert name == "rate"
+        k = self.host[0]
+        self.host[0] += 1
+        return self.own * (1 - self.slope * k)
+
+
+@given(
+    st.integers(1, 6),
+    st.floats(0.5, 2.0),
+    st.sampled_from([0.0, 0.001, 0.01, 0.05]),
+)
+def test_alternated_rounds_cancel_a_steady_drift(half, gain, slope):
+    """An even number of rounds, the order reversed every other one: the medians' ratio is the meters' own, whatever
+    the drift; one meter's passes after the other's would give the drift to the later one."""
+    from pipeline.benchmarks.engine_modes import rounds
+
+    host = [0]
+    rates = rounds(
+        {"eager": Drifting(host, 10.0, slope), "compiled": Drifting(host, 10.0 * gain, slope)}, 2 * half
+    )
+    assert [len(r) for r in rates.values()] == [2 * half, 2 * half] and host == [4 * half]
+    ratio = statistics.median(rates["compiled"]) / statistics.median(rates["eager"])
+    assert ratio == pytest.approx(gain, rel=1e-9)
+    host = [0]
+    apart = {
+        m: rounds({m: Drifting(host, r, slope)}, 2 * half)[m]
+        for m, r in (("eager", 10.0), ("compiled", 10 * gain))
+    }
+    late = statistics.median(apart["compiled"]) / statistics.median(apart["eager"])
+    assert late < gain if slope else late == pytest.approx(gain)
+
+
+def test_the_rounds_alternate_their_order():
+    from pipeline.benchmarks.engine_modes import rounds
+
+    seen: list[str] = []
+
+    class Named:
+        def __init__(self, name):
+            self.name = name
+
+        def call(self, what):
+            seen.append(self.name)
+            return 1.0
+
+    rounds({"a": Named("a"), "b": Named("b")}, 3)
+    assert seen == ["a", "b", "b", "a", "a", "b"]
