@@ -161,9 +161,9 @@ def room_for_two(cfg, record: ModeRecord) -> bool:
     import ray
 
     init_ray(cfg.runtime)
-    free = ray.cluster_resources()
+    cluster = ray.cluster_resources()
     return all(
-        free.get(kind, 0.0) >= 2 * need
+        cluster.get(kind, 0.0) >= 2 * need
         for kind, need in (("CPU", cfg.judge.num_cpus_per_actor), ("GPU", cfg.judge.num_gpus_per_actor))
     )
 

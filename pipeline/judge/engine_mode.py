@@ -5,8 +5,8 @@ vLLM's compiled engine (``enforce_eager=false``) judges faster once it has start
 SummEval's prompts; in vLLM's own processes 26 s against 20 s, 28% faster; BENCHMARKS.md). Whether it pays
 depends on the prompts a run judges, on the device and on the model, so the choice rests on measurements of this
 machine, not on a guess: for each (device, model, dtype, place, vLLM and its compile cache) the record
-``<paths.cache_dir>/engine_modes.json`` holds each mode's engine start and judging rate, written by ``make engine-modes`` (both modes measured back to back
-on a sample of the run's own prompts, from an empty prefix cache, the compiled engine started twice so that its start
+``<paths.cache_dir>/engine_modes.json`` holds each mode's engine start and judging rate, written by ``make engine-modes`` (both modes measured in alternated
+passes where two judge workers fit, else back to back, on a sample of the run's own prompts, from an empty prefix cache, the compiled engine started twice so that its start
 is the one a run sees with vLLM's compile cache warm; each start where the run's engine starts, a Ray worker of the
 judge's kind or this process, and recorded for that place: inside a Ray worker a CPU engine starts sooner than in
 vLLM's own processes). Runs read it and do not write it: a run's own start and rate (its engine inside a Ray worker, a
