@@ -37,6 +37,7 @@ from pipeline.judge.engine_mode import (
     remember,
 )
 from pipeline.judge.hardware import read_cpu
+from pipeline.judge.prefill import per_prompt
 from pipeline.judge.vllm_engine import VLLMEngine
 from pipeline.prompts.pairs import generate_prompts, split_shards
 from pipeline.run.context import run
@@ -80,10 +81,19 @@ class Meter:
         self.engine = VLLMEngine(replace(spec, engine={**spec.engine, KEY: eager}))
         self.prompts, self.frame = prompts, plan.frame
         self.request = plan.requests()[plan.templates[0].id]
-        self.engine.answer(prompts, self.frame, self.request)
+        first = self.engine.answer(prompts, self.frame, self.request)  # from an empty prefix cache
+        self.computed = sum(r.prompt_tokens - r.cached_tokens for r in first) / max(len(first), 1)
 
     def start(self) -> float:
         return self.engine.start_seconds
+
+    def work(self) -> tuple[int, float, float | None]:
+        """The engine's prefix-cache block (the granularity of its hits), the tokens a prompt of the sample made it
+        compute, and the same estimated as a run's are (:mod:`pipeline.judge.prefill`)."""
+        cache = self.engine.llm.llm_engine.vllm_config.cache_config
+        block = int(getattr(cache, "cache_hit_alignment_tokens", None) or cache.block_size)
+        ids = self.frame.encode(self.engine.tokenizer, self.prompts)
+        return block, self.computed, per_prompt(ids, block)
 
     def rate(self) -> float:
         """One timed pass from an empty prefix cache (else it would time cache hits, where the compiled engine's faster
@@ -170,9 +180,10 @@ def room_for_two(cfg, record: ModeRecord) -> bool:
 
 def measure_modes(
     cfg, record: ModeRecord, spec, plan, prompts: list[str], passes: int
-) -> tuple[dict[str, Measured], dict[str, list[float]], bool]:
-    """Each mode's start and median rate over ``passes`` timed passes, with every pass's rate, and whether the passes
-    alternated. The compiled engine starts once first to fill vLLM's compile cache (the start a run sees is the next
+) -> tuple[dict[str, Measured], dict[str, list[float]], bool, dict[str, Any]]:
+    """Each mode's start and median rate over ``passes`` timed passes (with the tokens a prompt of the sample computes,
+    as a run's are estimated, and the cache's block), every pass's rate, whether the passes alternated, and the
+    sample's work (:meth:`Meter.work`: the block, the tokens a prompt computed, and as estimated). The compiled engine starts once first to fill vLLM's compile cache (the start a run sees is the next
     one). Both engines then alive at once where two workers fit (:func:`room_for_two`; a host whose speed moved one
     pass's rate by 30% from one minute to the next moved the measured gain more than the gain itself, BENCHMARKS.md),
     else one after the other."""
@@ -181,16 +192,30 @@ def measure_modes(
     together = room_for_two(cfg, record)
     starts: dict[str, float] = {}
     rates: dict[str, list[float]] = {}
+    work: dict[str, Any] = {}
     for group in [list(modes)] if together else [[mode] for mode in modes]:
         meters = {mode: Started(cfg, record, spec, plan, prompts, modes[mode]) for mode in group}
         try:
             starts |= {mode: meter.start for mode, meter in meters.items()}
+            if not work:
+                work = dict(
+                    zip(
+                        ("block", "computed", "tokens"), next(iter(meters.values())).call("work"), strict=True
+                    )
+                )
             rates |= rounds(meters, passes)
         finally:
             for meter in meters.values():
                 meter.close()
-    measured = {mode: Measured(starts[mode], statistics.median(rates[mode])) for mode in modes}
-    return measured, rates, together
+    tokens = {"tokens": work["tokens"], "block": work["block"]} if work.get("tokens") else {}
+    measured = {mode: Measured(starts[mode], statistics.median(rates[mode]), **tokens) for mode in modes}
+    return measured, rates, together, work
+
+
+def _estimated(tokens: float | None) -> str:
+    if tokens is None:
+        return "no exact tokenizer here to estimate a run's: rates carried over per prompt"
+    return f"{tokens:.1f} estimated, as a run's are: rates carried over per computed token"
 
 
 def _rates(rates: list[float]) -> str:
@@ -220,10 +245,10 @@ def main(argv: list[str] | None = None) -> None:
     if len(prompts) < args.prompts:
         out.write(f"engine modes: measured on {len(prompts)} prompts (the config makes no more)\n")
     record = mode_record(cfg, PROJECT_ROOT)
-    modes, passes, together = measure_modes(cfg, record, spec, plan, prompts, args.passes)
+    modes, passes, together, work = measure_modes(cfg, record, spec, plan, prompts, args.passes)
     eager, compiled = modes["eager"], modes["compiled"]
-    remember(record, spec, True, eager.start, eager.rate)
-    remember(record, spec, False, compiled.start, compiled.rate)
+    remember(record, spec, True, eager)
+    remember(record, spec, False, compiled)
     point = choose(spec, 0, record).crossover  # as runs read it (the record's rounding)
     out.write(
         "\n".join(
@@ -235,6 +260,8 @@ def main(argv: list[str] | None = None) -> None:
                 f"eager:    start {eager.start:5.1f} s, {eager.rate:6.2f} prompts/s (passes {_rates(passes['eager'])})",
                 f"compiled: start {compiled.start:5.1f} s, {compiled.rate:6.2f} prompts/s "
                 f"({compiled.rate / eager.rate:.2f}x eager; passes {_rates(passes['compiled'])})",
+                f"prefix cache: blocks of {work['block']} tokens; a prompt of the sample computed "
+                f"{work['computed']:.1f} tokens ({_estimated(work['tokens'])}), the rest from the cache",
                 f"the compiled engine pays from {point:,} prompts"
                 if point is not None
                 else "compiled never pays",

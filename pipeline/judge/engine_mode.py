@@ -5,13 +5,20 @@ vLLM's compiled engine (``enforce_eager=false``) judges faster once it has start
 SummEval's prompts; in vLLM's own processes 26 s against 20 s, 28% faster; BENCHMARKS.md). Whether it pays
 depends on the prompts a run judges, on the device and on the model, so the choice rests on measurements of this
 machine, not on a guess: for each (device, model, dtype, place, vLLM and its compile cache) the record
-``<paths.cache_dir>/engine_modes.json`` holds each mode's engine start and judging rate, written by ``make engine-modes`` (both modes measured in alternated
-passes where two judge workers fit, else back to back, on a sample of the run's own prompts, from an empty prefix cache, the compiled engine started twice so that its start
+``<paths.cache_dir>/engine_modes.json`` holds each mode's engine start and judging rate, written by
+``make engine-modes`` (both modes measured in alternated passes where two judge workers fit, else back to back, on
+a sample of the run's own prompts, from an empty prefix cache, the compiled engine started twice so that its start
 is the one a run sees with vLLM's compile cache warm; each start where the run's engine starts, a Ray worker of the
 judge's kind or this process, and recorded for that place: inside a Ray worker a CPU engine starts sooner than in
 vLLM's own processes). Runs read it and do not write it: a run's own start and rate (its engine inside a Ray worker, a
 few prompts, the pipeline's costs in its wall time) are not measured as the other mode's were, and one small run would
 move the crossover for every run after it.
+
+The record also holds the tokens a prompt of the measured sample made the engine compute, past its prefix cache, and
+the cache's block (:mod:`pipeline.judge.prefill`); a run counts the same for a sample of its own prompts (16 whole
+contexts spread over it) and the rates carry over per computed token, not per prompt: nine SummEval articles compute
+148 tokens a prompt against the first article's 94, and per prompt the choice undersold their run by 1.8x (1.2-1.3x
+per token, BENCHMARKS.md). Older records, and judges with no exact tokenizer here, carry the rates over per prompt.
 
 With both modes measured, the mode that judges the run's prompts sooner, start included, is chosen; else vLLM's own
 default for the device (compiled on a GPU, eager on a CPU), and the summary says that nothing was measured (naming
@@ -28,6 +35,7 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -41,13 +49,26 @@ AUTO = "auto"
 RECORD = "engine_modes.json"
 KEY = "enforce_eager"
 
+#: The tokens a prompt of the run makes the engine compute, for a prefix cache of a given block (None: unknown).
+Work = Callable[[int], float | None]
+
 
 @dataclass(frozen=True)
 class Measured:
-    """One mode's engine start (seconds) and judging rate (prompts per second after the start)."""
+    """One mode's engine start (seconds) and judging rate (prompts per second after the start), with the tokens a
+    prompt of the measured sample made the engine compute (``tokens``, estimated as :mod:`pipeline.judge.prefill`
+    does with its prefix cache's ``block``; None in older records: the rate is carried over per prompt)."""
 
     start: float
     rate: float
+    tokens: float | None = None
+    block: int | None = None
+
+    def carried(self, tokens: float) -> Measured:
+        """This mode judging prompts that compute ``tokens`` tokens each: its rate per computed token kept."""
+        if not self.tokens:
+            return self
+        return replace(self, rate=self.rate * self.tokens / tokens, tokens=tokens)
 
 
 @dataclass(frozen=True)
@@ -152,7 +173,15 @@ def read_record(path: Path) -> dict[str, Any]:
 
 
 def measured(record: dict[str, Any], key: str) -> dict[str, Measured]:
-    return {mode: Measured(float(m["start"]), float(m["rate"])) for mode, m in record.get(key, {}).items()}
+    return {
+        mode: Measured(
+            float(m["start"]),
+            float(m["rate"]),
+            float(m["tokens"]) if m.get("tokens") else None,
+            int(m["block"]) if m.get("block") else None,
+        )
+        for mode, m in record.get(key, {}).items()
+    }
 
 
 def crossover(eager: Measured, compiled: Measured) -> int | None:
@@ -176,9 +205,22 @@ def unmeasured(spec: Any, lacking: str, older: list[str]) -> Choice:
     )
 
 
-def choose(spec: Any, prompts: int, record: ModeRecord | None) -> Choice:
+def carry_over(eager: Measured, compiled: Measured, work: Work | None) -> tuple[Measured, Measured, str]:
+    """Both modes' rates carried over to the run's prompts per computed token, where the record and ``work`` (the
+    run's tokens per prompt for a cache block) both tell them, with the words saying so; else as measured."""
+    block = eager.block or compiled.block
+    tokens = work(block) if work is not None and block and eager.tokens and compiled.tokens else None
+    if not tokens:
+        return eager, compiled, ""
+    said = f"; these prompts compute about {tokens:.0f} tokens each against {eager.tokens:.0f} in the measured sample"
+    return eager.carried(tokens), compiled.carried(tokens), said
+
+
+def choose(spec: Any, prompts: int, record: ModeRecord | None, work: Work | None = None) -> Choice:
     """The mode for ``prompts`` prompts on this machine (module docstring); ``record`` None: an engine the judge
-    shares with stages before it (the generators'), in their mode, vLLM's default for the device."""
+    shares with stages before it (the generators', in their mode, vLLM's default for the device). ``work``: the
+    tokens a prompt of the run computes for a prefix-cache block (:func:`pipeline.judge.prefill.work_of`, on a
+    sample of the run's prompts), so that the measured rates carry over per computed token."""
     if record is None:
         shared = Choice(not spec.on_gpu, "")
         return replace(shared, reason=f"{shared.mode}: the engine the generators started (vLLM's default)")
@@ -188,13 +230,14 @@ def choose(spec: Any, prompts: int, record: ModeRecord | None) -> Choice:
     if eager is None or compiled is None:
         lacking = " and ".join(m for m in ("eager", "compiled") if m not in found)
         return unmeasured(spec, lacking, other_builds(kept, key))
+    eager, compiled, per_token = carry_over(eager, compiled, work)
     t_eager = eager.start + prompts / eager.rate
     t_compiled = compiled.start + prompts / compiled.rate
     point = crossover(eager, compiled)
     pays = f"it pays from {point:,} prompts" if point is not None else "it never pays here"
     facts = (
         f"measured here: start {eager.start:.0f} s eager, {compiled.start:.0f} s compiled; "
-        f"{eager.rate:.1f} against {compiled.rate:.1f} prompts/s"
+        f"{eager.rate:.1f} against {compiled.rate:.1f} prompts/s{per_token}"
     )
     if t_compiled < t_eager:
         return Choice(
@@ -216,16 +259,17 @@ def resolved(spec: Any, choice: Choice) -> Any:
     return replace(spec, engine={**spec.engine, KEY: choice.eager})
 
 
-def remember(record: ModeRecord, spec: Any, eager: bool, start: float, rate: float) -> None:
-    """Record a mode's start and rate for this machine and place (the latest measurement of each mode stands)."""
-    if not (start > 0 and rate > 0):
+def remember(record: ModeRecord, spec: Any, eager: bool, mode: Measured) -> None:
+    """Record a mode's start and rate (and its sample's tokens per prompt and cache block, where known) for this
+    machine and place (the latest measurement of each mode stands)."""
+    if not (mode.start > 0 and mode.rate > 0):
         return
     kept = read_record(record.path)
     key = machine_key(spec, record.in_actor)
-    kept.setdefault(key, {})["eager" if eager else "compiled"] = {
-        "start": round(start, 2),
-        "rate": round(rate, 3),
-    }
+    entry: dict[str, Any] = {"start": round(mode.start, 2), "rate": round(mode.rate, 3)}
+    if mode.tokens and mode.block:
+        entry |= {"tokens": round(mode.tokens, 1), "block": mode.block}
+    kept.setdefault(key, {})["eager" if eager else "compiled"] = entry
     record.path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=record.path.parent, prefix=".engine_modes-")
     with os.fdopen(fd, "w") as f:

@@ -258,6 +258,26 @@ def generate_prompts(
         yield pa.table(rows, schema=PROMPTS)
 
 
+def sample_prompts(
+    contexts: pa.Table,
+    pairs: PairsConfig,
+    plan: PromptPlan,
+    given: Mapping[str, np.ndarray] | None = None,
+    n: int = 16,
+) -> list[str]:
+    """The prompts of ``n`` whole contexts spread evenly over a CONTEXTS table (every context where it has fewer),
+    in judging order, as :func:`generate_prompts` makes them: a sample of a run's prompts with the prefixes they
+    share (its engine's work per prompt, :mod:`pipeline.judge.prefill`), made without the rest."""
+    rows = contexts.num_rows
+    picked = sorted({(k * rows) // n for k in range(n)}) if rows > n else list(range(rows))
+    sample = contexts.take(pa.array(picked, pa.int64()))
+    return [
+        p
+        for chunk in generate_prompts(sample, pairs, plan, given=given)
+        for p in chunk.column("prompt").to_pylist()
+    ]
+
+
 def _context_pairs(pairs: PairsConfig, plan: PromptPlan, key: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     """(slot A, slot B) rows of one context (its content key ``key``) over every attribute, and the attribute index
     of each row."""

@@ -32,7 +32,7 @@ from pipeline.config.workflows import workflow as workflow_entry
 from pipeline.contracts.keys import COMPARE
 
 if TYPE_CHECKING:
-    from pipeline.judge.engine_mode import ModeRecord
+    from pipeline.judge.engine_mode import ModeRecord, Work
 
 log = logging.getLogger("pipeline")
 
@@ -159,16 +159,20 @@ def check(cfg: RunConfig, root: Path = PROJECT_ROOT) -> Plan:
         run_stages((flow.stage("resolve_judge"),), ctx, values)
     else:
         run_stages(flow.segment("input").stages + flow.segment("prompts").stages, ctx, values)
-        _judged(cfg, values, plan, rounds=entry.rounds)
-        _engine_mode(values["judge"], plan, engine_modes(cfg, root))
+        from pipeline.judge.prefill import work_of
+
+        sample = _judged(cfg, values, plan, rounds=entry.rounds)
+        work = work_of(values["judge"], values["prompt_plan"].frame, sample)
+        _engine_mode(values["judge"], plan, engine_modes(cfg, root), work)
     plan.judges = _judges(cfg, values)
     _cost(cfg, plan)
     return plan
 
 
-def _judged(cfg: RunConfig, values: dict[str, Any], plan: Plan, rounds: bool) -> None:
-    """The prompts the judge stage would make, counted, and their tokens estimated."""
-    from pipeline.prompts.pairs import generate_prompts
+def _judged(cfg: RunConfig, values: dict[str, Any], plan: Plan, rounds: bool) -> list[str]:
+    """The prompts the judge stage would make, counted, and their tokens estimated; the prompts of a sample of its
+    contexts returned (as the judge stage samples them for its engine's mode)."""
+    from pipeline.prompts.pairs import generate_prompts, sample_prompts
     from pipeline.stages.judging import ShardContexts
 
     candidates = values["candidates"]
@@ -203,15 +207,16 @@ def _judged(cfg: RunConfig, values: dict[str, Any], plan: Plan, rounds: bool) ->
     chars = sum(len(t) for t in texts)
     plan.prompt_tokens = round(chars / (per_token or CHARS_PER_TOKEN))
     plan.completion_tokens = _generated_tokens(cfg, plan.by_mode)
+    return sample_prompts(contexts, pairs, values["prompt_plan"])
 
 
-def _engine_mode(judge: Any, plan: Plan, record: ModeRecord | None) -> None:
+def _engine_mode(judge: Any, plan: Plan, record: ModeRecord | None, work: Work) -> None:
     """The engine mode the judge stage would choose for these prompts (``enforce_eager=auto``), and why."""
     from pipeline.judge.engine_mode import choose, is_auto
 
     if plan.prompts and is_auto(judge) and backend(judge.backend).engine:
         plan.notes.append(
-            f"engine mode (judge.engine.enforce_eager=auto): {choose(judge, plan.prompts, record).reason}"
+            f"engine mode (judge.engine.enforce_eager=auto): {choose(judge, plan.prompts, record, work).reason}"
         )
 
 

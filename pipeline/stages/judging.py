@@ -26,11 +26,18 @@ from pipeline.judge.endpoint.batch import RECORD_FILE, batch_states
 from pipeline.judge.engine_mode import ModeRecord, is_auto
 from pipeline.judge.engine_mode import choose as choose_mode
 from pipeline.judge.engine_mode import resolved as resolved_mode
+from pipeline.judge.prefill import work_of
 from pipeline.judge.recorded.answers import SOURCE as RECORDED
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.stored import closing_front, on_the_driver
 from pipeline.judge.worker import JudgeWorker, Task, engine_spec
-from pipeline.prompts.pairs import build_contexts, generate_prompts, k_adjustments, split_shards
+from pipeline.prompts.pairs import (
+    build_contexts,
+    generate_prompts,
+    k_adjustments,
+    sample_prompts,
+    split_shards,
+)
 from pipeline.prompts.plan import PromptPlan
 from pipeline.runtime import MapStep
 from pipeline.runtime.progress import Progress, format_seconds
@@ -183,7 +190,12 @@ class Judge(Stage):
         remaining = column_total(contexts, "n_prompts")
         shards = split_shards(contexts)
         log.info("%d prompts to judge in %d shard(s)", remaining, len(shards))
-        choice = choose_mode(judge, remaining, self.engine_modes) if is_auto(judge) and remaining else None
+        choice = None
+        if is_auto(judge) and remaining:
+            sample = sample_prompts(contexts, self.pairs, prompt_plan, self.given)
+            choice = choose_mode(
+                judge, remaining, self.engine_modes, work_of(judge, prompt_plan.frame, sample)
+            )
         if choice is not None:
             judge = resolved_mode(judge, choice)
             log.info("engine mode %s", choice.reason)

@@ -31,8 +31,8 @@ EAGER, COMPILED = Measured(12.0, 12.5), Measured(30.0, 15.0)
 
 def recorded(tmp_path, eager=EAGER, compiled=COMPILED):
     path = ModeRecord(tmp_path / "engine_modes.json")
-    remember(path, SPEC, True, eager.start, eager.rate)
-    remember(path, SPEC, False, compiled.start, compiled.rate)
+    remember(path, SPEC, True, eager)
+    remember(path, SPEC, False, compiled)
     return path
 
 
@@ -68,7 +68,7 @@ def test_nothing_measured_is_vllms_own_default_for_the_device_and_says_how_to_me
     )
     # one mode measured is not enough to choose from
     path = ModeRecord(tmp_path / "one.json")
-    remember(path, SPEC, True, 12.0, 12.5)
+    remember(path, SPEC, True, Measured(12.0, 12.5))
     assert "the compiled engine was never measured" in choose(SPEC, 2000, path).reason
 
 
@@ -79,7 +79,7 @@ def test_measurements_hold_for_their_device_model_and_dtype_only(tmp_path):
     assert "never measured" in choose(other, 2000, path).reason
     record = json.loads(path.path.read_text())
     assert set(record[machine_key(SPEC)]) == {"eager", "compiled"}
-    remember(path, SPEC, True, 0.0, 10.0)  # a run that started no engine records nothing
+    remember(path, SPEC, True, Measured(0.0, 10.0))  # a run that started no engine records nothing
     assert json.loads(path.path.read_text()) == record
 
 
@@ -93,8 +93,8 @@ def test_measurements_hold_for_the_place_the_engine_runs(tmp_path):
     assert "never measured" in choose(SPEC, 2000, in_process).reason
     own = replace(SPEC, engine_process=EngineProcess.own)
     assert machine_key(own, in_actor=True) == machine_key(own, in_actor=False) == machine_key(SPEC, False)
-    remember(in_process, SPEC, True, 25.0, 15.0)
-    remember(in_process, SPEC, False, 36.0, 16.0)
+    remember(in_process, SPEC, True, Measured(25.0, 15.0))
+    remember(in_process, SPEC, False, Measured(36.0, 16.0))
     assert choose(SPEC, 2000, in_process).eager and not choose(SPEC, 2000, on_ray).eager
 
 
@@ -139,3 +139,28 @@ def test_the_mode_is_resolved_in_the_spec_and_is_not_part_of_the_judges_identity
 @pytest.mark.parametrize("value", ["auto", "AUTO"])
 def test_auto_is_read_whatever_its_case(value):
     assert is_auto(replace(SPEC, engine={"enforce_eager": value}))
+
+
+def test_rates_carry_over_per_computed_token_where_the_record_has_the_sample_s(tmp_path):
+    """A sample whose prompts computed 100 tokens each (blocks of 128): a run whose prompts compute 200 judges at half
+    the measured rates in both modes, so the compiled engine's gain per prompt doubles and it pays from half the
+    prompts; a record without the sample's tokens (older ones), or a run whose tokens are unknown, carries the rates
+    over per prompt."""
+    path = recorded(tmp_path, Measured(12.0, 12.5, 100.0, 128), Measured(30.0, 15.0, 100.0, 128))
+    asked = []
+
+    def twice(block: int) -> float:
+        asked.append(block)
+        return 200.0
+
+    assert choose(SPEC, 1000, path).eager  # per prompt: pays from 1,350
+    carried = choose(SPEC, 1000, path, twice)
+    assert not carried.eager and carried.crossover == 675 and asked == [128]
+    assert (
+        "6.2 against 7.5 prompts/s; these prompts compute about 200 tokens each against 100" in carried.reason
+    )
+    assert choose(SPEC, 1000, path, lambda block: None).crossover == 1350
+    older = recorded(tmp_path / "older")
+    assert choose(SPEC, 1000, older, twice).crossover == 1350 and asked == [128]
+    record = json.loads(path.path.read_text())[machine_key(SPEC)]
+    assert record["eager"] == {"start": 12.0, "rate": 12.5, "tokens": 100.0, "block": 128}

@@ -7,6 +7,9 @@
 2. The tables: each case runs again, on a local Ray, with a judgement store that holds the reference's answers;
    every prompt is answered from it (so the prompts are rendered as before, to the character), and every table
    the run computes equals the reference's (floats within 1e-9).
+
+The same engine (one start) also counts what a run's prompts make it compute: the estimate that carries the engine
+modes' rates over to a run (pipeline.judge.prefill) equals the engine's own count, prompt by prompt.
 """
 
 from __future__ import annotations
@@ -112,3 +115,37 @@ def test_every_table_computed_from_the_reference_answers_equals_the_reference(
     for name in sorted(want):
         reference = pl.read_parquet(folder(case) / "tables" / f"{name}.parquet")
         assert_tables_equal(name, table_frame(result.values[name]), reference)
+
+
+def test_the_prefill_estimate_is_the_engine_s_own_count_of_computed_tokens(
+    engine, judge_spec, datasets, tmp_path
+):
+    """A SummEval article's 240 prompts, sampled as the judge stage samples a run's and judged from an empty prefix
+    cache: the tokens the engine computed for each (its prompt tokens less those its cache served) are those the
+    estimate counts for the engine's cache block."""
+    from pipeline.judge.prefill import computed_tokens
+    from pipeline.prompts.pairs import sample_prompts
+    from pipeline.run.context import run
+
+    cfg = compose(
+        [
+            *COMMON,
+            f"paths.output_root={tmp_path}",
+            "experiment=summeval_3ctx",
+            "dataset.max_contexts=1",
+            f"dataset.path={datasets / 'summeval' / 'summeval.jsonl'}",
+            "runtime=inprocess",
+        ]
+    )
+    values = run(cfg, ROOT, stop_after="shard_contexts").values
+    plan = values["prompt_plan"]
+    prompts = sample_prompts(values["contexts"], cfg.pairs, plan)
+    assert len(prompts) == 240
+    ids = plan.frame.encode(engine.tokenizer, prompts)
+    engine.llm.reset_prefix_cache()
+    results = engine.run(ids, plan.requests()[plan.templates[0].id])
+    cache = engine.llm.llm_engine.vllm_config.cache_config
+    block = int(getattr(cache, "cache_hit_alignment_tokens", None) or cache.block_size)
+    counted = [r.prompt_tokens - r.cached_tokens for r in results]
+    assert sum(counted) < sum(r.prompt_tokens for r in results) / 2  # the cache served most of them
+    assert computed_tokens(ids, block) == counted
