@@ -183,8 +183,8 @@ def measure_modes(
 ) -> tuple[dict[str, Measured], dict[str, list[float]], bool, dict[str, Any]]:
     """Each mode's start and median rate over ``passes`` timed passes (with the tokens a prompt of the sample computes,
     as a run's are estimated, and the cache's block), every pass's rate, whether the passes alternated, and the
-    sample's work (:meth:`Meter.work`: the block, the tokens a prompt computed, and as estimated). The compiled engine starts once first to fill vLLM's compile cache (the start a run sees is the next
-    one). Both engines then alive at once where two workers fit (:func:`room_for_two`; a host whose speed moved one
+    sample's work (:meth:`Meter.work`: the block, the tokens a prompt computed, and as estimated). The compiled
+    engine starts once first to fill vLLM's compile cache (the start a run sees is the next one). Both engines then alive at once where two workers fit (:func:`room_for_two`; a host whose speed moved one
     pass's rate by 30% from one minute to the next moved the measured gain more than the gain itself, BENCHMARKS.md),
     else one after the other."""
     Started(cfg, record, spec, plan, prompts, False).close()  # fills the compile cache

@@ -264,18 +264,24 @@ def sample_prompts(
     plan: PromptPlan,
     given: Mapping[str, np.ndarray] | None = None,
     n: int = 16,
+    most: int = 4096,
 ) -> list[str]:
-    """The prompts of ``n`` whole contexts spread evenly over a CONTEXTS table (every context where it has fewer),
-    in judging order, as :func:`generate_prompts` makes them: a sample of a run's prompts with the prefixes they
+    """The prompts of ``n`` contexts spread evenly over a CONTEXTS table (every context where it has fewer), each
+    context's first prompts in judging order (at most ``most`` in all, shared evenly: one context of 100,000 items
+    is not made whole), as :func:`generate_prompts` makes them: a sample of a run's prompts with the prefixes they
     share (its engine's work per prompt, :mod:`pipeline.judge.prefill`), made without the rest."""
     rows = contexts.num_rows
     picked = sorted({(k * rows) // n for k in range(n)}) if rows > n else list(range(rows))
-    sample = contexts.take(pa.array(picked, pa.int64()))
-    return [
-        p
-        for chunk in generate_prompts(sample, pairs, plan, given=given)
-        for p in chunk.column("prompt").to_pylist()
-    ]
+    each = max(1, most // max(len(picked), 1))
+    sample: list[str] = []
+    for row in picked:
+        own: list[str] = []
+        for chunk in generate_prompts(contexts.slice(row, 1), pairs, plan, chunk_rows=each, given=given):
+            own += chunk.column("prompt").to_pylist()[: each - len(own)]
+            if len(own) >= each:
+                break
+        sample += own
+    return sample
 
 
 def _context_pairs(pairs: PairsConfig, plan: PromptPlan, key: int, n: int) -> tuple[np.ndarray, np.ndarray]:

@@ -53,7 +53,8 @@ def test_a_prompt_judged_again_computes_less_than_a_block_more_than_its_last_tok
 def test_a_summeval_run_s_sample_computes_what_the_engine_computed_for_the_whole_run(datasets, tmp_path):
     """Nine SummEval articles, 2,160 prompts: the real engine (vLLM 0.32 on the CPU, blocks of 128, the run's 9
     shards in one judging) computed 148.4 tokens a prompt of 816.5 (81.8% from its prefix cache; BENCHMARKS.md,
-    2026-12-02); the estimate from the 16-context sample the judge stage takes (here all nine contexts) is that."""
+    2026-12-02); the estimate from the 16-context sample the judge stage takes (here all nine contexts) is that. A
+    sample of fewer contexts is spread over them and capped in prompts, each context's first ones."""
     from pipeline import PROJECT_ROOT
     from pipeline.judge.prefill import work_of
     from pipeline.prompts.pairs import sample_prompts
@@ -75,6 +76,9 @@ def test_a_summeval_run_s_sample_computes_what_the_engine_computed_for_the_whole
     sample = sample_prompts(values["contexts"], cfg.pairs, plan)
     assert len(sample) == 2160
     assert work_of(values["judge"], plan.frame, sample)(128) == pytest.approx(148.4, abs=0.5)
-    # three contexts of the nine: fewer prompts, each context's shares the same
+    # three contexts spread over the nine (the first, fourth and seventh), whole; then at most 30 prompts in all: each
+    # context's first ten, in judging order
     three = sample_prompts(values["contexts"], cfg.pairs, plan, n=3)
-    assert len(three) == 720
+    assert three == sample[:240] + sample[720:960] + sample[1440:1680]
+    capped = sample_prompts(values["contexts"], cfg.pairs, plan, n=3, most=30)
+    assert capped == sample[:10] + sample[720:730] + sample[1440:1450]
