@@ -120,8 +120,8 @@ def test_every_table_computed_from_the_reference_answers_equals_the_reference(
 def test_the_prefill_estimate_is_the_engine_s_own_count_of_computed_tokens(
     engine, judge_spec, datasets, tmp_path
 ):
-    """A SummEval article's 240 prompts, sampled as the judge stage samples a run's and judged from an empty prefix
-    cache: the tokens the engine computed for each (its prompt tokens less those its cache served) are those the
+    """A SummEval article's first 64 prompts, sampled as the judge stage samples a run's and judged from an empty
+    prefix cache: the tokens the engine computed for each (its prompt tokens less those its cache served) are those the
     estimate counts for the engine's cache block."""
     from pipeline.judge.prefill import computed_tokens
     from pipeline.prompts.pairs import sample_prompts
@@ -139,8 +139,9 @@ def test_the_prefill_estimate_is_the_engine_s_own_count_of_computed_tokens(
     )
     values = run(cfg, ROOT, stop_after="shard_contexts").values
     plan = values["prompt_plan"]
-    prompts = sample_prompts(values["contexts"], cfg.pairs, plan)
-    assert len(prompts) == 240
+    # the first four candidates in slot A against the 15 others, then the fifth's first four
+    prompts = sample_prompts(values["contexts"], cfg.pairs, plan, most=64)
+    assert len(prompts) == 64
     ids = plan.frame.encode(engine.tokenizer, prompts)
     engine.llm.reset_prefix_cache()
     results = engine.run(ids, plan.requests()[plan.templates[0].id])
