@@ -90,10 +90,8 @@ class Meter:
     def work(self) -> tuple[int, float, float | None]:
         """The engine's prefix-cache block (the granularity of its hits), the tokens a prompt of the sample made it
         compute, and the same estimated as a run's are (:mod:`pipeline.judge.prefill`)."""
-        cache = self.engine.llm.llm_engine.vllm_config.cache_config
-        block = int(getattr(cache, "cache_hit_alignment_tokens", None) or cache.block_size)
-        ids = self.frame.encode(self.engine.tokenizer, self.prompts)
-        return block, self.computed, per_prompt(ids, block)
+        block = self.engine.cache_block
+        return block, self.computed, per_prompt(self.frame.encode(self.engine.tokenizer, self.prompts), block)
 
     def rate(self) -> float:
         """One timed pass from an empty prefix cache (else it would time cache hits, where the compiled engine's faster
@@ -198,17 +196,14 @@ def measure_modes(
         try:
             starts |= {mode: meter.start for mode, meter in meters.items()}
             if not work:
-                work = dict(
-                    zip(
-                        ("block", "computed", "tokens"), next(iter(meters.values())).call("work"), strict=True
-                    )
-                )
+                block, computed, tokens = next(iter(meters.values())).call("work")
+                work = {"block": block, "computed": computed, "tokens": tokens}
             rates |= rounds(meters, passes)
         finally:
             for meter in meters.values():
                 meter.close()
-    tokens = {"tokens": work["tokens"], "block": work["block"]} if work.get("tokens") else {}
-    measured = {mode: Measured(starts[mode], statistics.median(rates[mode]), **tokens) for mode in modes}
+    sample = (work["tokens"], work["block"]) if work["tokens"] else (None, None)
+    measured = {mode: Measured(starts[mode], statistics.median(rates[mode]), *sample) for mode in modes}
     return measured, rates, together, work
 
 

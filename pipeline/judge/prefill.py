@@ -58,11 +58,11 @@ def per_prompt(ids: Sequence[Sequence[int]], block: int) -> float | None:
     return sum(computed_tokens(ids, block)) / len(ids)
 
 
-def work_of(spec: Any, frame: Any, prompts: Sequence[str]) -> Callable[[int], float | None]:
-    """The tokens per prompt the engine computes for ``prompts`` (a sample of whole contexts, in judging order,
-    :func:`pipeline.prompts.pairs.sample_prompts`) with a prefix cache of a given block: tokenized as the engine does
-    (``frame.encode`` with the judge's tokenizer) once, when first asked; None where the judge has no exact
-    tokenizer here or there are no prompts."""
+def work_of(spec: Any, frame: Any, prompts: Callable[[], Sequence[str]]) -> Callable[[int], float | None]:
+    """The tokens per prompt the engine computes for the prompts ``prompts()`` makes (a sample of the run's, in
+    judging order, :func:`pipeline.prompts.pairs.sample_prompts`) with a prefix cache of a given block: made and
+    tokenized as the engine does (``frame.encode`` with the judge's tokenizer) once, when first asked (a run whose
+    record holds no tokens makes none); None where the judge has no exact tokenizer here or there are no prompts."""
     ids: list[list[int]] | None = None
 
     def work(block: int) -> float | None:
@@ -71,7 +71,7 @@ def work_of(spec: Any, frame: Any, prompts: Sequence[str]) -> Callable[[int], fl
             from pipeline.judge.tokenizers import is_exact, load_tokenizer
 
             tokenizer = load_tokenizer(spec)
-            ids = frame.encode(tokenizer, list(prompts)) if is_exact(tokenizer) else []
+            ids = frame.encode(tokenizer, list(prompts())) if is_exact(tokenizer) else []
         return per_prompt(ids, block)
 
     return work

@@ -95,6 +95,9 @@ class VLLMEngine:
         self.llm = LLM(model=spec.model_path, max_model_len=spec.max_model_len, **engine)
         self.start_seconds = time.perf_counter() - start
         self.tokenizer = self.llm.get_tokenizer()
+        cache = self.llm.llm_engine.vllm_config.cache_config
+        # the granularity of the prefix cache's hits (pipeline.judge.prefill): its block, 128 tokens on the CPU
+        self.cache_block = int(getattr(cache, "cache_hit_alignment_tokens", None) or cache.block_size)
         self._params: dict[Request, Any] = {}
         log.info("vLLM engine for %s ready in %.1f s (%s)", spec.name, self.start_seconds, spec.dtype)
 

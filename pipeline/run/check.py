@@ -162,7 +162,7 @@ def check(cfg: RunConfig, root: Path = PROJECT_ROOT) -> Plan:
         from pipeline.judge.prefill import work_of
 
         sample = _judged(cfg, values, plan, rounds=entry.rounds)
-        work = work_of(values["judge"], values["prompt_plan"].frame, sample)
+        work = work_of(values["judge"], values["prompt_plan"].frame, lambda: sample)
         _engine_mode(values["judge"], plan, engine_modes(cfg, root), work)
     plan.judges = _judges(cfg, values)
     _cost(cfg, plan)

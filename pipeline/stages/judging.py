@@ -4,6 +4,7 @@ folder's stores.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Mapping
@@ -192,7 +193,7 @@ class Judge(Stage):
         log.info("%d prompts to judge in %d shard(s)", remaining, len(shards))
         choice = None
         if is_auto(judge) and remaining:
-            sample = sample_prompts(contexts, self.pairs, prompt_plan, self.given)
+            sample = functools.partial(sample_prompts, contexts, self.pairs, prompt_plan, self.given)
             choice = choose_mode(
                 judge, remaining, self.engine_modes, work_of(judge, prompt_plan.frame, sample)
             )

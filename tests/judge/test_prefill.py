@@ -75,7 +75,7 @@ def test_a_summeval_run_s_sample_computes_what_the_engine_computed_for_the_whole
     plan = values["prompt_plan"]
     sample = sample_prompts(values["contexts"], cfg.pairs, plan)
     assert len(sample) == 2160
-    assert work_of(values["judge"], plan.frame, sample)(128) == pytest.approx(148.4, abs=0.5)
+    assert work_of(values["judge"], plan.frame, lambda: sample)(128) == pytest.approx(148.4, abs=0.5)
     # three contexts spread over the nine (the first, fourth and seventh), whole; then at most 30 prompts in all: each
     # context's first ten, in judging order
     three = sample_prompts(values["contexts"], cfg.pairs, plan, n=3)

@@ -89,7 +89,7 @@ def test_the_plan_says_which_engine_mode_auto_would_choose_and_why(capsys, tmp_p
     # measured with the tokens a prompt of the sample computed: the rates carry over per computed token, to the
     # run's own prompts as the judge stage samples them (for blocks of 128)
     prompts = sample_prompts(values["contexts"], cfg.pairs, values["prompt_plan"])
-    tokens = work_of(judge, values["prompt_plan"].frame, prompts)(128)
+    tokens = work_of(judge, values["prompt_plan"].frame, lambda: prompts)(128)
     assert tokens is not None and tokens > 1
     remember(record, judge, True, Measured(10.0, 10.0, tokens, 128))
     remember(

@@ -145,8 +145,7 @@ def test_the_prefill_estimate_is_the_engine_s_own_count_of_computed_tokens(
     ids = plan.frame.encode(engine.tokenizer, prompts)
     engine.llm.reset_prefix_cache()
     results = engine.run(ids, plan.requests()[plan.templates[0].id])
-    cache = engine.llm.llm_engine.vllm_config.cache_config
-    block = int(getattr(cache, "cache_hit_alignment_tokens", None) or cache.block_size)
+    block = engine.cache_block
     counted = [r.prompt_tokens - r.cached_tokens for r in results]
     assert sum(counted) < sum(r.prompt_tokens for r in results) / 2  # the cache served most of them
     assert computed_tokens(ids, block) == counted
