@@ -99,6 +99,24 @@ def small_run(tmp_path, *extra: str):
     )
 
 
+def stopped(worker, result, when: str) -> str:
+    """The error a run ended with, once its process ended (within ten minutes) with an error and no value."""
+    worker.join(timeout=600)
+    assert not worker.is_alive(), f"the run hangs {when}"
+    error = result.get("error")
+    assert error is not None and "value" not in result
+    return str(error)
+
+
+def engines_end(before: set) -> None:
+    """Every judge engine started since ``before`` ends within a minute."""
+    wait_for(
+        lambda: not [p for p in judge_engines() if identity(p) not in before],
+        "the engines to end",
+        seconds=60,
+    )
+
+
 def test_an_engine_killed_more_often_than_allowed_stops_the_run_with_what_was_judged_on_disk(
     tmp_path, ray_cluster
 ):
@@ -112,11 +130,7 @@ def test_an_engine_killed_more_often_than_allowed_stops_the_run_with_what_was_ju
         wait_for_a_first_batch(log, worker)
         engine = new_engine(before)
         os.kill(engine.pid, signal.SIGKILL)
-        worker.join(timeout=600)
-    assert not worker.is_alive(), "the run hangs after its engine died"
-    error = result.get("error")
-    assert error is not None and "value" not in result
-    message = str(error)
+        message = stopped(worker, result, "after its engine died")
     assert "the judge stage stopped" in message and "runtime.max_engine_restarts=0" in message
     assert f"paths.run_dir={folder}" in message
     assert "1 judge engine(s) died during the run" in log.read_text(errors="replace")
@@ -124,11 +138,7 @@ def test_an_engine_killed_more_often_than_allowed_stops_the_run_with_what_was_ju
     stored = pl.concat([pl.read_parquet(p) for p in parts]).height if parts else 0
     assert re.search(rf"(\d+) of {3 * 5 * 4 * 2} prompt\(s\) were judged", message)[1] == str(stored)
     assert stored >= 8
-    wait_for(
-        lambda: not [p for p in judge_engines() if identity(p) not in before],
-        "the engines to end",
-        seconds=60,
-    )
+    engines_end(before)
 
 
 def test_an_engine_that_cannot_start_stops_the_run_at_once(tmp_path, ray_cluster):
@@ -148,18 +158,10 @@ def test_an_engine_that_cannot_start_stops_the_run_at_once(tmp_path, ray_cluster
     (broken / "model.safetensors").write_bytes(weights[: len(weights) // 3])
     before = {identity(p) for p in judge_engines()}
     with running(small_run(tmp_path, f"judge.model={broken}")) as (worker, result):
-        worker.join(timeout=600)
-    assert not worker.is_alive(), "the run hangs when its engine cannot start"
-    error = result.get("error")
-    assert error is not None and "value" not in result
-    message = str(error)
+        message = stopped(worker, result, "when its engine cannot start")
     assert "the judge stage stopped" in message and "0 of 120 prompt(s) were judged" in message
     assert "could not start its engine" in message
-    wait_for(
-        lambda: not [p for p in judge_engines() if identity(p) not in before],
-        "the engines to end",
-        seconds=60,
-    )
+    engines_end(before)
 
 
 def test_a_killed_driver_leaves_no_engine_behind_and_the_rerun_replaces_a_killed_worker_judging_nothing_twice(
@@ -254,11 +256,7 @@ def test_a_killed_driver_leaves_no_engine_behind_and_the_rerun_replaces_a_killed
     metrics = mlflow.MlflowClient(tracking["tracking_uri"]).get_run(tracking["run_id"]).data.metrics
     assert metrics["judge/lost_workers"] == 1 and metrics["judge/lost_nodes"] == 0
     assert metrics["judge/redone_prompts"] == 8  # the batch in the engine when it died
-    wait_for(
-        lambda: not [p for p in judge_engines() if identity(p) not in before],
-        "the engines to end",
-        seconds=60,
-    )
+    engines_end(before)
 
     # a quiet console: the pipeline's own lines and the summary (with the judge's card), no engine or Ray output;
     # that output is in the run folder
