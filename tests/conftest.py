@@ -256,6 +256,13 @@ def run_fresh(tmp_path_factory, overrides: list[str]):
     return cfg, run(cfg)
 
 
+def run_table(result, name: str):
+    """The table ``name`` a run wrote (``tables/<name>.parquet`` in its folder), as a Polars frame."""
+    import polars as pl
+
+    return pl.read_parquet(result.run_dir / "tables" / f"{name}.parquet")
+
+
 # --- builders of tables in the stages' schemas ----------------------------------------------------------------
 
 

@@ -25,8 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 from pipeline import PROJECT_ROOT
-from pipeline.benchmarks.timing import workspace
-from pipeline.config.hydra import compose
+from pipeline.benchmarks.timing import bench_config, workspace
 from pipeline.judge.cores import worker_process_env
 from pipeline.judge.engine_mode import (
     KEY,
@@ -233,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.passes < 1 or args.prompts < 1:
         parser.error(f"--passes and --prompts must be at least 1 (given {args.passes} and {args.prompts})")
     work = workspace("engine-modes")
-    cfg = compose([*args.overrides, f"paths.output_root={work}", "tracking.enabled=false"])
+    cfg = bench_config(work, args.overrides)
     spec, plan, contexts, every = run_prompts(cfg)
     prompts = representative(contexts, every, args.prompts)
     out = console()

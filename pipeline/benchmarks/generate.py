@@ -29,12 +29,12 @@ from pipeline import PROJECT_ROOT
 from pipeline.benchmarks.timing import (
     TimedJudgeWorker,
     Timing,
+    bench_config,
     round_lines,
     stream_timed,
     time_split,
     workspace,
 )
-from pipeline.config.hydra import compose
 from pipeline.data.tasks import DEMO_TICKETS, load_tasks
 from pipeline.judge.generators import Generator, generator_judge_config, generator_request
 from pipeline.judge.hardware import read_cpu
@@ -69,14 +69,14 @@ class Setup:
 def prepare(args: argparse.Namespace) -> Setup:
     """The generate_demo workflow's generator, its prompts (the demo tickets, repeated) and its Ray Data step."""
     work = workspace("bench-generate", args.verbose)
-    cfg = compose(
+    inputs = write_inputs(work, args.inputs)
+    cfg = bench_config(
+        work,
         [
             "experiment=generate_demo",
-            f"generate.inputs={write_inputs(work, args.inputs)}",
+            f"generate.inputs={inputs}",
             f"generate.models.0.max_tokens={args.max_tokens}",
-            f"paths.output_root={work}",
-            "tracking.enabled=false",
-        ]
+        ],
     )
     gen_cfg = cfg.generate.models[0]
     spec = resolve_judge(generator_judge_config(gen_cfg, cfg.judge), PROJECT_ROOT / cfg.paths.cache_dir)

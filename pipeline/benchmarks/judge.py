@@ -39,6 +39,7 @@ from pipeline import PROJECT_ROOT
 from pipeline.benchmarks.timing import (
     TimedJudgeWorker,
     Timing,
+    bench_config,
     cache_share,
     rate,
     rates,
@@ -48,7 +49,6 @@ from pipeline.benchmarks.timing import (
     workspace,
 )
 from pipeline.config.enums import EngineProcess
-from pipeline.config.hydra import compose
 from pipeline.judge.cores import engine_inside
 from pipeline.judge.hardware import read_cpu
 from pipeline.judge.hf_engine import HFEngine
@@ -211,16 +211,12 @@ class Setup:
 
 def prepare(args: argparse.Namespace) -> Setup:
     work = workspace("bench-judge", args.verbose)
-    cfg = compose(
-        [
-            "dataset=summeval",
-            f"dataset.max_contexts={args.contexts}",
-            f"dataset.attributes=[{args.attribute}]",
-            f"paths.output_root={work}",
-            "tracking.enabled=false",
-            *args.overrides,
-        ]
-    )
+    data = [
+        "dataset=summeval",
+        f"dataset.max_contexts={args.contexts}",
+        f"dataset.attributes=[{args.attribute}]",
+    ]
+    cfg = bench_config(work, [*data, *args.overrides])
     planned = run(cfg, PROJECT_ROOT, stop_after="shard_contexts").values
     plan = planned["prompt_plan"]
     shards = split_shards(planned["contexts"])

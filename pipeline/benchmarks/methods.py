@@ -74,7 +74,7 @@ def random_comparisons(n: int, k: int, rng: np.random.Generator) -> tuple[np.nda
     truth = rng.normal(size=n)
     i = rng.integers(0, n, k)
     j = (i + rng.integers(1, n, k)) % n
-    p = simulate.simulate_judge(truth, np.stack([i, j], 1), rng, noise=1.0)
+    p = simulate.simulate_judge(truth, np.stack([i, j], 1), rng, simulate.SimulatedJudge(noise=1.0))
     return truth, np.stack([i, j], 1), p
 
 
@@ -165,9 +165,8 @@ def efficiency_rows(draws: int, rng: np.random.Generator) -> tuple[list[Row], bo
     """4-5. The efficiency curve of a SummEval-sized set, and the PoE paper's finding on it."""
     n_ctx, n_cand, scale = 100, 16, 0.5
     noise = simulate.noise_for_accuracy(0.7, scale=scale)
-    true_scores, probs = simulate.simulate_context_set(
-        n_ctx, n_cand, rng, scale=scale, noise=noise, bias=simulate.bias_for_prior(0.6)
-    )
+    judge = simulate.SimulatedJudge(scale, simulate.bias_for_prior(0.6), noise)
+    true_scores, probs = simulate.simulate_context_set(n_ctx, n_cand, rng, judge)
     a, b = np.nonzero(~np.eye(n_cand, dtype=bool))
     acc = np.mean(
         [simulate.judge_accuracy(true_scores[c], np.stack([a, b], 1), probs[c, a, b]) for c in range(n_ctx)]

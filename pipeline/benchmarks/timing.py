@@ -9,6 +9,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +26,14 @@ def workspace(name: str, verbose: bool = False) -> Path:
         capture_process_output(work / "output.log")
     setup_logging("INFO", verbose)
     return work
+
+
+def bench_config(work: Path, overrides: list[str]) -> Any:
+    """The run config of a benchmark's run: its output in ``work``, no tracking, then ``overrides`` (which may
+    change either)."""
+    from pipeline.config.hydra import compose
+
+    return compose([f"paths.output_root={work}", "tracking.enabled=false", *overrides])
 
 
 class TimedJudgeWorker(JudgeWorker):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from enum import Flag, auto
 from typing import TYPE_CHECKING, Any
 
 from pipeline.registry import Registry, load
@@ -32,6 +33,39 @@ if TYPE_CHECKING:
 ENTRY_POINTS = "llm_comparative_assessment.backends"
 
 Check = Callable[["JudgeConfig", str], list[str]]
+
+
+class Trait(Flag):
+    """What a judge backend can do, and where it answers: declared once, in its :class:`BackendEntry`."""
+
+    # it answers behind an endpoint configured by ``judge.api`` (its replies kept in the reply cache, not in the
+    # judgement store; token prices; batch jobs); without it, it computes on this machine
+    ENDPOINT = auto()
+    # it reads label-word log-probabilities from the first generated token
+    LOGPROBS = auto()
+    # it takes prompts as token ids
+    TOKEN_IDS = auto()
+    # it can continue a prefilled answer (reasoning before the verdict)
+    PREFILL = auto()
+    # it can sample verdicts and count their words
+    SAMPLED = auto()
+    # it has batch jobs at a batch price
+    BATCH = auto()
+    # it can generate candidates (and give its reasons)
+    GENERATION = auto()
+    # it can rate a candidate on its own (``absolute.modes``)
+    ABSOLUTE = auto()
+    # its CPU engine may run inside the judge worker's process, whose environment (threads bound, OpenMP
+    # preloaded) is set as the process starts (:func:`pipeline.judge.cores.worker_process_env`)
+    WORKER_ENV = auto()
+    # a model on this machine that reads log-probabilities of text prompts, prefills, generates and rates (the
+    # default of an entry that declares none)
+    LOCAL = LOGPROBS | PREFILL | GENERATION | ABSOLUTE
+
+    @classmethod
+    def names(cls, traits: Trait) -> list[str]:
+        """The single traits in ``traits``, lower-case, in declaration order (``make stages``, messages)."""
+        return [str(t.name).lower() for t in cls if t in traits]
 
 
 @dataclass(frozen=True)
@@ -51,15 +85,8 @@ class BackendEntry:
       refused, naming them); None: a mapping the backend checks itself (vLLM's, against ``vllm.EngineArgs``);
     - ``checks``: what is wrong with a judge config of this backend (messages naming ``key``, the config key of the
       judge: ``judge`` or ``jury.judges[k]``); run with every config check;
-    - ``endpoint``: it answers behind an endpoint configured by ``judge.api`` (its replies kept in the reply cache,
-      not in the judgement store; token prices; batch jobs); false: it computes on this machine;
-    - ``logprobs``: it reads label-word log-probabilities from the first generated token; ``token_ids``: it takes
-      prompts as token ids; ``prefill``: it can continue a prefilled answer (reasoning before the verdict);
-      ``sampled``: it can sample verdicts and count their words; ``batch``: it has batch jobs at a batch price;
-      ``generation``: it can generate candidates (and give its reasons); ``absolute``: it can rate a candidate on
-      its own (``absolute.modes``);
-    - ``worker_env``: its CPU engine may run inside the judge worker's process, whose environment (threads bound,
-      OpenMP preloaded) is set as the process starts (:func:`pipeline.judge.cores.worker_process_env`);
+    - ``traits``: what it can do and where it answers (:class:`Trait`, e.g.
+      ``Trait.LOGPROBS | Trait.TOKEN_IDS | Trait.ABSOLUTE``), read as ``Trait.X in entry.traits``;
     - ``runs``: where its engine runs and what processes it has, in words (``make stages``, the docs).
     """
 
@@ -69,15 +96,7 @@ class BackendEntry:
     answers: str = ""
     settings: type | None = None
     checks: Check | None = None
-    endpoint: bool = False
-    logprobs: bool = True
-    token_ids: bool = False
-    prefill: bool = True
-    sampled: bool = False
-    batch: bool = False
-    generation: bool = True
-    absolute: bool = True
-    worker_env: bool = False
+    traits: Trait = Trait.LOCAL
     runs: str = ""
     summary: str = ""
 
@@ -154,6 +173,6 @@ def generator_backend(generator: GeneratorConfig, judge: JudgeConfig) -> Backend
     if generator.api is not None:
         return backend(DEFAULT_ENDPOINT)
     entry = backend(judge.backend)
-    if entry.endpoint or not entry.generation or not entry.engine:
+    if Trait.ENDPOINT in entry.traits or Trait.GENERATION not in entry.traits or not entry.engine:
         return backend(JudgeConfig().backend)
     return entry

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 
-from pipeline.config.backends import backends, generator_backend
+from pipeline.config.backends import Trait, backends, generator_backend
 from pipeline.config.enums import AbsoluteMode, ApiPath, Orderings, StopCriterion
 from pipeline.config.judging import ApiConfig
 from pipeline.config.run import RunConfig
@@ -86,7 +86,7 @@ def adaptive_problems(cfg: RunConfig) -> list[str]:
     for key in ("calls", "calls_per_item", "prompt_tokens", "money", "seconds"):
         positive(problems, f"adaptive.budget.{key}", getattr(b, key), allow_none=True)
     judge = backends().get(cfg.judge.backend)
-    if b.money is not None and not (judge is not None and judge.endpoint):
+    if b.money is not None and not (judge is not None and Trait.ENDPOINT in judge.traits):
         problems.append("config adaptive.budget.money needs a judge behind an API with prices (judge.api)")
     if not workflow(cfg.workflow).rounds:
         return problems
@@ -150,12 +150,12 @@ def generate_problems(cfg: RunConfig) -> list[str]:
             )
             continue
         entry = generator_backend(m, cfg.judge)
-        if not entry.generation:
-            able = [n for n, e in backends().items() if e.generation]
+        if Trait.GENERATION not in entry.traits:
+            able = [n for n, e in backends().items() if Trait.GENERATION in e.traits]
             problems.append(
                 f"config {key}.backend={entry.name} cannot generate; one of {', '.join(able)} can"
             )
-        if entry.endpoint:
+        if Trait.ENDPOINT in entry.traits:
             problems += endpoint_problems(m.api or ApiConfig(), f"{key}.api")
             if m.engine:
                 problems.append(f"config {key}.engine has no effect behind an endpoint ({entry.name})")

@@ -141,10 +141,10 @@ class Part:
 
 
 def _endpoint(cfg: Any) -> bool:
-    from pipeline.config.backends import backends
+    from pipeline.config.backends import Trait, backends
 
     entry = backends().get(cfg.judge.backend)
-    return entry is None or entry.endpoint  # an unknown backend is refused by its own check
+    return entry is None or Trait.ENDPOINT in entry.traits  # an unknown backend is refused by its own check
 
 
 PARTS = (

@@ -5,7 +5,7 @@ the workflow-specific sections in :mod:`pipeline.config.checks`).
 
 from __future__ import annotations
 
-from pipeline.config.backends import BackendEntry, backend
+from pipeline.config.backends import BackendEntry, Trait, backend
 from pipeline.config.checks import (
     absolute_problems,
     adaptive_problems,
@@ -145,12 +145,12 @@ def judge_problems(cfg: RunConfig) -> list[str]:
     except ValueError:
         return problems  # named above
     name = f"judge.backend={entry.name}"
-    if cfg.absolute.modes and not entry.absolute:
+    if cfg.absolute.modes and Trait.ABSOLUTE not in entry.traits:
         problems.append(
             f"config absolute.modes={[str(m) for m in cfg.absolute.modes]}: {name} cannot rate a candidate on its own; "
             "remove absolute.modes (or judge them with another backend)"
         )
-    if cfg.reasons.n and not entry.generation:
+    if cfg.reasons.n and Trait.GENERATION not in entry.traits:
         problems.append(
             f"config reasons.n={cfg.reasons.n}: {name} cannot generate its reasons; set reasons.n=0"
         )
@@ -295,22 +295,22 @@ def backend_problems(entry: BackendEntry, judge: JudgeConfig, key: str) -> list[
     """What ``judge`` asks of its backend that the backend's entry does not support, then the backend's own checks."""
     problems = []
     name = f"{key}.backend={entry.name}"
-    if judge.reasoning.enabled and not entry.prefill:
+    if judge.reasoning.enabled and Trait.PREFILL not in entry.traits:
         problems.append(
             f"config {key}.reasoning: {name} cannot continue a prefilled answer; turn reasoning off"
         )
 
-    if entry.endpoint:
+    if Trait.ENDPOINT in entry.traits:
         api, path = judge.api, judge.api.path
-        if api.batch and not entry.batch:
+        if api.batch and Trait.BATCH not in entry.traits:
             problems.append(f"config {key}.api.batch: {name} has no batch jobs; set {key}.api.batch=false")
-        if path == ApiPath.sampled and not entry.sampled:
+        if path == ApiPath.sampled and Trait.SAMPLED not in entry.traits:
             problems.append(f"config {key}.api.path=sampled: {name} does not sample verdicts")
-        if path == ApiPath.token_ids and not entry.token_ids:
+        if path == ApiPath.token_ids and Trait.TOKEN_IDS not in entry.traits:
             problems.append(
                 f"config {key}.api.path=token_ids: {name} takes no token ids; use {key}.api.path=chat"
             )
-        if path != ApiPath.sampled and not entry.logprobs:
+        if path != ApiPath.sampled and Trait.LOGPROBS not in entry.traits:
             problems.append(
                 f"config {key}.api.path={path}: {name} gives no log-probabilities; set {key}.api.path=sampled (the "
                 "verdict sampled and its words counted)"

@@ -9,6 +9,7 @@ words, a repeated word, an inserted stray word, or a sentence moved). The human 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -154,7 +155,8 @@ def write_demo(cfg: DemoConfig, folder: Path) -> Path:
     """Write the demo set (JSONL + meta.json) into ``folder`` and return the JSONL path."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"demo-{cfg.n_contexts}x{cfg.n_candidates}-seed{cfg.seed}.jsonl"
-    tmp = path.with_suffix(".tmp")
+    # a name of this process's own: runs started at once (parallel tests, a sweep) write the same file
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with tmp.open("w", encoding="utf-8") as fh:
         for record in demo_records(cfg):
             fh.write(json.dumps(record) + "\n")

@@ -6,9 +6,10 @@ configured and counted).
 from __future__ import annotations
 
 import json
+import os
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import polars as pl
@@ -56,7 +57,8 @@ def task_fields(task: str) -> list[str]:
 def write_demo_tasks(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "tasks-tickets.jsonl"
-    tmp = path.with_suffix(".tmp")
+    # a name of this process's own: runs started at once (parallel tests, a sweep) write the same file
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with tmp.open("w", encoding="utf-8") as fh:
         for n, ticket in enumerate(DEMO_TICKETS):
             fh.write(json.dumps({"id": f"ticket-{n}", "ticket": ticket}) + "\n")
@@ -115,15 +117,12 @@ class OutputReport:
     empty: list[str] = field(default_factory=list)
     cut_off: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
-    placeholders: list[str] = field(default_factory=list)
+    # given generate.placeholder in place of their text
+    placeholder: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
-        return {
-            "outputs_empty": len(self.empty),
-            "outputs_cut_off": len(self.cut_off),
-            "outputs_dropped": len(self.dropped),
-            "outputs_placeholder": len(self.placeholders),
-        }
+        """The run's metrics (``outputs_<field>``): how many outputs each field holds."""
+        return {f"outputs_{f.name}": len(getattr(self, f.name)) for f in fields(self)}
 
 
 def candidates_from_generations(
@@ -157,7 +156,7 @@ def candidates_from_generations(
             report.dropped.append(key)
             continue
         if handling == OutputHandling.placeholder:
-            report.placeholders.append(key)
+            report.placeholder.append(key)
             text = cfg.placeholder
         index = per_input.get(r["input_id"], 0)
         per_input[r["input_id"]] = index + 1

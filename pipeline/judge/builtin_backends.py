@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline.config.backends import BackendEntry
+from pipeline.config.backends import BackendEntry, Trait
 from pipeline.config.checks import endpoint_problems
 from pipeline.config.judging import JudgeConfig
 
@@ -46,32 +46,28 @@ def endpoint_judge_problems(judge: JudgeConfig, key: str) -> list[str]:
 
 VLLM = BackendEntry(
     name="vllm",
+    traits=Trait.LOCAL | Trait.TOKEN_IDS | Trait.WORKER_ENV,
     engine="pipeline.judge.vllm_engine:VLLMEngine",
     resolve="pipeline.judge.vllm_engine:resolve",
-    token_ids=True,
-    worker_env=True,
     runs="in-process vLLM: inside the judge worker's process, or in engine processes of its own that the worker "
     "watches (judge.engine_process)",
     summary="vLLM in-process (batched, prefix-cached): the product",
 )
 HF = BackendEntry(
     name="hf",
+    traits=Trait.LOCAL | Trait.TOKEN_IDS,
     engine="pipeline.judge.hf_engine:HFEngine",
     resolve="pipeline.judge.models:resolve_local",
     settings=HFSettings,
-    token_ids=True,
     runs="inside the judge worker's process",
     summary="Hugging Face transformers, one prompt at a time (the papers' way)",
 )
 API = BackendEntry(
     name="api",
+    traits=Trait.LOCAL | Trait.ENDPOINT | Trait.TOKEN_IDS | Trait.SAMPLED | Trait.BATCH,
     engine="pipeline.judge.openai.engine:ApiEngine",
     resolve="pipeline.judge.models:resolve_endpoint",
     checks=endpoint_judge_problems,
-    endpoint=True,
-    token_ids=True,
-    sampled=True,
-    batch=True,
     runs="behind an OpenAI-compatible endpoint; the driver holds the client (no worker starts)",
     summary="an OpenAI-compatible endpoint (completions, chat, sampled verdicts, Batch API)",
 )

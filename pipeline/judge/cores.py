@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pipeline.config.backends import backend
+from pipeline.config.backends import Trait, backend
 from pipeline.config.enums import MULTIPROCESSING_ENV, EngineProcess
 from pipeline.judge.spec import JudgeSpec
 
@@ -202,7 +202,7 @@ def worker_process_env(spec: JudgeSpec) -> dict[str, str]:
 
     The priority and the huge pages hold for a CPU engine in processes of its own too (they inherit both; vLLM sets
     their OpenMP itself); the rest is for an engine inside the worker. Empty for every other engine."""
-    if not backend(spec.backend).worker_env or spec.on_gpu:
+    if Trait.WORKER_ENV not in backend(spec.backend).traits or spec.on_gpu:
         return {}
     env = {"RAY_worker_niceness": "0", "GLIBC_TUNABLES": huge_pages(os.environ.get("GLIBC_TUNABLES", ""))}
     if not engine_inside(spec, in_actor=True):

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline.config.backends import generator_backend
+from pipeline.config.backends import Trait, generator_backend
 from pipeline.config.judging import ApiConfig, GeneratorConfig, JudgeConfig
 from pipeline.contracts.engine import Request
 from pipeline.judge.engine_mode import device_default
@@ -53,7 +53,7 @@ def generator_judge_config(cfg: GeneratorConfig, judge: JudgeConfig) -> JudgeCon
         "num_actors": judge.num_actors,
         "num_cpus_per_actor": judge.num_cpus_per_actor,
     }
-    if entry.endpoint:
+    if Trait.ENDPOINT in entry.traits:
         return JudgeConfig(**common, num_gpus_per_actor=0.0, api=cfg.api or ApiConfig())
     return JudgeConfig(
         **common,

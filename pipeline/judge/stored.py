@@ -19,7 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from pipeline.config.backends import backend
+from pipeline.config.backends import Trait, backend
 from pipeline.contracts.engine import ANSWER_FIELDS, Result
 from pipeline.contracts.keys import PROMPT_KEY
 from pipeline.judge.worker import Task, responses
@@ -116,7 +116,7 @@ def on_the_driver(task: Task, store: str | Path | None, labels: Labels | None = 
         if labels is None:
             raise ValueError(f"judge {task.judge.name} answers by key: its step needs the plan's label words")
         return {"front": entry.answerer()(task.judge, labels), "on_driver": True}
-    if entry.endpoint:
+    if Trait.ENDPOINT in entry.traits:
         return {"front": None, "on_driver": True}
     return {"front": StoreFront(store, task) if store is not None else None, "on_driver": False}
 

@@ -124,7 +124,7 @@ def load_tokenizer(spec: Any) -> Any:
     """The judge's (or a generator's) tokenizer: the local checkpoint's; for an API judge without one, the
     server's, else :class:`WordPieces` (logged once, with what it means); for a judge that answers by key (recorded
     verdicts: it reads no text), :class:`WordPieces`."""
-    from pipeline.config.backends import backend
+    from pipeline.config.backends import Trait, backend
 
     entry = backend(spec.backend)
     if entry.answers:
@@ -135,15 +135,15 @@ def load_tokenizer(spec: Any) -> Any:
         try:
             return AutoTokenizer.from_pretrained(spec.model_path)
         except OSError as exc:
-            if not entry.endpoint:
+            if Trait.ENDPOINT not in entry.traits:
                 raise
             log.info("no local tokenizer for %s (%s)", spec.model_path, str(exc).splitlines()[0])
-    if not entry.endpoint or spec.api is None:
+    if Trait.ENDPOINT not in entry.traits or spec.api is None:
         raise ValueError(f"judge {spec.name}: no model to load a tokenizer from")
     # a server that takes token-id prompts (vLLM's) may tokenize for us; another (a hosted API) is not asked
     found = (
         server_tokenizer(str(spec.api.settings.base_url), spec.api.model, spec.api.secret)
-        if entry.token_ids
+        if Trait.TOKEN_IDS in entry.traits
         else None
     )
     if found is not None:

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline import PROJECT_ROOT
-from pipeline.config.backends import backend
+from pipeline.config.backends import Trait, backend
 from pipeline.config.derived import jurors
 from pipeline.config.run import RunConfig
 from pipeline.config.workflows import workflow as workflow_entry
@@ -289,20 +289,22 @@ def _judges(cfg: RunConfig, values: dict[str, Any]) -> list[JudgePlan]:
     for k, judge in enumerate(configs):
         entry = backend(judge.backend)
         least, most = judge.actors
-        if entry.endpoint:
+        if Trait.ENDPOINT in entry.traits:
             starts = "0 (behind an endpoint: requests from the driver)"
         elif not entry.engine:
             starts = "0 (answers by key)"
         else:
             starts = str(least) if least == most else f"{least}-{most} (as the cluster has room)"
         name = names[k] if k < len(names) else (judge.name or judge.model)
-        out.append(JudgePlan(name, judge.backend, starts, entry.endpoint))
+        out.append(JudgePlan(name, judge.backend, starts, Trait.ENDPOINT in entry.traits))
     return out
 
 
 def _cost(cfg: RunConfig, plan: Plan) -> None:
     api = cfg.judge.api
-    if not backend(cfg.judge.backend).endpoint or (api.price_input is None and api.price_output is None):
+    if Trait.ENDPOINT not in backend(cfg.judge.backend).traits or (
+        api.price_input is None and api.price_output is None
+    ):
         return
     money = (
         plan.prompt_tokens * (api.price_input or 0.0) + plan.completion_tokens * (api.price_output or 0.0)

@@ -13,7 +13,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.config.backends import backend
+from pipeline.config.backends import Trait, backend
 from pipeline.config.judging import GenerateConfig, JudgeConfig
 from pipeline.contracts.frame import PromptFrame
 from pipeline.contracts.schemas import GENERATIONS
@@ -173,7 +173,7 @@ class Generate(Stage):
             progress = Progress(prompts.num_rows, verb="generated", noun="outputs")
             with closing_front(step), closing(ctx.executor.stream(blocks, [step])) as batches:
                 for batch in batches:
-                    if backend(spec.backend).endpoint:
+                    if Trait.ENDPOINT in backend(spec.backend).traits:
                         done.usage.setdefault(group[0].name, ApiUsage()).add(batch)
                     done.reused += pc.sum(pc.equal(batch.column("source"), "store")).as_py() or 0
                     is_failed = pc.is_valid(batch.column("error"))
@@ -251,7 +251,7 @@ class MakeCandidates(Stage):
                 len(report.cut_off),
                 self.generate.cut_off_output,
                 len(report.dropped),
-                len(report.placeholders),
+                len(report.placeholder),
                 self.generate.placeholder,
             )
         attributes = tuple(self.criteria)
@@ -259,7 +259,7 @@ class MakeCandidates(Stage):
         input_report = InputReport(
             n_contexts=len(set(candidates.column("context_id").to_pylist())),
             n_candidates=candidates.num_rows,
-            empty_text_replaced=list(report.placeholders),
+            empty_text_replaced=list(report.placeholder),
             empty_text_dropped=list(report.dropped),
             attributes_without_scores=list(attributes),
         )

@@ -12,7 +12,7 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.config.assessment import AbsoluteConfig, DatasetConfig, PromptConfig
-from pipeline.config.backends import backend
+from pipeline.config.backends import Trait, backend
 from pipeline.config.enums import ApiPath, Correlation
 from pipeline.config.judging import JudgeConfig, ReasoningConfig
 from pipeline.contracts.errors import ConfigError
@@ -67,7 +67,11 @@ class ResolveJudge(Stage):
 
     def run(self, ctx: StageContext) -> dict[str, Any]:
         spec = resolve_judge(self.judge, self.cache_dir)
-        if backend(spec.backend).endpoint and spec.api is not None and spec.api.settings.batch:
+        if (
+            Trait.ENDPOINT in backend(spec.backend).traits
+            and spec.api is not None
+            and spec.api.settings.batch
+        ):
             # batch judging records its jobs in the run folder
             record = str(ctx.planned_run_dir / RECORD_FILE)
             spec = dataclasses.replace(spec, api=dataclasses.replace(spec.api, record_path=record))
@@ -169,7 +173,7 @@ class PreparePrompts(Stage):
         from pipeline.prompts.absolute import resolve_absolute
 
         tokenizer = load_tokenizer(judge)
-        endpoint = judge.api if backend(judge.backend).endpoint else None
+        endpoint = judge.api if Trait.ENDPOINT in backend(judge.backend).traits else None
         if not is_exact(tokenizer) and endpoint is not None and endpoint.path == ApiPath.token_ids:
             raise ConfigError(
                 f"config judge.api.path=token_ids needs the tokenizer of {judge.model}, and there is none here "

@@ -55,13 +55,16 @@ def describe(overrides: list[str] | None = None) -> str:
 def registered() -> str:
     """What is registered (built-in and plugins alike, :mod:`pipeline.registry`): the workflows, the judge
     backends with what each supports, the scoring methods with what each gives, and the stages from outside."""
-    from pipeline.config.backends import backends
+    from pipeline.config.backends import BackendEntry, Trait, backends
     from pipeline.config.stage_plugins import stage_plugins
     from pipeline.config.workflows import WORKFLOWS
     from pipeline.methods.scorers.registry import scorers
 
     def marks(entry: object, names: tuple[str, ...]) -> str:
         return ", ".join(n for n in names if getattr(entry, n)) or "-"
+
+    def supports(entry: BackendEntry) -> str:
+        return ", ".join((["answers"] if entry.answers else []) + Trait.names(entry.traits)) or "-"
 
     lines = ["Workflows (`workflow=`):", "", "| workflow | what it does | derives |", "|---|---|---|"]
     flags: tuple[str, ...] = ("pairs", "generated", "rounds", "jury")
@@ -73,18 +76,7 @@ def registered() -> str:
         "| backend | what it is | supports | where it runs |",
     ]
     lines += ["|---|---|---|---|"]
-    flags = (
-        "endpoint",
-        "answers",
-        "logprobs",
-        "token_ids",
-        "prefill",
-        "sampled",
-        "batch",
-        "generation",
-        "absolute",
-    )
-    lines += [f"| `{n}` | {e.summary} | {marks(e, flags)} | {e.runs} |" for n, e in backends().items()]
+    lines += [f"| `{n}` | {e.summary} | {supports(e)} | {e.runs} |" for n, e in backends().items()]
     lines += [
         "",
         "Scoring methods (`scoring.methods=`):",

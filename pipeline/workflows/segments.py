@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pipeline.config.backends import generator_backend
+from pipeline.config.backends import Trait, generator_backend
 from pipeline.config.derived import judge_label, judge_templates, judging_identity, resolve_path
 from pipeline.config.derived import jurors as derived_jurors
 from pipeline.config.enums import Executor
@@ -232,7 +232,7 @@ def own_systems(cfg: RunConfig) -> dict[str, tuple[str, ...]]:
         own = tuple(
             g.name
             for g in cfg.generate.models
-            if g.model == judge.model and not generator_backend(g, cfg.judge).endpoint
+            if g.model == judge.model and Trait.ENDPOINT not in generator_backend(g, cfg.judge).traits
         )
         if own and workflow(cfg.workflow).generated:
             out[judge_label(judge)] = own

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipeline.config.backends import backend
+from pipeline.config.backends import Trait, backend
 from pipeline.config.derived import resolve_path
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
@@ -21,7 +21,7 @@ def reasons_per_group(cfg: RunConfig) -> int:
     default where the judge's backend can generate them)."""
     if cfg.reasons.n is not None:
         return cfg.reasons.n
-    return workflow(cfg.workflow).reasons if backend(cfg.judge.backend).generation else 0
+    return workflow(cfg.workflow).reasons if Trait.GENERATION in backend(cfg.judge.backend).traits else 0
 
 
 def leaderboard_methods(cfg: RunConfig) -> list[str]:
@@ -41,7 +41,7 @@ def judgement_store(
     (its answers are what it holds)."""
     judge = judge or cfg.judge
     entry = backend(judge.backend)
-    if not judge.store or entry.endpoint or entry.answers:
+    if not judge.store or Trait.ENDPOINT in entry.traits or entry.answers:
         return None
     return resolve_path(judge.store_path, root) if judge.store_path else cache_dir / "judgements.sqlite"
 

@@ -16,7 +16,7 @@ from pipeline.judge.anthropic.messages import read_message
 from pipeline.judge.endpoint.replies import KINDS, Refused
 from pipeline.run.context import run
 from pipeline.stages.accounting import JudgeFailed
-from tests.conftest import compose
+from tests.conftest import compose, run_table
 from tests.judge.anthropic_server import KEY, AnthropicServer
 
 SAMPLES = 4
@@ -110,7 +110,7 @@ def test_anthropic_run_samples_every_verdict_reads_what_was_said_and_reasons_by_
     with AnthropicServer(share=0.3, seed=3) as server:
         result = run(compose(anthropic_overrides(server.url, judge_model, tmp_path)))
         assert server.refused == []
-        judgments = pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
+        judgments = run_table(result, "judgments")
         # every verdict asked as SAMPLES requests of its own, and read from what they said
         assert judgments.height == len(expected_p_a(server)) > 0
         assert sorted(judgments["p_a"].to_list()) == pytest.approx(expected_p_a(server), abs=1e-12)
@@ -137,7 +137,7 @@ def test_anthropic_run_samples_every_verdict_reads_what_was_said_and_reasons_by_
         and verdicts
         and all(any(x in v["messages"][-1]["content"] for x in reasons) for v in verdicts)
     )
-    table = pl.read_parquet(reasoned.run_dir / "tables" / "judgments.parquet")
+    table = run_table(reasoned, "judgments")
     assert table["reasoning"].str.starts_with("Reason ").all()
 
 
@@ -169,7 +169,7 @@ def test_anthropic_message_batches_answer_every_request_once_at_the_batch_price(
     assert len(server.batches) == 3 and len(server.batches["msgbatch_0002"]["_requests"]) == 1
     assert all(n > 2 for n in server.downloads.values())  # every batch's results read after its failures
     assert first == {"msgbatch_0000", "msgbatch_0001"}
-    judgments = pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
+    judgments = run_table(result, "judgments")
     asked = {r["custom_id"] for b in server.batches.values() for r in b["_requests"]}
     assert judgments.height == len(asked) // SAMPLES  # every sample once (a second batch's id says its round)
     assert sorted(judgments["p_a"].to_list()) == pytest.approx(expected_p_a(server), abs=1e-12)

@@ -12,7 +12,6 @@ import time
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
-import polars as pl
 import pytest
 
 from pipeline.config.judging import ApiConfig
@@ -247,7 +246,7 @@ class FakeJudge(StandIn):
 def test_prompts_that_keep_failing_stop_the_run_and_a_rerun_judges_only_those(tmp_path, judge_model):
     from pipeline.run.context import run
     from pipeline.stages.accounting import JudgeFailed
-    from tests.conftest import compose
+    from tests.conftest import compose, run_table
 
     fake = FakeJudge()
     overrides = [
@@ -282,7 +281,7 @@ def test_prompts_that_keep_failing_stop_the_run_and_a_rerun_judges_only_those(tm
         fake.requests.clear()
         rerun = run(compose(cfg))  # the same folder: only the two missing prompts
         assert len(fake.requests) == 2 and rerun.judge_stats.judged_now == 2
-        assert pl.read_parquet(rerun.run_dir / "tables" / "judgments.parquet").height == n
+        assert run_table(rerun, "judgments").height == n
     finally:
         fake.close()
 

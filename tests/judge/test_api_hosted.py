@@ -136,7 +136,7 @@ def test_a_hosted_judge_without_a_tokenizer_judges_by_the_chat_path_after_a_test
     hosted, tmp_path, caplog
 ):
     from pipeline.run.context import run
-    from tests.conftest import compose
+    from tests.conftest import compose, run_table
 
     server = hosted()
     overrides = hosted_overrides(server, tmp_path, "dataset.demo.n_contexts=1", "dataset.demo.n_candidates=3")
@@ -153,7 +153,7 @@ def test_a_hosted_judge_without_a_tokenizer_judges_by_the_chat_path_after_a_test
     text = caplog.text
     assert "no tokenizer here" in text and "prompt lengths are estimated" in text
     assert "test request, comparative label words among the first token's alternatives" in text
-    table = pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
+    table = run_table(result, "judgments")
     assert table.height == 12 and table["p_a"].is_between(0, 1).all()
     stats = result.judge_stats
     assert stats.cached_replies == 2 and stats.requests == 10 and stats.api_paths == ("chat",)
@@ -178,7 +178,7 @@ def test_generators_and_the_judge_behind_a_hosted_api(hosted, tmp_path):
     message with its own sampling, the outputs become candidates, the judge compares them by the chat path and
     the reasons are asked as a conversation."""
     from pipeline.run.context import run
-    from tests.conftest import compose
+    from tests.conftest import compose, run_table
 
     server = hosted()
     api = f"{{base_url: '{server.url}', cache_path: '{tmp_path / 'gen.sqlite'}'}}"
@@ -202,13 +202,13 @@ def test_generators_and_the_judge_behind_a_hosted_api(hosted, tmp_path):
     assert sorted(b["temperature"] for b in tasks) == [0.0] * 6 + [0.7] * 3
     terse = [b for b in tasks if b["messages"][0] == {"role": "system", "content": "Be terse."}]
     assert len(terse) == 3 and all(b["messages"][1]["content"].startswith("Summarise") for b in terse)
-    reasons = pl.read_parquet(result.run_dir / "tables" / "reasons.parquet")
+    reasons = run_table(result, "reasons")
     assert reasons.height > 0 and reasons["reason"].str.starts_with("[none | t=0.0]").all()
     asked_why = [
         b for b in generations if len(b["messages"]) >= 3 and b["messages"][-2]["role"] == "assistant"
     ]
     assert asked_why  # the comparison, the judge's answer, and the question, as a conversation
-    assert pl.read_parquet(result.run_dir / "tables" / "judgments.parquet").height > 0
+    assert run_table(result, "judgments").height > 0
 
 
 def test_generations_that_keep_failing_stop_the_run_and_a_rerun_generates_only_those(hosted, tmp_path):

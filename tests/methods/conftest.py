@@ -43,6 +43,12 @@ def random_connected(n: int, k: int, rng: np.random.Generator) -> tuple[np.ndarr
     return i, j
 
 
+def random_problem(n: int, k: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`random_connected` comparisons with uniform probabilities."""
+    i, j = random_connected(n, k, rng)
+    return i, j, rng.random(k)
+
+
 def laplacian(n: int, i: np.ndarray, j: np.ndarray) -> np.ndarray:
     """Dense W^T W built from an explicit incidence matrix (independent of the library)."""
     w = np.zeros((len(i), n))

@@ -75,7 +75,9 @@ def test_biased_judge_is_debiased_and_ranks_better():
     for c in range(n_ctx):
         s = rng.standard_normal(n)
         truth.append(s)
-        p_all.append(simulate.simulate_judge(s, np.stack([a, b], 1), rng, scale=1.5, bias=bias, noise=0.5))
+        p_all.append(
+            simulate.simulate_judge(s, np.stack([a, b], 1), rng, simulate.SimulatedJudge(1.5, bias, 0.5))
+        )
         ctx.append(np.full(n, c))
     p = np.concatenate(p_all)
     pa, _ = debias.positional_prior(p)

@@ -29,7 +29,12 @@ def draws(k, count, rng, noise=1.0):
     np.put_along_axis(mask, idx, 1.0, axis=1)
     truth = rng.normal(size=(count, N))
     p = np.stack(
-        [simulate.simulate_judge(t, np.stack([space.a, space.b], 1), rng, noise=noise) for t in truth]
+        [
+            simulate.simulate_judge(
+                t, np.stack([space.a, space.b], 1), rng, simulate.SimulatedJudge(noise=noise)
+            )
+            for t in truth
+        ]
     )
     return space, idx, mask, p
 
@@ -121,7 +126,7 @@ def test_default_k_grid():
 def simulated_set(rng, n_ctx, n, accuracy=0.7, prior_a=0.6, scale=0.5):
     noise = simulate.noise_for_accuracy(accuracy, scale=scale)
     bias = simulate.bias_for_prior(prior_a)
-    truth, probs = simulate.simulate_context_set(n_ctx, n, rng, scale=scale, noise=noise, bias=bias)
+    truth, probs = simulate.simulate_context_set(n_ctx, n, rng, simulate.SimulatedJudge(scale, bias, noise))
     a, b = full_ordered(n)
     ctx = np.repeat(np.arange(n_ctx), a.size)
     pm = efficiency.pair_matrix(n_ctx, n, ctx, np.tile(a, n_ctx), np.tile(b, n_ctx), probs[:, a, b].ravel())
@@ -169,7 +174,7 @@ def test_simulated_judge_accuracy_is_calibrated():
     pairs = pairs[pairs[:, 0] != pairs[:, 1]]
     for target in (0.6, 0.7, 0.85):
         noise = simulate.noise_for_accuracy(target, score_sd=truth.std())
-        p = simulate.simulate_judge(truth, pairs, rng, noise=noise)
+        p = simulate.simulate_judge(truth, pairs, rng, simulate.SimulatedJudge(noise=noise))
         assert simulate.judge_accuracy(truth, pairs, p) == pytest.approx(target, abs=0.01)
 
 

@@ -18,9 +18,9 @@ from pipeline.methods.scorers.poe_bt import poe_bt, poe_bt_value_and_gradient
 from pipeline.methods.scorers.poe_gaussian import poe_gaussian, poe_gaussian_hard
 from pipeline.methods.scorers.poe_laplace import laplace_objective, poe_laplace
 from pipeline.methods.scorers.win_ratio import win_ratio
-from pipeline.methods.simulation.simulate import simulate_judge, simulate_outcomes
+from pipeline.methods.simulation.simulate import SimulatedJudge, simulate_judge, simulate_outcomes
 
-from .conftest import full_ordered, laplacian, random_connected
+from .conftest import full_ordered, laplacian, random_connected, random_problem
 
 
 def incidence(n, i, j):
@@ -83,8 +83,7 @@ def test_gaussian_pin_changes_scores_by_a_constant(rng):
 def test_gaussian_posterior_covariance_and_stderr(rng):
     """stderr against sigma^2 (W^T W)^+ from numpy's pseudo-inverse, and sigma^2 against lstsq residuals."""
     n, k = 15, 50
-    i, j = random_connected(n, k, rng)
-    p = rng.random(k)
+    i, j, p = random_problem(n, k, rng)
     w = incidence(n, i, j)
     coef = np.linalg.lstsq(w, p - 0.5, rcond=None)[0]
     sigma2 = float(np.sum((w @ coef - (p - 0.5)) ** 2)) / (k - n + 1)
@@ -101,8 +100,7 @@ def test_gaussian_posterior_covariance_and_stderr(rng):
 
 def test_gaussian_sketch_stderr_is_close(rng):
     n, k = 30, 150
-    i, j = random_connected(n, k, rng)
-    p = rng.random(k)
+    i, j, p = random_problem(n, k, rng)
     exact = pg.fit(n, i, j, p)
     sketch = pg.fit(n, i, j, p, stderr="sketch", rng=np.random.default_rng(3), n_probes=800)
     assert sketch.stderr_method == "sketch"
@@ -165,7 +163,7 @@ def test_a_duplicated_comparison_is_an_extra_expert(rng):
 def relabel_data(rng, n=9, k=30):
     i, j = random_connected(n, k, rng)
     truth = rng.normal(size=n)
-    p = simulate_judge(truth, np.stack([i, j], 1), rng, noise=0.5)
+    p = simulate_judge(truth, np.stack([i, j], 1), rng, SimulatedJudge(noise=0.5))
     return n, i, j, p
 
 
@@ -218,8 +216,7 @@ def lad_brute_force(n, i, j, f):
 def test_laplace_matches_brute_force(seed):
     rng = np.random.default_rng(seed)
     n, k = 5, 9
-    i, j = random_connected(n, k, rng)
-    p = rng.random(k)
+    i, j, p = random_problem(n, k, rng)
     f = p - 0.5
     best, vertex, unique = lad_brute_force(n, i, j, f)
     s = poe_laplace(n, i, j, p, pin=0)
@@ -297,8 +294,7 @@ def test_bt_mle_existence_is_checked():
 def test_poe_bt_gradient(seed):
     rng = np.random.default_rng(seed)
     n, k = 12, 40
-    i, j = random_connected(n, k, rng)
-    p = rng.random(k)
+    i, j, p = random_problem(n, k, rng)
     p[:4] = [0.0, 1.0, 0.0, 1.0]
     bias, l2 = rng.normal(), rng.uniform(0, 0.5)
     x0 = rng.normal(size=n)
@@ -319,7 +315,7 @@ def test_poe_bt_recovers_true_scores():
     truth = rng.normal(size=n)
     a, b = np.triu_indices(n, 1)
     pairs = np.tile(np.vstack([np.stack([a, b], 1), np.stack([b, a], 1)]), (2, 1))  # 4 judgements per pair
-    p = simulate_judge(truth, pairs, rng, noise=1.0)
+    p = simulate_judge(truth, pairs, rng, SimulatedJudge(noise=1.0))
     s = poe_bt(n, pairs[:, 0], pairs[:, 1], p)
     assert np.corrcoef(s, truth)[0, 1] > 0.99
     exact = simulate_judge(truth, np.stack([a, b], 1), rng)  # noiseless: recovered exactly
@@ -331,7 +327,7 @@ def test_poe_bt_one_ordering_bias():
     n = 10
     truth = rng.normal(size=n)
     i, j = full_ordered(n)
-    p = simulate_judge(truth, np.stack([i, j], 1), rng, bias=0.8)
+    p = simulate_judge(truth, np.stack([i, j], 1), rng, SimulatedJudge(bias=0.8))
     np.testing.assert_allclose(poe_bt(n, i, j, p, bias=0.8), truth - truth.mean(), atol=1e-5)
     keep = i < j  # one ordering only: "mean" estimates the slot-A shift from the data
     s = poe_bt(n, i[keep], j[keep], p[keep], bias="mean")
@@ -375,7 +371,7 @@ def test_ml_ranking_against_brute_force():
         i, j = i[keep], j[keep]
         if np.unique(np.concatenate([i, j])).size < n:
             continue
-        p = simulate_judge(rng.normal(size=n), np.stack([i, j], 1), rng, noise=1.5)
+        p = simulate_judge(rng.normal(size=n), np.stack([i, j], 1), rng, SimulatedJudge(noise=1.5))
         order = np.argsort(-ml_ranking(n, i, j, p))
         value = ranking_log_likelihood(n, i, j, p, order)
         start = ranking_log_likelihood(

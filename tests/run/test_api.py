@@ -21,7 +21,7 @@ from pipeline.methods.scorers.poe_gaussian import poe_gaussian
 from pipeline.run.context import run
 from pipeline.stages.accounting import ENGINE_EVENTS
 from pipeline.storage.events import read_events
-from tests.conftest import compose
+from tests.conftest import compose, run_table
 
 pytestmark = [pytest.mark.api, pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
 
@@ -69,7 +69,7 @@ def api_overrides(server: LocalVLLMServer, cache: Path, *extra: str) -> list[str
 
 
 def judgments(result) -> pl.DataFrame:
-    return pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
+    return run_table(result, "judgments")
 
 
 KEYS = ["context_id", "attribute", "cand_a", "cand_b"]
@@ -270,9 +270,9 @@ def test_generators_behind_the_server_then_the_judge(server, outputs, ray_cluste
     )
     judged = judgments(result)
     assert judged.height == 3 * 2  # one pair per input, both orderings, one criterion
-    reasons = pl.read_parquet(result.run_dir / "tables" / "reasons.parquet")
+    reasons = run_table(result, "reasons")
     assert reasons.height > 0 and (reasons["reason"].str.len_chars() > 0).all()
-    board = pl.read_parquet(result.run_dir / "tables" / "leaderboard.parquet")
+    board = run_table(result, "leaderboard")
     assert set(board["model"]) == {"greedy", "terse"}
     for path in (outputs / "generate").rglob("*"):
         if path.is_file():

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 from pipeline.run.context import run
-from tests.conftest import compose
+from tests.conftest import compose, run_table
 from tests.judge.faulty import FaultyServer
 
 pytestmark = [pytest.mark.slow]
@@ -63,7 +63,7 @@ def test_a_run_against_a_faulty_endpoint_judges_every_prompt_once_with_what_it_a
             )
         )
         result = run(cfg)
-    table = pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
+    table = run_table(result, "judgments")
     assert table.height == N_PROMPTS and table.select(KEYS).n_unique() == N_PROMPTS
     # every prompt answered by the server, and stored as it answered; an answer is asked again only after the
     # client gave up on it: a reply slower than the client's timeout on a loaded machine (the server wrote it to a
@@ -126,7 +126,7 @@ def test_batch_judging_records_its_batches_in_the_run_folder_and_costs_the_batch
             )
         )
         result = run(cfg)
-    table = pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
+    table = run_table(result, "judgments")
     assert table.height == N_PROMPTS and set(server.successes.values()) == {1}
     assert sorted(tuple(v) for v in table["label_logprobs"].to_list()) == sorted(
         tuple(v) for v in server.served.values()

@@ -22,7 +22,7 @@ import pytest
 
 from pipeline.contracts.errors import UserError
 from pipeline.run.context import run
-from tests.conftest import DATASETS, compose, run_fresh
+from tests.conftest import DATASETS, compose, run_fresh, run_table
 from tests.methods.test_benchmark import judgebench_accuracy, llmbar_statistics
 
 RECORDED = DATASETS / "judgebench" / "recorded"
@@ -78,7 +78,7 @@ def recorded_run(tmp_path_factory, ray_cluster):
 
 
 def meta_of(result) -> pl.DataFrame:
-    return pl.read_parquet(result.run_dir / "tables" / "meta_evaluation.parquet")
+    return run_table(result, "meta_evaluation")
 
 
 @pytest.mark.ray
@@ -125,7 +125,7 @@ def test_the_meta_evaluation_reaches_the_card_mlflow_and_the_leaderboard_of_judg
     haiku = meta.filter(pl.col("judge") == "claude-3-haiku-20240307").row(0, named=True)
     assert haiku["rank"] > 1 and haiku["upper"] < o1["lower"]  # statistically below the others
     assert "o1-mini-2024-09-12" in haiku["tied_with"] or haiku["tied_with"] == ""
-    card = pl.read_parquet(recorded_run.run_dir / "tables" / "judge_card.parquet")
+    card = run_table(recorded_run, "judge_card")
     row = card.filter(pl.col("judge") == "o1-mini-2024-09-12").row(0, named=True)
     assert row["n_objective_pairs"] == 350 and abs(row["benchmark_accuracy"] - 0.657142857142857) < 1e-12
     client = mlflow.MlflowClient(tracking_uri=recorded_run.tracking_uri)
@@ -134,7 +134,7 @@ def test_the_meta_evaluation_reaches_the_card_mlflow_and_the_leaderboard_of_judg
     assert abs(metrics["meta/correct/claude-3-haiku-20240307/c1/livecodebench/accuracy"] - 3 / 31) < 1e-12
     assert metrics["judge/left_out_prompts"] == 540.0
     assert metrics["juror/arena_hard:claude-3-haiku-20240307.jsonl/judge/left_out_prompts"] == 700.0
-    left = pl.read_parquet(recorded_run.run_dir / "tables" / "left_out.parquet")
+    left = run_table(recorded_run, "left_out")
     assert dict(left.group_by("judge").len().iter_rows()) == {
         j: 700 if j.startswith("claude") else 540 for j in PUBLISHED
     }
@@ -200,7 +200,7 @@ def test_llmbar_evaluators_get_llmbars_own_statistics_per_subset(tmp_path):
         ]
     )
     result = run(cfg)
-    meta = pl.read_parquet(result.run_dir / "tables" / "meta_evaluation.parquet")
+    meta = run_table(result, "meta_evaluation")
     for judge, (_, results) in (("evaluator-one", first), ("evaluator-two", second)):
         for split in LLMBAR_SPLITS:
             want = llmbar_statistics(results[split])
@@ -285,11 +285,11 @@ def test_a_file_that_does_not_answer_the_run_is_refused_and_nothing_is_stored(tm
 def test_the_same_lacking_file_with_match_partial_leaves_the_pair_out_counted(tmp_path):
     path = write_lines(tmp_path / "judge.jsonl", broken(o1_lines(), "lacking"))
     result = run(recorded_file(path, tmp_path / "out", "judge.engine.match=partial", "tracking.plots=false"))
-    left = pl.read_parquet(result.run_dir / "tables" / "left_out.parquet")
+    left = run_table(result, "left_out")
     assert (
         left.height == 2 and left["context_id"].n_unique() == 1
     )  # the lacking ordering and its pair's other
     assert result.metrics["judge/left_out_prompts"] == 2.0
     assert "left out, their pairs lacking from the judge's file of verdicts" in result.summary
-    judgments = pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
+    judgments = run_table(result, "judgments")
     assert judgments.height == 4

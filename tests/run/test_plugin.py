@@ -52,7 +52,7 @@ HASHED = '''
 import hashlib
 import math
 
-from pipeline.config.backends import BackendEntry
+from pipeline.config.backends import BackendEntry, Trait
 from pipeline.contracts.engine import Result
 
 
@@ -81,10 +81,9 @@ class HashedEngine:
 
 HASHED = BackendEntry(
     name="hashed",
+    traits=Trait.LOGPROBS | Trait.ABSOLUTE,
     engine="ca_demo_hashed:HashedEngine",
     resolve="pipeline.judge.models:resolve_local",
-    prefill=False,
-    generation=False,
     runs="inside the judge worker's process (no model)",
     summary="label-word probabilities from a hash of the prompt",
 )
@@ -189,7 +188,10 @@ def test_a_plugin_scorer_backend_and_stage_are_registered_checked_run_and_logged
 ):
     # registered after the package's own, with what they declare
     assert list(registry.scorers())[-1] == "copeland" and registry.scorer("copeland").leaderboard
-    assert list(backends.backends())[-1] == "hashed" and not backends.backend("hashed").endpoint
+    assert (
+        list(backends.backends())[-1] == "hashed"
+        and backends.Trait.ENDPOINT not in backends.backend("hashed").traits
+    )
     assert list(stage_plugins.stage_plugins()) == ["pair_counts"]
     # `make stages` lists all three, and shows the stage in the workflow that takes it
     listed = describe()

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
-import polars as pl
 import pytest
 
 from pipeline.run.context import run
-from tests.conftest import compose
+from tests.conftest import compose, run_table
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
 
@@ -72,13 +71,13 @@ def test_a_pool_spreads_over_two_actors(tmp_path, monkeypatch, ray_cluster):
         ]
     )
     result = run(cfg)
-    j = pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
+    j = run_table(result, "judgments")
     assert j.height == 16 * 15
     assert j.select("cand_a", "cand_b").unique().height == 240
     # the single context's prompts were judged by both actors
     assert j["worker"].n_unique() == 2
     assert sum(arrived) == 240 and max(arrived) <= 10 and len(arrived) >= 24
-    corr = pl.read_parquet(result.run_dir / "tables" / "correlations.parquet")
+    corr = run_table(result, "correlations")
     assert corr["n_contexts"].to_list() == [1] * corr.height
     # the pool template holds no context text: every prompt is two questions and the question
     assert j["prompt_tokens"].max() < 200

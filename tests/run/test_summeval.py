@@ -11,7 +11,7 @@ from scipy.stats import spearmanr
 
 from pipeline.methods.agreement.metrics import merge_near_ties
 from pipeline.run.context import run
-from tests.conftest import compose
+from tests.conftest import compose, run_table
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
@@ -30,14 +30,14 @@ def test_summeval_small_in_process(datasets, tmp_path):
         ]
     )
     result = run(cfg)
-    j = pl.read_parquet(result.run_dir / "tables" / "judgments.parquet")
+    j = run_table(result, "judgments")
     assert j.height == 3 * 5 * 4 and j["attribute"].unique().to_list() == ["coherence"]
-    corr = pl.read_parquet(result.run_dir / "tables" / "correlations.parquet")
+    corr = run_table(result, "correlations")
     assert set(corr["method"]) == set(cfg.scoring.methods)
     assert corr["n_contexts"].to_list() == [3] * corr.height
     # Spearman per article, averaged over the articles (the papers' protocol), recomputed with scipy after the
     # documented tie rule (scores a solver leaves a few ulps apart are ties: merge_near_ties)
-    scores = pl.read_parquet(result.run_dir / "tables" / "scores.parquet")
+    scores = run_table(result, "scores")
     for row in corr.iter_rows(named=True):
         method = scores.filter(pl.col("method") == row["method"])
         raw = method["score"].to_numpy()
@@ -53,9 +53,7 @@ def test_summeval_small_in_process(datasets, tmp_path):
     assert result.metrics["judge/prefix_cache_share"] > 0.3  # the article is shared by every prompt
 
     # system-level: each system's mean score and mean human score over the articles, correlated across systems
-    candidates = pl.read_parquet(result.run_dir / "tables" / "candidates.parquet").select(
-        "context_id", "candidate_id", "system"
-    )
+    candidates = run_table(result, "candidates").select("context_id", "candidate_id", "system")
     for row in corr.iter_rows(named=True):
         per_system = (
             scores.filter(pl.col("method") == row["method"])
@@ -70,13 +68,13 @@ def test_summeval_small_in_process(datasets, tmp_path):
         assert row["spearman_system"] == pytest.approx(want, abs=1e-12)
 
     # the judge's card: its calibration against people, before and after the cross-fitted temperature
-    card = pl.read_parquet(result.run_dir / "tables" / "judge_card.parquet")
+    card = run_table(result, "judge_card")
     assert card.height == 1 and card["n_pairs"][0] == 3 * 10
     row = card.row(0, named=True)
     assert 0 < row["n_human_pairs"] <= 30 and 0 <= row["ece"] <= 1 and row["temperature"] > 0
     assert row["p_a_debiased"] == pytest.approx(0.5) and 0 <= row["position_consistency"] <= 1
     assert row["n_length_pairs"] > 0 and row["length_coef"] is not None and row["method"] == "poe_gaussian"
-    reliability = pl.read_parquet(result.run_dir / "tables" / "judge_reliability.parquet")
+    reliability = run_table(result, "judge_reliability")
     # every pair people scored apart, read both ways round
     assert reliability.height == 2 * 10
     assert reliability.filter(pl.col("calibrated"))["n"].sum() == 2 * row["n_human_pairs"]
@@ -94,7 +92,7 @@ def test_summeval_small_in_process(datasets, tmp_path):
         assert side in reading and f"{t:.2f}" in reading
 
     # the leaderboard of SummEval's systems, raw and with the summaries' length regressed out
-    board = pl.read_parquet(result.run_dir / "tables" / "leaderboard.parquet")
+    board = run_table(result, "leaderboard")
     for metric in ("win_rate", "win_rate:length_controlled", "bradley_terry:length_controlled"):
         part = board.filter(pl.col("metric") == metric)
         assert part.height == per_system.height and (part["lower"] <= part["upper"]).all(), metric

@@ -12,7 +12,7 @@ concurrency, retries, reply cache, prices.
 
 from __future__ import annotations
 
-from pipeline.config.backends import BackendEntry
+from pipeline.config.backends import BackendEntry, Trait
 from pipeline.config.judging import JudgeConfig
 from pipeline.judge.builtin_backends import endpoint_judge_problems
 
@@ -30,16 +30,10 @@ def anthropic_problems(judge: JudgeConfig, key: str) -> list[str]:
 
 ANTHROPIC = BackendEntry(
     name="anthropic",
+    traits=Trait.ENDPOINT | Trait.PREFILL | Trait.SAMPLED | Trait.BATCH | Trait.GENERATION | Trait.ABSOLUTE,
     engine="pipeline.judge.anthropic.engine:AnthropicEngine",
     resolve="pipeline.judge.models:resolve_endpoint",
     checks=anthropic_problems,
-    endpoint=True,
-    logprobs=False,
-    token_ids=False,
-    prefill=True,
-    sampled=True,
-    batch=True,
-    generation=True,
     runs="behind Anthropic's Messages API (or a server of it); the driver holds the client (no worker starts)",
     summary="Anthropic's Messages API: sampled verdicts, reasoning by chat, Message Batches",
 )

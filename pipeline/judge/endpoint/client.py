@@ -246,7 +246,9 @@ class ApiClient:
                 timeout=self.settings.timeout, headers=self._headers(json=False)
             ) as http:
                 url = self.base_url.rstrip("/") + path
-                return await self._send(http, method, url, check, text=text, retry=retry, **request)
+                return await self._send(
+                    http, method, url, check, text=text, retries=None if retry else 0, **request
+                )
 
         return asyncio.run(one())
 
@@ -257,17 +259,17 @@ class ApiClient:
         url: str,
         check: Check | None = None,
         text: bool = False,
-        retry: bool = True,
+        retries: int | None = None,
         **request: Any,
     ) -> Reply:
-        """``method`` to ``url`` until an answer (a 2xx whose body parses and ``check`` accepts) or the retries are
-        spent (module docstring)."""
+        """``method`` to ``url`` until an answer (a 2xx whose body parses and ``check`` accepts) or the ``retries``
+        (None: ``max_retries``) are spent (module docstring)."""
         import httpx
 
         started = time.monotonic()
         error = ""
         failures: list[str] = []
-        retries = self.settings.max_retries if retry else 0
+        retries = self.settings.max_retries if retries is None else retries
         for attempt in range(retries + 1):
             self.stats.requests += 1
             asked = None

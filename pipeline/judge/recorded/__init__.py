@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from pipeline.config.backends import BackendEntry
+from pipeline.config.backends import BackendEntry, Trait
 from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.errors import ModelError
 from pipeline.judge.spec import JudgeSpec
@@ -94,15 +94,12 @@ def resolve(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -> Judg
 
 RECORDED = BackendEntry(
     name="recorded",
+    traits=Trait(0),
     engine="",
     resolve="pipeline.judge.recorded:resolve",
     answers="pipeline.judge.recorded.answers:RecordedAnswers",
     settings=RecordedSettings,
     checks=recorded_problems,
-    logprobs=False,
-    prefill=False,
-    generation=False,
-    absolute=False,
     runs="nowhere: the driver answers each prompt by its key from the file of verdicts (judge.model)",
     summary="verdicts a judge gave elsewhere, from a file (judge benchmarks' released verdicts, reward models' "
     "scores, annotations)",

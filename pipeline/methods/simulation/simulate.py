@@ -1,6 +1,6 @@
 """Seeded simulation of comparison data with known answers (for tests, benchmarks and sanity checks).
 
-Scores follow a Bradley-Terry model: the judge's logit for "slot A beats slot B" is
+Scores follow a Bradley-Terry model: the judge's (:class:`SimulatedJudge`) logit for "slot A beats slot B" is
 
     ``scale * (s_A - s_B) + bias + noise * eps,    eps ~ N(0, 1) independently per judgement``
 
@@ -15,13 +15,16 @@ An absolute judge (:func:`simulate_absolute`) scores each candidate on its own:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 __all__ = [
+    "EXACT",
     "TRUTHS",
     "PoolJudge",
+    "SimulatedJudge",
     "bias_for_prior",
     "pool_truth",
     "simulate_absolute",
@@ -43,37 +46,43 @@ def _pairs(pairs: ArrayLike, n: int) -> NDArray[np.int64]:
     return arr
 
 
-def simulate_judge(
-    true_scores: ArrayLike,
-    pairs: ArrayLike,
-    rng: np.random.Generator,
-    *,
-    scale: float = 1.0,
-    bias: float = 0.0,
-    noise: float = 0.0,
-) -> NDArray[np.float64]:
-    """Judge probabilities that ``pairs[:, 0]`` (slot A) beats ``pairs[:, 1]`` (module docstring)."""
-    from scipy.special import expit
+@dataclass(frozen=True)
+class SimulatedJudge:
+    """The module docstring's comparative judge: the logit for "slot A beats slot B" is
+    ``scale * (s_A - s_B) + bias + noise * eps``; the default is exact (its decisions always right)."""
 
+    scale: float = 1.0
+    bias: float = 0.0
+    noise: float = 0.0
+
+    def probabilities(self, diff: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
+        """P(slot A wins) for each true score difference ``s_A - s_B`` (any shape; ``eps`` drawn in that shape)."""
+        from scipy.special import expit
+
+        logit = self.scale * diff + self.bias
+        if self.noise:
+            logit = logit + self.noise * rng.standard_normal(diff.shape)
+        return expit(logit)
+
+
+EXACT = SimulatedJudge()
+
+
+def simulate_judge(
+    true_scores: ArrayLike, pairs: ArrayLike, rng: np.random.Generator, judge: SimulatedJudge = EXACT
+) -> NDArray[np.float64]:
+    """``judge``'s probabilities that ``pairs[:, 0]`` (slot A) beats ``pairs[:, 1]``."""
     s = np.asarray(true_scores, dtype=np.float64)
     pr = _pairs(pairs, s.shape[0])
-    logit = scale * (s[pr[:, 0]] - s[pr[:, 1]]) + bias
-    if noise:
-        logit = logit + noise * rng.standard_normal(pr.shape[0])
-    return expit(logit)
+    return judge.probabilities(s[pr[:, 0]] - s[pr[:, 1]], rng)
 
 
 def simulate_outcomes(
-    true_scores: ArrayLike,
-    pairs: ArrayLike,
-    rng: np.random.Generator,
-    *,
-    scale: float = 1.0,
-    bias: float = 0.0,
+    true_scores: ArrayLike, pairs: ArrayLike, rng: np.random.Generator, judge: SimulatedJudge = EXACT
 ) -> NDArray[np.float64]:
     """Hard outcomes (1.0 if slot A wins) drawn from the Bradley-Terry model ``sigmoid(scale (s_A - s_B) + bias)``:
-    :func:`simulate_judge`'s noiseless probabilities, drawn."""
-    prob = simulate_judge(true_scores, pairs, rng, scale=scale, bias=bias)
+    the noiseless ``judge``'s probabilities, drawn."""
+    prob = simulate_judge(true_scores, pairs, rng, replace(judge, noise=0.0))
     return (rng.random(prob.shape[0]) < prob).astype(np.float64)
 
 
@@ -114,15 +123,9 @@ def bias_for_prior(prior_a: float) -> float:
 
 
 def simulate_context_set(
-    n_contexts: int,
-    n_items: int,
-    rng: np.random.Generator,
-    *,
-    scale: float = 1.0,
-    bias: float = 0.0,
-    noise: float = 0.0,
+    n_contexts: int, n_items: int, rng: np.random.Generator, judge: SimulatedJudge = EXACT
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """A SummEval-like set: ``n_contexts`` contexts of ``n_items`` candidates, every ordered pair judged.
+    """A SummEval-like set: ``n_contexts`` contexts of ``n_items`` candidates, every ordered pair judged by ``judge``.
 
     Returns
     -------
@@ -131,13 +134,8 @@ def simulate_context_set(
     probs : ndarray, shape (n_contexts, n_items, n_items)
         ``probs[c, a, b]`` = judge probability that ``a`` (slot A) beats ``b``; NaN on the diagonal.
     """
-    from scipy.special import expit
-
     s = rng.standard_normal((n_contexts, n_items))
-    logit = scale * (s[:, :, None] - s[:, None, :]) + bias
-    if noise:
-        logit = logit + noise * rng.standard_normal(logit.shape)
-    probs = expit(logit)
+    probs = judge.probabilities(s[:, :, None] - s[:, None, :], rng)
     idx = np.arange(n_items)
     probs[:, idx, idx] = np.nan
     return s, probs
@@ -192,8 +190,9 @@ def simulate_assessment(
         ).reshape(-1, 2)
         extra = rest[rng.choice(len(rest), size=k - len(chain), replace=False)]
         pairs = np.concatenate([chain, extra])
-        p_ab = simulate_judge(s, pairs, rng, noise=noise)
-        p_ba = simulate_judge(s, pairs[:, ::-1], rng, noise=noise)
+        judge = SimulatedJudge(noise=noise)
+        p_ab = simulate_judge(s, pairs, rng, judge)
+        p_ba = simulate_judge(s, pairs[:, ::-1], rng, judge)
         absolute = simulate_absolute(
             s, rng, noise=absolute_noise, slope=absolute_slope, offset=absolute_offset, scale=absolute_scale
         )
