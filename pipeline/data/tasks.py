@@ -9,7 +9,8 @@ import json
 import os
 import string
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 
 import polars as pl
@@ -122,7 +123,7 @@ class OutputReport:
 
     def counts(self) -> dict[str, int]:
         """The run's metrics (``outputs_<field>``): how many outputs each field holds."""
-        return {f"outputs_{f.name}": len(getattr(self, f.name)) for f in fields(self)}
+        return {f"outputs_{f.name}": len(getattr(self, f.name)) for f in dataclass_fields(self)}
 
 
 def candidates_from_generations(
