@@ -254,12 +254,17 @@ def measure(args: argparse.Namespace, s: Setup) -> Measured:
     """Alternate the direct engine and the pipeline so drift of this shared machine hits both, each alone on the
     machine: the direct engine starts for its measurement (from an empty prefix cache) and is shut down before
     the pipeline's Ray starts (loaded and idle beside the pipeline, it cost the pipeline 2.3%: 6.42 against 6.57
-    cmp/s, medians of 3 alternated rounds; BENCHMARKS.md). Then the API, pinned-actor and one-at-a-time arms."""
+    cmp/s, medians of 3 alternated rounds; BENCHMARKS.md). The order of the arms is reversed every other round
+    (direct first, then the pipeline first), so that what one arm leaves the machine in (its load just ended, the
+    host's clock after a minute at full load) falls on each arm alike. Then the API, pinned-actor and
+    one-at-a-time arms."""
     m = Measured()
     own_spec = replace(s.spec, engine_process=EngineProcess.own)
     total = s.pairs.num_rows
     ids: list[list[int]] = []
-    for round_ in range(args.rounds):
+
+    def direct_arm() -> None:
+        nonlocal ids
         direct = Direct(s.spec, s.plan, s.pairs)
         try:
             timing, m.direct_lp = direct.measure()
@@ -267,24 +272,32 @@ def measure(args: argparse.Namespace, s: Setup) -> Measured:
             direct.close()
         m.direct.append(timing)
         ids, m.dtype = direct.ids, direct.dtype
-        timing, pipe = run_pipeline(s.cfg, s.shards, s.plan, s.spec, s.work / "logs")
+
+    def pipeline_arms() -> pa.Table:
+        timing, table = run_pipeline(s.cfg, s.shards, s.plan, s.spec, s.work / "logs")
         m.pipeline.append(timing)
         if args.own:
             timing, own = run_pipeline(s.cfg, s.shards, s.plan, own_spec, s.work / "logs")
             m.own.append(timing)
             m.own_lp = in_order(own, s.pairs)
-            log.info(
-                "round %d/%d: engine in its own processes %.2f/s",
-                round_ + 1,
-                args.rounds,
-                total / timing.seconds,
-            )
+        return table
+
+    for round_ in range(args.rounds):
+        if round_ % 2 == 0:
+            direct_arm()
+            pipe = pipeline_arms()
+        else:
+            pipe = pipeline_arms()
+            direct_arm()
+        own_rate = f", engine in its own processes {total / m.own[-1].seconds:.2f}/s" if args.own else ""
         log.info(
-            "round %d/%d: pipeline %.2f/s, direct %.2f/s",
+            "round %d/%d (%s first): pipeline %.2f/s, direct %.2f/s%s",
             round_ + 1,
             args.rounds,
+            "direct" if round_ % 2 == 0 else "pipeline",
             total / m.pipeline[-1].seconds,
             total / m.direct[-1].seconds,
+            own_rate,
         )
     m.pipe_lp = in_order(pipe, s.pairs)
     if args.api:
