@@ -35,12 +35,20 @@ def split_of(file: Path) -> str:
     return stem.split("-", 1)[1] if "-" in stem else stem
 
 
+def existing(path: Path) -> Path:
+    """``path``, or a :class:`ConfigError` naming ``dataset.path`` where nothing is there."""
+    if not path.exists():
+        raise ConfigError(
+            f"config dataset.path={path} does not exist: give a .jsonl or .parquet file, or a folder"
+        )
+    return path
+
+
 def data_files(path: Path, splits: Sequence[str] | None = None) -> list[Path]:
     """The data files at ``path``: one .jsonl/.parquet file, or the .parquet/.jsonl files of a folder: every one, or
     those of ``splits`` (a split names a file's split, or begins several: ``adversarial`` reads every
     ``adversarial-*`` split), in the order of the folder's names."""
-    if not path.exists():
-        raise ConfigError(f"config dataset.path={path} does not exist")
+    existing(path)
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix in (".parquet", ".jsonl"))
         if not files:

@@ -13,7 +13,7 @@ from pipeline.config.derived import resolve_path
 from pipeline.config.enums import Correlation
 from pipeline.contracts.errors import ConfigError
 from pipeline.data.demo import write_demo
-from pipeline.data.load import DatasetMeta, default_meta_path, read_meta, read_records
+from pipeline.data.load import DatasetMeta, default_meta_path, existing, read_meta, read_records
 from pipeline.data.records import InputReport, ValidationRules, validate_records
 from pipeline.data.words import PromptWords, resolve_adjectives
 
@@ -45,7 +45,8 @@ def dataset_path(cfg: DatasetConfig, root: Path, cache_dir: Path) -> Path:
         raise ConfigError(
             f"config dataset.path is not set for dataset {cfg.name!r} (a .jsonl or .parquet file, or a folder)"
         )
-    return resolve_path(cfg.path, root)
+    # checked before its meta.json is looked for beside it: a missing file is the mistake to name
+    return existing(resolve_path(cfg.path, root))
 
 
 def choose_attributes(cfg: DatasetConfig, meta: DatasetMeta, path: Path) -> list[str]:

@@ -13,7 +13,7 @@ MISTAKES = [
     (["judge.batchsize=8"], "Could not override 'judge.batchsize'"),
     (["judge.api.base_url=http://127.0.0.1:8000/v1"], "is for a judge behind an endpoint; remove it, or choose one"),
     (["judge=gpu"], "judge.model is required by judge=gpu"),
-    (["dataset=summeval", "dataset.path=/nowhere/summeval.jsonl"], "/nowhere/summeval.jsonl"),
+    (["dataset=summeval", "dataset.path=/nowhere/summeval.jsonl"], "dataset.path=/nowhere/summeval.jsonl does not exist"),
     (["judge=api", "judge.api.base_url=http://127.0.0.1:9/v1", "judge.api.api_key_env=CA_EMPTY_KEY"],
      "CA_EMPTY_KEY', but that environment variable"),
     (["+judge.engine.max_num_seq=4"], "did you mean max_num_seqs"),
