@@ -283,7 +283,8 @@ def measure(args: argparse.Namespace, s: Setup) -> Measured:
         return table
 
     for round_ in range(args.rounds):
-        if round_ % 2 == 0:
+        direct_first = round_ % 2 == 0
+        if direct_first:
             direct_arm()
             pipe = pipeline_arms()
         else:
@@ -294,7 +295,7 @@ def measure(args: argparse.Namespace, s: Setup) -> Measured:
             "round %d/%d (%s first): pipeline %.2f/s, direct %.2f/s%s",
             round_ + 1,
             args.rounds,
-            "direct" if round_ % 2 == 0 else "pipeline",
+            "direct" if direct_first else "pipeline",
             total / m.pipeline[-1].seconds,
             total / m.direct[-1].seconds,
             own_rate,
