@@ -240,10 +240,7 @@ def ppi_logistic(
 
 def _people_logistic(x, y, wl) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """The logistic fit on people's labels alone (``lam = 0``) and its sandwich covariance."""
-    theta = _rectified_fit(x, y, y, x, y, wl, wl, lam=0.0)
-    mu = _expit(x @ theta)
-    n = len(y)
-    hessian = (x.T * (wl * mu * (1 - mu))) @ x / n
-    grads = (wl * (mu - y))[:, None] * x
-    inv = np.linalg.inv(hessian)
-    return theta, inv @ np.atleast_2d(np.cov(grads.T)) @ inv / n
+    data = (x, y, y, x, y, wl, wl)
+    theta = _rectified_fit(*data, lam=0.0)
+    grads, _, _, inv = _logistic_stats(theta, *data, use_all=False)
+    return theta, inv @ np.atleast_2d(np.cov(grads.T)) @ inv / len(y)

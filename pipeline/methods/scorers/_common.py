@@ -34,6 +34,21 @@ def hard_outcomes(p: NDArray[np.float64], threshold: float = 0.5) -> NDArray[np.
     return out
 
 
+def bt_log_likelihood(d: NDArray[np.float64], y: NDArray[np.float64]) -> float:
+    """The Bradley-Terry log-likelihood of outcomes ``y`` (hard or soft) at score differences ``d``:
+    ``sum_k y_k log sigma(d_k) + (1 - y_k) log sigma(-d_k) = y . d - sum_k softplus(d_k)``."""
+    return float(np.dot(y, d) - np.logaddexp(0.0, d).sum())
+
+
+def reference_prior(s: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
+    """One virtual win and one virtual loss of every item against a reference item of score 0 (a standard logistic
+    density on each score): ``sum_i [log sigma(s_i) + log sigma(-s_i)] = sum_i [s_i - 2 softplus(s_i)]``, and its
+    gradient ``1 - 2 sigma(s)``."""
+    from scipy.special import expit
+
+    return float((s - 2.0 * np.logaddexp(0.0, s)).sum()), 1.0 - 2.0 * expit(s)
+
+
 def mean_outcome(
     n: int, ii: NDArray[np.int64], jj: NDArray[np.int64], y: NDArray[np.float64]
 ) -> NDArray[np.float64]:

@@ -36,7 +36,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pipeline.methods.scorers._common import hard_outcomes
+from pipeline.methods.scorers._common import bt_log_likelihood, hard_outcomes, reference_prior
 from pipeline.methods.scorers.comparison_checks import as_comparisons, check_connected, check_maximum_exists
 
 __all__ = ["BT_MAX_ITER", "BT_PRIOR", "BT_TOL", "bradley_terry", "bt_log_posterior"]
@@ -63,12 +63,8 @@ def bt_log_posterior(
     ``sum_k [y_k log sigma(s_i - s_j) + (1 - y_k) log sigma(s_j - s_i)]
     + prior * sum_i [log sigma(s_i) + log sigma(-s_i)]``, with ``y`` the hard outcomes.
     """
-    d = s[i] - s[j]
-    # y log sigma(d) + (1 - y) log sigma(-d) = y d - softplus(d)
-    value = float(np.dot(y, d) - np.logaddexp(0.0, d).sum())
-    if prior:
-        value += prior * float((s - 2.0 * np.logaddexp(0.0, s)).sum())
-    return value
+    value = bt_log_likelihood(s[i] - s[j], y)
+    return value + prior * reference_prior(s)[0] if prior else value
 
 
 def bradley_terry(

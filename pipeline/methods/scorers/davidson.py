@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from pipeline.methods.scorers._common import reference_prior
 from pipeline.methods.scorers.comparison_checks import as_comparisons, check_connected
 
 __all__ = ["DAVIDSON_PRIOR", "davidson", "davidson_fit"]
@@ -56,7 +57,7 @@ def davidson_fit(
 ) -> tuple[NDArray[np.float64], float]:
     """(scores with mean 0, nu) of Davidson's model (module docstring)."""
     from scipy.optimize import minimize
-    from scipy.special import expit, logsumexp
+    from scipy.special import logsumexp
 
     n, ii, jj, pp = as_comparisons(n_items, i, j, p)
     tt = np.zeros_like(pp) if tie is None else np.asarray(tie, dtype=np.float64).reshape(-1)
@@ -78,8 +79,9 @@ def davidson_fit(
         np.add.at(grad, jj, lose + t / 2.0 - (rj + rt / 2.0))
         grad[n] = float(np.sum(t - rt))
         if prior:
-            value += prior * float(np.sum(-np.logaddexp(0.0, -s) - np.logaddexp(0.0, s)))
-            grad[:n] += prior * (1.0 - 2.0 * expit(s))
+            prior_value, prior_grad = reference_prior(s)
+            value += prior * prior_value
+            grad[:n] += prior * prior_grad
         return -value, -grad
 
     start = np.zeros(n + 1)

@@ -37,7 +37,13 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pipeline.methods.scorers._common import adjacency_csr, degrees, pcg, scatter_difference
+from pipeline.methods.scorers._common import (
+    adjacency_csr,
+    bt_log_likelihood,
+    degrees,
+    pcg,
+    scatter_difference,
+)
 from pipeline.methods.scorers.comparison_checks import as_comparisons, check_connected, check_maximum_exists
 
 __all__ = [
@@ -75,7 +81,7 @@ def poe_bt_value_and_gradient(
     from scipy.special import expit
 
     d = s[i] - s[j] + bias
-    value = float(np.logaddexp(0.0, d).sum() - np.dot(p, d) + 0.5 * l2 * np.dot(s, s))
+    value = -bt_log_likelihood(d, p) + 0.5 * l2 * float(np.dot(s, s))
     grad = scatter_difference(s.shape[0], i, j, expit(d) - p) + l2 * s
     return value, grad
 

@@ -152,14 +152,6 @@ class ScorerOutputError(ValueError):
     """A scorer (a plugin's, most likely) whose output cannot be scores of the context's candidates."""
 
 
-def _gaussian(hard: bool) -> Fit:
-    def fit(n: int, i: Any, j: Any, p: Array, inputs: FitInputs) -> tuple[Array, Array | None]:
-        result = poe_gaussian.fit(n, i, j, p, hard=hard, beta="mean" if inputs.shift else 0.5)
-        return result.scores, result.stderr
-
-    return fit
-
-
 def _logit(n: int, i: Any, j: Any, p: Array, inputs: FitInputs) -> tuple[Array, Array | None]:
     return poe_logit.fit(
         n, i, j, p, shift=inputs.shift, contradicted=inputs.contradicted, **inputs.logit.fit_options()
@@ -181,6 +173,25 @@ def _batched(name: str, centred: bool = False, hard: bool = False, pinned: bool 
         return function(space, mask, x, pin=space.component_pin(mask) if pin is None else pin)
 
     return run
+
+
+def _gaussian(hard: bool, summary: str, **shown: Any) -> ScorerEntry:
+    """PoE-Gaussian on the probabilities or (``hard``) on the decisions: its score, fit with errors and batched form
+    read the one flag."""
+
+    def fit(n: int, i: Any, j: Any, p: Array, inputs: FitInputs) -> tuple[Array, Array | None]:
+        result = poe_gaussian.fit(n, i, j, p, hard=hard, beta="mean" if inputs.shift else 0.5)
+        return result.scores, result.stderr
+
+    return ScorerEntry(
+        "poe_gaussian_hard" if hard else "poe_gaussian",
+        poe_gaussian.poe_gaussian_hard if hard else poe_gaussian.poe_gaussian,
+        fit=fit,
+        stderr=True,
+        batched=_batched("batch_gaussian", centred=True, hard=hard, pinned=True),
+        summary=summary,
+        **shown,
+    )
 
 
 # The built-in scorers, registered by the package's entry points (pyproject.toml) as a plugin's are.
@@ -205,25 +216,14 @@ BRADLEY_TERRY = ScorerEntry(
     card_rank=2,
     summary="Bradley-Terry on soft outcomes (MAP)",
 )
-POE_GAUSSIAN = ScorerEntry(
-    "poe_gaussian",
-    poe_gaussian.poe_gaussian,
-    fit=_gaussian(False),
-    stderr=True,
-    batched=_batched("batch_gaussian", centred=True, pinned=True),
+POE_GAUSSIAN = _gaussian(
+    False,
+    "Product-of-Experts, Gaussian experts (closed form)",
     leaderboard=True,
     report_rank=1,
     card_rank=0,
-    summary="Product-of-Experts, Gaussian experts (closed form)",
 )
-POE_GAUSSIAN_HARD = ScorerEntry(
-    "poe_gaussian_hard",
-    poe_gaussian.poe_gaussian_hard,
-    fit=_gaussian(True),
-    stderr=True,
-    batched=_batched("batch_gaussian", centred=True, hard=True, pinned=True),
-    summary="PoE-Gaussian on hard decisions",
-)
+POE_GAUSSIAN_HARD = _gaussian(True, "PoE-Gaussian on hard decisions")
 POE_BT = ScorerEntry(
     "poe_bt",
     poe_bt.poe_bt,
