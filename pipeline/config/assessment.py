@@ -147,44 +147,45 @@ class AbsoluteTemplateConfig:
 # The templates shipped with the product (``absolute.library``): the EACL repository's prompt scoring prompts
 # (scoring-1, scoring-2), a G-Eval style prompt and Chen et al. 2023's implicit and explicit prompts.
 def absolute_library() -> dict[str, AbsoluteTemplateConfig]:
-    cand = "{Context_noun}: {context}\n\n{Noun}: {candidate}\n\n"
+    def shipped(mode: AbsoluteMode, ask: str, answer_prefix: str, **scale: int) -> AbsoluteTemplateConfig:
+        # every shipped prompt shows the context first, then the candidate, then asks
+        text = "{Context_noun}: {context}\n\n{Noun}: {candidate}\n\n" + ask
+        return AbsoluteTemplateConfig(mode=mode, text=text, answer_prefix=answer_prefix, **scale)
+
     return {
-        "s1": AbsoluteTemplateConfig(
-            mode=AbsoluteMode.prompt_score,
-            text=cand + "Provide a score between {low} and {high} that measures the {noun}'s {attribute}.",
-            answer_prefix="Answer:",
+        "s1": shipped(
+            AbsoluteMode.prompt_score,
+            "Provide a score between {low} and {high} that measures the {noun}'s {attribute}.",
+            "Answer:",
         ),
-        "s2": AbsoluteTemplateConfig(
-            mode=AbsoluteMode.prompt_score,
-            text=cand + "Score the {noun} between {low} and {high} in terms of {attribute}.",
-            answer_prefix="Score:",
+        "s2": shipped(
+            AbsoluteMode.prompt_score,
+            "Score the {noun} between {low} and {high} in terms of {attribute}.",
+            "Score:",
         ),
-        "geval": AbsoluteTemplateConfig(
-            mode=AbsoluteMode.g_eval,
-            text=cand + "Evaluation criteria: {Attribute} ({low}-{high}): how {adjective} the {noun} is.\n\n"
+        "geval": shipped(
+            AbsoluteMode.g_eval,
+            "Evaluation criteria: {Attribute} ({low}-{high}): how {adjective} the {noun} is.\n\n"
             "Rate the {noun} on {attribute} from {low} (worst) to {high} (best). Reply with the score only.",
-            answer_prefix="{Attribute} score: ",
+            "{Attribute} score: ",
             low=1,
             high=5,
         ),
-        "chen_implicit": AbsoluteTemplateConfig(
-            mode=AbsoluteMode.implicit,
-            text=cand + "Is the {noun} {adjective}? Answer Yes or No.",
-            answer_prefix="Answer:",
+        "chen_implicit": shipped(
+            AbsoluteMode.implicit, "Is the {noun} {adjective}? Answer Yes or No.", "Answer:"
         ),
-        "criterion_options": AbsoluteTemplateConfig(
-            mode=AbsoluteMode.options,
-            text=cand + "Evaluation criterion: {criterion}\n\nOptions:\n{options}\n\n"
+        "criterion_options": shipped(
+            AbsoluteMode.options,
+            "Evaluation criterion: {criterion}\n\nOptions:\n{options}\n\n"
             "Which option describes the {noun} best? Answer with its letter.",
-            answer_prefix="Answer: (",
+            "Answer: (",
         ),
-        "chen_explicit": AbsoluteTemplateConfig(
-            mode=AbsoluteMode.explicit,
-            text=cand
-            + "Score the {noun} with respect to {attribute} on a continuous scale from {low} (worst) to {high} "
+        "chen_explicit": shipped(
+            AbsoluteMode.explicit,
+            "Score the {noun} with respect to {attribute} on a continuous scale from {low} (worst) to {high} "
             '(best), where a score of {low} means "not {adjective} at all" and a score of {high} means '
             '"perfectly {adjective}".',
-            answer_prefix="Score:",
+            "Score:",
             low=0,
             high=100,
         ),

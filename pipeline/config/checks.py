@@ -24,6 +24,32 @@ def positive(problems: list[str], key: str, value: float | None, allow_none: boo
         problems.append(f"config {key}={value!r} must be a positive number")
 
 
+def counting(problems: list[str], key: str, value: object) -> None:
+    """Refuse anything but a positive integer at config ``key`` (a count: of tokens, samples, rounds)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        problems.append(f"config {key}={value!r} must be a positive integer")
+
+
+_INTERVAL = re.compile(r"^([\[(])(-?[0-9.]+), (-?[0-9.]+|inf)([\])])$")
+
+
+def within(problems: list[str], key: str, value: object, interval: str, why: str = "") -> None:
+    """Refuse ``value`` at config ``key`` outside ``interval`` ("(0, 64]": above 0, at most 64), the message showing
+    the interval that is checked."""
+    match = _INTERVAL.match(interval)
+    if match is None:
+        raise ValueError(f"not an interval: {interval!r}")
+    left, low, high, right = match.groups()
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok:
+        number = float(value)  # type: ignore[arg-type]
+        ok = (float(low) <= number if left == "[" else float(low) < number) and (
+            number <= float(high) if right == "]" else number < float(high)
+        )
+    if not ok:
+        problems.append(f"config {key}={value!r} must be in {interval}" + (f" ({why})" if why else ""))
+
+
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -37,8 +63,7 @@ def endpoint_problems(api: ApiConfig, key: str) -> list[str]:
             f"config {key}.api_key_env must be the NAME of an environment variable holding the key (e.g. "
             "OPENAI_API_KEY), not the key itself"
         )
-    if not 1 <= api.top_logprobs <= 20:
-        problems.append(f"config {key}.top_logprobs={api.top_logprobs} must be between 1 and 20")
+    within(problems, f"{key}.top_logprobs", api.top_logprobs, "[1, 20]")
     if api.batch and not (
         0 < api.batch_discount <= 1
         and api.batch_wait > 0
@@ -57,10 +82,10 @@ def endpoint_problems(api: ApiConfig, key: str) -> list[str]:
             f"config {key}.path=sampled needs {key}.samples >= 2 (got {api.samples}), sample_temperature > 0 "
             f"(got {api.sample_temperature}) and sample_tokens >= 1 (got {api.sample_tokens})"
         )
-    if api.concurrency < 1 or api.max_retries < 0 or api.timeout <= 0 or api.retry_for < 0:
-        problems.append(
-            f"config {key}: concurrency >= 1, max_retries >= 0, timeout > 0 and retry_for >= 0 are required"
-        )
+    counting(problems, f"{key}.concurrency", api.concurrency)
+    within(problems, f"{key}.max_retries", api.max_retries, "[0, inf)")
+    positive(problems, f"{key}.timeout", api.timeout)
+    within(problems, f"{key}.retry_for", api.retry_for, "[0, inf)")
     return problems
 
 
@@ -68,18 +93,13 @@ def adaptive_problems(cfg: RunConfig) -> list[str]:
     """What in ``adaptive`` could not be applied as written."""
     problems: list[str] = []
     a = cfg.adaptive
-    if not 0 < a.first_round <= 64:
-        problems.append(f"config adaptive.first_round={a.first_round} must be in (0, 64] (pairs per item)")
-    if not 0 < a.later_round <= 64:
-        problems.append(f"config adaptive.later_round={a.later_round} must be in (0, 64] (pairs per item)")
+    within(problems, "adaptive.first_round", a.first_round, "(0, 64]", "pairs per item")
+    within(problems, "adaptive.later_round", a.later_round, "(0, 64]", "pairs per item")
     positive(problems, "adaptive.logit_clip", a.logit_clip)
     positive(problems, "adaptive.robust", a.robust, allow_none=True)
-    if not 0 <= a.growth <= 10:
-        problems.append(f"config adaptive.growth={a.growth} must be in [0, 10]")
-    if not isinstance(a.window, int) or a.window < 1:
-        problems.append(f"config adaptive.window={a.window!r} must be a positive integer")
-    if not 0 <= a.explore <= 1:
-        problems.append(f"config adaptive.explore={a.explore} must be in [0, 1]")
+    within(problems, "adaptive.growth", a.growth, "[0, 10]")
+    counting(problems, "adaptive.window", a.window)
+    within(problems, "adaptive.explore", a.explore, "[0, 1]")
     positive(problems, "adaptive.ridge", a.ridge)
     positive(problems, "adaptive.warm_weight", a.warm_weight)
     b = a.budget
@@ -181,8 +201,7 @@ def generate_problems(cfg: RunConfig) -> list[str]:
         problems.append(
             "config dataset.attributes has no effect with workflow=generate: the criteria are what is judged"
         )
-    if gen.batch_size < 1:
-        problems.append(f"config generate.batch_size={gen.batch_size} must be at least 1")
+    counting(problems, "generate.batch_size", gen.batch_size)
     return problems
 
 
@@ -246,29 +265,21 @@ def absolute_sampling_problems(cfg: RunConfig) -> list[str]:
     """How absolute prompts are read and generated: samples, temperature, tokens, the read words, the weight."""
     problems: list[str] = []
     absolute = cfg.absolute
-    if not isinstance(absolute.samples, int) or absolute.samples < 1:
-        problems.append(f"config absolute.samples={absolute.samples!r} must be a positive integer")
+    counting(problems, "absolute.samples", absolute.samples)
     if absolute.samples > 1 and not absolute.temperature > 0:
         problems.append(
             f"config absolute.samples={absolute.samples} averages samples, which needs absolute.temperature > 0 "
             "(temperature 0 is greedy: every sample would be the same)"
         )
-    if absolute.temperature < 0:
-        problems.append(f"config absolute.temperature={absolute.temperature} must be >= 0")
-    if absolute.max_tokens < 1:
-        problems.append(f"config absolute.max_tokens={absolute.max_tokens} must be at least 1")
+    within(problems, "absolute.temperature", absolute.temperature, "[0, inf)")
+    counting(problems, "absolute.max_tokens", absolute.max_tokens)
     if not absolute.score_words or any("{v}" not in w for w in absolute.score_words):
         problems.append(f"config absolute.score_words={absolute.score_words} must each contain {{v}}")
     if not absolute.yes_words or not absolute.no_words:
         problems.append("config absolute.yes_words and absolute.no_words must each name at least one word")
     elif set(absolute.yes_words) & set(absolute.no_words):
         problems.append("config absolute.yes_words and absolute.no_words share a word")
-    if absolute.combine_weight is not None and not (
-        math.isfinite(absolute.combine_weight) and absolute.combine_weight > 0
-    ):
-        problems.append(
-            f"config absolute.combine_weight={absolute.combine_weight} must be positive (or null)"
-        )
+    positive(problems, "absolute.combine_weight", absolute.combine_weight, allow_none=True)
     return problems
 
 

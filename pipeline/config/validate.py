@@ -9,8 +9,10 @@ from pipeline.config.backends import BackendEntry, Trait, backend
 from pipeline.config.checks import (
     absolute_problems,
     adaptive_problems,
+    counting,
     generate_problems,
     positive,
+    within,
 )
 from pipeline.config.derived import judge_label, jurors
 from pipeline.config.enums import (
@@ -61,8 +63,8 @@ def pairs_problems(cfg: RunConfig) -> list[str]:
                     f"every pair; remove it, or choose a sampling strategy ({', '.join(sorted(SAMPLING))})"
                 )
     positive(problems, "pairs.k", pairs.k, allow_none=True)
-    if pairs.fraction is not None and not 0 < pairs.fraction <= 1:
-        problems.append(f"config pairs.fraction={pairs.fraction} must be in (0, 1]")
+    if pairs.fraction is not None:
+        within(problems, "pairs.fraction", pairs.fraction, "(0, 1]")
     if pairs.orderings == Orderings.one and scoring.debias == Debias.average:
         problems.append(
             "config pairs.orderings=one judges a single ordering, so scoring.debias=average has nothing to "
@@ -161,9 +163,7 @@ def judge_config_problems(judge: JudgeConfig, key: str, cfg: RunConfig) -> list[
     """What is wrong with one judge's config at ``key`` (``judge``, or a juror's ``jury.judges[k]``)."""
     problems: list[str] = []
     for name in ("max_model_len", "batch_size"):
-        value = getattr(judge, name)
-        if not isinstance(value, int) or value < 1:
-            problems.append(f"config {key}.{name}={value!r} must be a positive integer")
+        counting(problems, f"{key}.{name}", getattr(judge, name))
     actors = judge.num_actors
     single = isinstance(actors, int) and not isinstance(actors, bool) and actors >= 1
     ranged = (
@@ -249,14 +249,14 @@ def dataset_problems(cfg: RunConfig) -> list[str]:
         ("dataset.max_contexts", cfg.dataset.max_contexts),
         ("dataset.max_candidates", cfg.dataset.max_candidates),
     ):
-        if value is not None and value < 1:
-            problems.append(f"config {key}={value} must be at least 1")
+        if value is not None:
+            counting(problems, key, value)
     if cfg.dataset.max_candidates is not None and cfg.dataset.max_candidates < 2:
         problems.append(
             "config dataset.max_candidates must be at least 2 (a comparison needs two candidates)"
         )
-    if cfg.runtime.max_shards < 1 or cfg.runtime.pair_chunk_rows < 1:
-        problems.append("config runtime.max_shards and runtime.pair_chunk_rows must be at least 1")
+    counting(problems, "runtime.max_shards", cfg.runtime.max_shards)
+    counting(problems, "runtime.pair_chunk_rows", cfg.runtime.pair_chunk_rows)
     return problems
 
 
@@ -265,15 +265,12 @@ def report_problems(cfg: RunConfig) -> list[str]:
     problems: list[str] = []
     if cfg.reasons.n is not None and cfg.reasons.n < 0:
         problems.append(f"config reasons.n={cfg.reasons.n} must be >= 0 (0: no reasons)")
-    if cfg.reasons.max_tokens < 1:
-        problems.append(f"config reasons.max_tokens={cfg.reasons.max_tokens} must be at least 1")
+    counting(problems, "reasons.max_tokens", cfg.reasons.max_tokens)
     if not cfg.reasons.sample:
         problems.append("config reasons.sample is empty: choose from disagree, close, random")
     board = cfg.leaderboard
-    if not isinstance(board.rounds, int) or board.rounds < 1:
-        problems.append(f"config leaderboard.rounds={board.rounds!r} must be a positive integer")
-    if not 0 < board.level < 1:
-        problems.append(f"config leaderboard.level={board.level} must be in (0, 1) (0.90: a 5-95% interval)")
+    counting(problems, "leaderboard.rounds", board.rounds)
+    within(problems, "leaderboard.level", board.level, "(0, 1)", "0.90: a 5-95% interval")
     models = [g.name for g in cfg.generate.models]
     if board.baseline is not None and workflow(cfg.workflow).generated and board.baseline not in models:
         problems.append(

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from pipeline.config.checks import within
 from pipeline.config.derived import to_flat_dict
 from pipeline.config.enums import ChatTemplate, Debias, Executor, Strategy
 from pipeline.config.run import RunConfig
@@ -141,6 +144,20 @@ def test_type_errors_name_the_field():
             ["workflow=adaptive", "adaptive.warm_start=prompt_score"],
             "adaptive.warm_start=prompt_score is not among",
         ),
+        (["runtime.pair_chunk_rows=0"], "runtime.pair_chunk_rows=0 must be a positive integer"),
+        (["leaderboard.level=1"], "leaderboard.level=1.0 must be in (0, 1) (0.90: a 5-95% interval)"),
+        (
+            ["absolute.modes=[prompt_score]", "absolute.temperature=-1"],
+            "absolute.temperature=-1.0 must be in [0, inf)",
+        ),
+        (
+            ["judge=api", "judge.api.base_url=http://127.0.0.1:8000/v1", "judge.api.max_retries=-1"],
+            "judge.api.max_retries=-1 must be in [0, inf)",
+        ),
+        (
+            ["judge=api", "judge.api.base_url=http://127.0.0.1:8000/v1", "judge.api.concurrency=0"],
+            "judge.api.concurrency=0 must be a positive integer",
+        ),
         (["workflow=adaptive", "adaptive.window=0"], "adaptive.window=0 must be a positive integer"),
         (["workflow=adaptive", "adaptive.later_round=0"], "adaptive.later_round=0.0 must be in (0, 64]"),
         (["workflow=adaptive", "adaptive.robust=0"], "adaptive.robust=0.0 must be a positive number"),
@@ -159,6 +176,23 @@ def test_values_that_would_be_ignored_or_misapplied_are_refused(overrides, messa
     with pytest.raises(ConfigError) as info:
         compose(overrides)
     assert message in str(info.value)
+
+
+@given(
+    value=st.floats(-10, 10) | st.integers(-10, 10),
+    low=st.integers(-5, 5),
+    width=st.integers(0, 5),
+    left=st.sampled_from("[("),
+    right=st.sampled_from("])"),
+)
+def test_a_value_is_refused_exactly_outside_the_interval_its_message_shows(value, low, width, left, right):
+    interval = f"{left}{low}, {low + width}{right}"
+    inside = (low <= value if left == "[" else low < value) and (
+        value <= low + width if right == "]" else value < low + width
+    )
+    problems: list[str] = []
+    within(problems, "some.key", value, interval)
+    assert problems == ([] if inside else [f"config some.key={value!r} must be in {interval}"])
 
 
 def test_every_problem_is_listed_at_once():
