@@ -112,8 +112,9 @@ class WorkflowError(TypeError):
 
 
 def check_wiring(stages: Sequence[Stage], available: dict[str, Port], where: str) -> None:
-    """Each stage reads what earlier stages wrote (or ``available`` holds), takes exactly its declared ports, and
-    writes no other port of a name already used; then its outputs are available. ``available`` is updated."""
+    """Each stage reads what earlier stages wrote (or ``available`` holds), takes exactly its declared ports (each by
+    name, or some by name and the rest as ``**inputs`` it passes on), and writes no other port of a name already used;
+    then its outputs are available. ``available`` is updated."""
     names = [stage.name for stage in stages]
     if len(set(names)) != len(names):
         raise WorkflowError(f"{where}: stage names repeat: {names}")
@@ -125,15 +126,15 @@ def check_wiring(stages: Sequence[Stage], available: dict[str, Port], where: str
                 )
             if available[port.name] != port:
                 raise WorkflowError(f"{where}: stage {stage.name} reads another {port.name!r}")
-        params = [
-            p.name
-            for p in inspect.signature(stage.run).parameters.values()
-            if p.kind == inspect.Parameter.KEYWORD_ONLY
-        ]
-        declared = [p.name for p in stage.reads]
-        if sorted(params) != sorted(declared):
+        params = inspect.signature(stage.run).parameters.values()
+        named = sorted(p.name for p in params if p.kind == inspect.Parameter.KEYWORD_ONLY)
+        declared = sorted(p.name for p in stage.reads)
+        # a run taking **inputs (passing them on) takes every declared read its named ones do not
+        passes_on = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params)
+        takes = set(named) <= set(declared) if passes_on else named == declared
+        if not takes:
             raise WorkflowError(
-                f"{where}: stage {stage.name}.run takes {sorted(params)} but declares reads {sorted(declared)}"
+                f"{where}: stage {stage.name}.run takes {named} but declares reads {declared}"
             )
         for port in stage.writes:
             if port.name in available and available[port.name] != port:

@@ -18,8 +18,6 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.contracts.errors import ConfigError
-from pipeline.data.records import InputReport
-from pipeline.data.source import DatasetInfo
 from pipeline.judge.spec import JudgeSpec
 from pipeline.stages import ports
 from pipeline.stages.base import (
@@ -119,16 +117,8 @@ class PrepareJurors(Stage):
         for juror in self.jurors:
             juror.check()
 
-    def run(
-        self,
-        ctx: StageContext,
-        *,
-        candidates: pa.Table,
-        input_report: InputReport,
-        dataset: DatasetInfo,
-        judge: JudgeSpec,
-    ) -> dict[str, Any]:
-        given = {"candidates": candidates, "input_report": input_report, "dataset": dataset}
+    def run(self, ctx: StageContext, *, judge: JudgeSpec, **given: Any) -> dict[str, Any]:
+        """``given``: what :data:`GIVEN` holds, passed on to every juror's stages."""
         ready, names = [], [judge.name]
         for juror in self.jurors:
             sub = JurorContext(ctx, juror.name)

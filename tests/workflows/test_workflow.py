@@ -187,20 +187,39 @@ def test_a_read_no_earlier_stage_writes_is_refused():
         flow(MakeScores())
 
 
-def test_run_must_take_exactly_the_declared_reads():
+def reading_number(name: str, run) -> Stage:
+    """A stage reading the number and writing human scores by ``run``."""
+
     @dataclass(frozen=True)
-    class Sloppy(Stage):
-        name = "sloppy"
+    class Reader(Stage):
         reads = (NUMBER,)
         writes = (HUMAN,)
 
-        def run(self, ctx, *, number: int, other: int = 0):
-            return {}
+    Reader.name, Reader.run = name, run
+    return Reader()
+
+
+def test_run_must_take_exactly_the_declared_reads():
+    def run(self, ctx, *, number: int, other: int = 0):
+        return {}
 
     with pytest.raises(
         WorkflowError, match=r"sloppy.run takes \['number', 'other'\] but declares reads \['number'\]"
     ):
-        flow(MakeNumber(2), Sloppy())
+        flow(MakeNumber(2), reading_number("sloppy", run))
+
+
+def test_a_run_passing_its_inputs_on_takes_every_declared_read():
+    def passes_on(self, ctx, **given):
+        return MakeScores().run(ctx, **given)
+
+    def unread(self, ctx, *, other: int = 0, **given):
+        return {}
+
+    values = flow(MakeNumber(2), reading_number("pass_on", passes_on)).run(Ctx())
+    assert values["human_scores"].num_rows == 2
+    with pytest.raises(WorkflowError, match=r"unread.run takes \['other'\] but declares reads \['number'\]"):
+        flow(MakeNumber(2), reading_number("unread", unread))
 
 
 def test_outputs_are_checked_and_persisted():
