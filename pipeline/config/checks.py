@@ -34,13 +34,13 @@ _INTERVAL = re.compile(r"^([\[(])(-?[0-9.]+), (-?[0-9.]+|inf)([\])])$")
 
 
 def within(problems: list[str], key: str, value: object, interval: str, why: str = "") -> None:
-    """Refuse ``value`` at config ``key`` outside ``interval`` ("(0, 64]": above 0, at most 64), the message showing
-    the interval that is checked."""
+    """Refuse ``value`` at config ``key`` outside ``interval`` ("(0, 64]": above 0, at most 64; "[0, inf]": any
+    number from 0, infinity included), the message showing the interval that is checked."""
     match = _INTERVAL.match(interval)
     if match is None:
         raise ValueError(f"not an interval: {interval!r}")
     left, low, high, right = match.groups()
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
     if ok:
         number = float(value)  # type: ignore[arg-type]
         ok = (float(low) <= number if left == "[" else float(low) < number) and (
@@ -84,8 +84,8 @@ def endpoint_problems(api: ApiConfig, key: str) -> list[str]:
         )
     counting(problems, f"{key}.concurrency", api.concurrency)
     within(problems, f"{key}.max_retries", api.max_retries, "[0, inf)")
-    positive(problems, f"{key}.timeout", api.timeout)
-    within(problems, f"{key}.retry_for", api.retry_for, "[0, inf)")
+    within(problems, f"{key}.timeout", api.timeout, "(0, inf]")
+    within(problems, f"{key}.retry_for", api.retry_for, "[0, inf]")
     return problems
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -193,6 +195,20 @@ def test_a_value_is_refused_exactly_outside_the_interval_its_message_shows(value
     problems: list[str] = []
     within(problems, "some.key", value, interval)
     assert problems == ([] if inside else [f"config some.key={value!r} must be in {interval}"])
+
+
+def test_an_interval_closed_at_infinity_takes_infinity_and_nothing_takes_nan():
+    problems: list[str] = []
+    within(problems, "retry_for", math.inf, "[0, inf]")
+    assert problems == []
+    within(problems, "max_retries", math.inf, "[0, inf)")
+    within(problems, "level", math.nan, "(0, 1)")
+    within(problems, "growth", "3", "[0, 10]")
+    assert problems == [
+        "config max_retries=inf must be in [0, inf)",
+        "config level=nan must be in (0, 1)",
+        "config growth='3' must be in [0, 10]",
+    ]
 
 
 def test_every_problem_is_listed_at_once():
