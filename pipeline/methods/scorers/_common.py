@@ -40,13 +40,17 @@ def bt_log_likelihood(d: NDArray[np.float64], y: NDArray[np.float64]) -> float:
     return float(np.dot(y, d) - np.logaddexp(0.0, d).sum())
 
 
-def reference_prior(s: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
+def reference_prior(s: NDArray[np.float64]) -> float:
     """One virtual win and one virtual loss of every item against a reference item of score 0 (a standard logistic
-    density on each score): ``sum_i [log sigma(s_i) + log sigma(-s_i)] = sum_i [s_i - 2 softplus(s_i)]``, and its
-    gradient ``1 - 2 sigma(s)``."""
+    density on each score): ``sum_i [log sigma(s_i) + log sigma(-s_i)] = sum_i [s_i - 2 softplus(s_i)]``."""
+    return float((s - 2.0 * np.logaddexp(0.0, s)).sum())
+
+
+def reference_prior_gradient(s: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The gradient of :func:`reference_prior`: ``1 - 2 sigma(s)``."""
     from scipy.special import expit
 
-    return float((s - 2.0 * np.logaddexp(0.0, s)).sum()), 1.0 - 2.0 * expit(s)
+    return 1.0 - 2.0 * expit(s)
 
 
 def mean_outcome(

@@ -64,7 +64,7 @@ def bt_log_posterior(
     + prior * sum_i [log sigma(s_i) + log sigma(-s_i)]``, with ``y`` the hard outcomes.
     """
     value = bt_log_likelihood(s[i] - s[j], y)
-    return value + prior * reference_prior(s)[0] if prior else value
+    return value + prior * reference_prior(s) if prior else value
 
 
 def bradley_terry(

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pipeline.methods.scorers._common import reference_prior
+from pipeline.methods.scorers._common import reference_prior, reference_prior_gradient
 from pipeline.methods.scorers.comparison_checks import as_comparisons, check_connected
 
 __all__ = ["DAVIDSON_PRIOR", "davidson", "davidson_fit"]
@@ -79,9 +79,8 @@ def davidson_fit(
         np.add.at(grad, jj, lose + t / 2.0 - (rj + rt / 2.0))
         grad[n] = float(np.sum(t - rt))
         if prior:
-            prior_value, prior_grad = reference_prior(s)
-            value += prior * prior_value
-            grad[:n] += prior * prior_grad
+            value += prior * reference_prior(s)
+            grad[:n] += prior * reference_prior_gradient(s)
         return -value, -grad
 
     start = np.zeros(n + 1)
