@@ -5,9 +5,10 @@
 3. Hugging Face transformers, one prompt per forward pass (how the papers' code judges), on a subset;
 4. with ``--api``: the pipeline again, its judge behind a local OpenAI-compatible vLLM server (``judge.backend=api``,
    no reply cache) on the same checkpoint and dtype; server and client share this machine's cores;
-5. with ``--own``: the pipeline again with ``judge.engine_process=own`` (vLLM's engine processes beside the actor)
-   against the default on the CPU (the engine inside the actor), alternated with the other rounds: engine start,
-   judging rate and answers.
+5. with ``--variant "OVERRIDES"``: the pipeline again with those Hydra overrides on top of the others (the same
+   prompts), alternated with the other rounds: engine start, judging rate, per-round ratios and answers. ``--own``
+   is ``--variant judge.engine_process=own`` (vLLM's engine processes beside the actor, against the engine inside
+   it); ``--variant runtime.prestart_workers=true`` measures Ray's idle workers beside the engine.
 
 The prompts, the judge and its dtype come from the real workflow (its stages up to ``shard_contexts``), so the
 benchmark measures what ``make run`` does on this machine: the dtype chosen for this CPU unless
@@ -15,7 +16,8 @@ benchmark measures what ``make run`` does on this machine: the dtype chosen for 
 the moment its actor's engine is ready to the last judged row arriving at the driver, so every Ray overhead
 during judging is included. The CPU (model and flags) and the dtype are printed with the results.
 
-    python -m pipeline.benchmarks.judge [--contexts 2] [--hf-prompts 48] [--rounds 3] [--api] [--own] [overrides ...]
+    python -m pipeline.benchmarks.judge [--contexts 2] [--hf-prompts 48] [--rounds 3] [--api] [--own | --variant OVERRIDES]
+        [overrides ...]
 """
 
 from __future__ import annotations
@@ -48,7 +50,6 @@ from pipeline.benchmarks.timing import (
     time_split,
     workspace,
 )
-from pipeline.config.enums import EngineProcess
 from pipeline.judge.cores import engine_inside
 from pipeline.judge.hardware import read_cpu
 from pipeline.judge.hf_engine import HFEngine
@@ -173,7 +174,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--own",
         action="store_true",
-        help="also run the pipeline with judge.engine_process=own (vLLM's engine processes beside the actor)",
+        help="also run the pipeline with judge.engine_process=own (vLLM's engine processes beside the actor); "
+        "the same as --variant judge.engine_process=own",
+    )
+    parser.add_argument(
+        "--variant",
+        default="",
+        help="also run the pipeline with these Hydra overrides (space-separated, on top of the others; the same "
+        "prompts), alternated with the other arms, e.g. runtime.prestart_workers=true",
     )
     parser.add_argument(
         "--actors",
@@ -193,7 +201,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--standin-only", action="store_true", help="only the stand-in rows (no CPU engine)")
     parser.add_argument("--verbose", action="store_true", help="the engines' and Ray's output on the console")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. judge.batch_size=128")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.own and args.variant:
+        parser.error("--own is --variant judge.engine_process=own: give one of them")
+    args.variant = ["judge.engine_process=own"] if args.own else args.variant.split()
+    return args
 
 
 @dataclass
@@ -207,6 +219,18 @@ class Setup:
     shards: list[pa.Table]
     pairs: pa.Table
     work: Path
+    variant: Variant | None = None
+
+
+@dataclass
+class Variant:
+    """The pipeline arm with more overrides (``--variant``): its config, shards, plan and judge."""
+
+    overrides: list[str]
+    cfg: Any
+    plan: Any
+    spec: JudgeSpec
+    shards: list[pa.Table]
 
 
 def prepare(args: argparse.Namespace) -> Setup:
@@ -216,10 +240,7 @@ def prepare(args: argparse.Namespace) -> Setup:
         f"dataset.max_contexts={args.contexts}",
         f"dataset.attributes=[{args.attribute}]",
     ]
-    cfg = bench_config(work, [*data, *args.overrides])
-    planned = run(cfg, PROJECT_ROOT, stop_after="shard_contexts").values
-    plan = planned["prompt_plan"]
-    shards = split_shards(planned["contexts"])
+    cfg, plan, spec, shards = planned(work, [*data, *args.overrides])
     chunks = [
         chunk
         for shard in shards
@@ -229,7 +250,19 @@ def prepare(args: argparse.Namespace) -> Setup:
     log.info(
         "%d prompts (%d SummEval contexts, %s, both orderings)", pairs.num_rows, args.contexts, args.attribute
     )
-    return Setup(cfg, plan, planned["judge"], shards, pairs, work)
+    variant = (
+        Variant(args.variant, *planned(work, [*data, *args.overrides, *args.variant]))
+        if args.variant
+        else None
+    )
+    return Setup(cfg, plan, spec, shards, pairs, work, variant)
+
+
+def planned(work: Path, overrides: list[str]) -> tuple[Any, Any, JudgeSpec, list[pa.Table]]:
+    """The workflow's config, prompt plan, judge and shards for ``overrides`` (its stages up to the shards)."""
+    cfg = bench_config(work, overrides)
+    values = run(cfg, PROJECT_ROOT, stop_after="shard_contexts").values
+    return cfg, values["prompt_plan"], values["judge"], split_shards(values["contexts"])
 
 
 @dataclass
@@ -238,12 +271,12 @@ class Measured:
 
     pipeline: list[Timing] = field(default_factory=list)
     direct: list[Timing] = field(default_factory=list)
-    own: list[Timing] = field(default_factory=list)
+    variant: list[Timing] = field(default_factory=list)
     api: list[Timing] = field(default_factory=list)
     actors: list[Timing] = field(default_factory=list)
     pipe_lp: np.ndarray | None = None
     direct_lp: np.ndarray | None = None
-    own_lp: np.ndarray | None = None
+    variant_lp: np.ndarray | None = None
     api_lp: np.ndarray | None = None
     hf: Timing | None = None
     hf_lp: np.ndarray | None = None
@@ -251,17 +284,17 @@ class Measured:
 
 
 def measure(args: argparse.Namespace, s: Setup) -> Measured:
-    """Alternate the direct engine and the pipeline so drift of this shared machine hits both, each alone on the
-    machine: the direct engine starts for its measurement (from an empty prefix cache) and is shut down before
-    the pipeline's Ray starts (loaded and idle beside the pipeline, it cost the pipeline 2.3%: 6.42 against 6.57
-    cmp/s, medians of 3 alternated rounds; BENCHMARKS.md). The order of the arms is reversed every other round
-    (direct first, then the pipeline first), so that what one arm leaves the machine in (its load just ended, the
-    host's clock after a minute at full load) falls on each arm alike. Then the API, pinned-actor and
-    one-at-a-time arms."""
+    """Alternate the direct engine and the pipeline (and its ``--variant``) so drift of this shared machine hits
+    every arm, each alone on the machine: the direct engine starts for its measurement (from an empty prefix
+    cache) and is shut down before the pipeline's Ray starts (loaded and idle beside the pipeline, it cost the
+    pipeline 2.3%: 6.42 against 6.57 cmp/s, medians of 3 alternated rounds; BENCHMARKS.md); each pipeline arm
+    starts its own Ray and shuts it down. The order of the arms is reversed every other round (direct first, then
+    last), so that what one arm leaves the machine in (its load just ended, the host's clock after a minute at
+    full load) falls on each arm alike. Then the API, pinned-actor and one-at-a-time arms."""
     m = Measured()
-    own_spec = replace(s.spec, engine_process=EngineProcess.own)
     total = s.pairs.num_rows
     ids: list[list[int]] = []
+    tables: dict[str, pa.Table] = {}
 
     def direct_arm() -> None:
         nonlocal ids
@@ -273,24 +306,22 @@ def measure(args: argparse.Namespace, s: Setup) -> Measured:
         m.direct.append(timing)
         ids, m.dtype = direct.ids, direct.dtype
 
-    def pipeline_arms() -> pa.Table:
-        timing, table = run_pipeline(s.cfg, s.shards, s.plan, s.spec, s.work / "logs")
+    def pipeline_arm() -> None:
+        timing, tables["pipeline"] = run_pipeline(s.cfg, s.shards, s.plan, s.spec, s.work / "logs")
         m.pipeline.append(timing)
-        if args.own:
-            timing, own = run_pipeline(s.cfg, s.shards, s.plan, own_spec, s.work / "logs")
-            m.own.append(timing)
-            m.own_lp = in_order(own, s.pairs)
-        return table
 
+    def variant_arm() -> None:
+        v = s.variant
+        assert v is not None
+        timing, tables["variant"] = run_pipeline(v.cfg, v.shards, v.plan, v.spec, s.work / "logs")
+        m.variant.append(timing)
+
+    arms = [direct_arm, pipeline_arm, *([variant_arm] if s.variant else [])]
     for round_ in range(args.rounds):
         direct_first = round_ % 2 == 0
-        if direct_first:
-            direct_arm()
-            pipe = pipeline_arms()
-        else:
-            pipe = pipeline_arms()
-            direct_arm()
-        own_rate = f", engine in its own processes {total / m.own[-1].seconds:.2f}/s" if args.own else ""
+        for arm in arms if direct_first else arms[::-1]:
+            arm()
+        variant_rate = f", variant {total / m.variant[-1].seconds:.2f}/s" if s.variant else ""
         log.info(
             "round %d/%d (%s first): pipeline %.2f/s, direct %.2f/s%s",
             round_ + 1,
@@ -298,8 +329,11 @@ def measure(args: argparse.Namespace, s: Setup) -> Measured:
             "direct" if direct_first else "pipeline",
             total / m.pipeline[-1].seconds,
             total / m.direct[-1].seconds,
-            own_rate,
+            variant_rate,
         )
+    pipe = tables["pipeline"]
+    if s.variant:
+        m.variant_lp = in_order(tables["variant"], s.pairs)
     m.pipe_lp = in_order(pipe, s.pairs)
     if args.api:
         m.api, api_table = run_api(s.cfg, s.shards, s.plan, s.spec, m.dtype, args.rounds, s.work)
@@ -374,13 +408,18 @@ def details(args: argparse.Namespace, s: Setup, m: Measured) -> list[str]:
             f"rates); server start {m.api[-1].start_seconds:.1f} s (excluded); max |label logprob| vs direct "
             f"{np.abs(m.api_lp - m.direct_lp).max():.2e}"
         )
-    if m.own and m.own_lp is not None:
-        own_rate, inside, own = rate(m.own, total), m.pipeline[-1].start_seconds, m.own[-1].start_seconds
+    if m.variant and m.variant_lp is not None:
+        v = s.variant
+        assert v is not None
+        variant_rate = rate(m.variant, total)
+        ratios = [d.seconds / t.seconds for t, d in zip(m.variant, m.direct, strict=True)]
         lines.append(
-            f"engine inside the actor (judge.engine_process={s.spec.engine_process}) against its own processes "
-            f"(own): engine start {inside:.1f} s against {own:.1f} s ({own / max(inside, 1e-9):.1f}x); judging "
-            f"{pipe_rate:.2f} against {own_rate:.2f} cmp/s ({pipe_rate / own_rate:.2f}x; own rounds "
-            f"{rates(m.own, total)}); max |label logprob| difference {np.abs(m.own_lp - m.pipe_lp).max():.2e}"
+            f"variant ({' '.join(v.overrides)}; {engine_where(v.spec)}): rounds {rates(m.variant, total)} cmp/s, "
+            f"x direct per round {', '.join(f'{r:.2f}' for r in ratios)} (median {np.median(ratios):.2f}); "
+            f"the pipeline {pipe_rate:.2f} against the variant's {variant_rate:.2f} cmp/s "
+            f"({pipe_rate / variant_rate:.2f}x); engine start {m.pipeline[-1].start_seconds:.1f} s against "
+            f"{m.variant[-1].start_seconds:.1f} s; in batches {np.median([t.busy for t in m.variant]):.1f} s; "
+            f"max |label logprob| difference {np.abs(m.variant_lp - m.pipe_lp).max():.2e}"
         )
     if m.actors:
         lines.append(

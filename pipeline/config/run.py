@@ -41,6 +41,11 @@ class RuntimeConfig:
     # Seconds a step may wait with no worker running and work to do (a lost node not yet replaced, a pool
     # waiting for a GPU node) before the run stops with the numbers; it says so every 30 s meanwhile.
     placement_timeout_s: float = 900.0
+    # The local Ray (address unset) starts a worker process per CPU as the driver connects, ahead of any task, as
+    # Ray does by default. Off: workers start as tasks need them. The judge's workers are started for it (they
+    # carry its environment), so prestarted ones only sit idle beside the engine, each waking ~100 times a
+    # second (BENCHMARKS.md). A joined cluster (runtime.address) keeps the settings it was started with.
+    prestart_workers: bool = False
 
 
 @dataclass

@@ -40,6 +40,10 @@ def init_ray(runtime: RuntimeConfig, quiet: bool = True) -> None:
         ignore_reinit_error=True,
         # workers' output stays in their own log files (and the run folder's logs/), not on this console
         log_to_driver=not quiet,
+        # a joined cluster's system settings were fixed when it started
+        _system_config=None
+        if runtime.address
+        else {"prestart_worker_first_driver": runtime.prestart_workers},
     )
 
 
