@@ -17,7 +17,7 @@ import hydra
 from omegaconf import DictConfig
 
 from pipeline import PROJECT_ROOT
-from pipeline.config.hydra import CONF_DIR, register_configs, to_run_config
+from pipeline.config.hydra import CONF_DIR, config_error_message, register_configs, to_run_config
 from pipeline.contracts.errors import UserError
 from pipeline.runtime.logs import (
     capture_process_output,
@@ -56,20 +56,6 @@ def _main(cfg: DictConfig) -> None:
     if result.mlflow_run_id:
         out.write(f"MLflow run {result.mlflow_run_id} in {result.tracking_uri}\n")
     out.flush()
-
-
-def config_error_message(exc: BaseException) -> str:
-    """Hydra's / OmegaConf's message, with its cause, without the internal type lines."""
-    parts = [str(exc)]
-    if exc.__cause__ is not None and str(exc.__cause__) not in parts[0]:
-        parts.append(str(exc.__cause__))
-    lines = [
-        line
-        for part in parts
-        for line in part.splitlines()
-        if not line.strip().startswith(("reference_type=", "object_type="))
-    ]
-    return "\n".join(lines)
 
 
 def main() -> None:

@@ -249,6 +249,9 @@ class ScoringConfig:
     # Score the run's jurors (every judge and template that judged the same prompts) together as a jury:
     # jury_poe, jury_majority and jury_mean in the scores, jurors.parquet and juror_agreement.parquet.
     jury: bool = False
+    # The false-alarm rate of the test of "no signal" (pipeline.methods.quality.signal): a judge whose slot-A and slot-B
+    # verdicts agree beyond chance at this rate is informative; every conclusion from one that is not says so first.
+    signal_alpha: float = 0.05
     # Settings of the methods that take them (a plugin's scorer, registered with its settings' dataclass): method ->
     # {setting: value}, e.g. `+scoring.options.copeland.margin=0.1`; each checked against what the method takes.
     options: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -87,7 +87,9 @@ class BackendEntry:
       judge: ``judge`` or ``jury.judges[k]``); run with every config check;
     - ``traits``: what it can do and where it answers (:class:`Trait`, e.g.
       ``Trait.LOGPROBS | Trait.TOKEN_IDS | Trait.ABSOLUTE``), read as ``Trait.X in entry.traits``;
-    - ``runs``: where its engine runs and what processes it has, in words (``make stages``, the docs).
+    - ``runs``: where its engine runs and what processes it has, in words (``make stages``, the docs);
+    - ``rate``: ``(start seconds, prompts a second)`` of its engine where this machine has not measured it, with the
+      words saying where the numbers come from: ``make check``'s estimate of a run's time (None: not estimated).
     """
 
     name: str
@@ -99,6 +101,7 @@ class BackendEntry:
     traits: Trait = Trait.LOCAL
     runs: str = ""
     summary: str = ""
+    rate: tuple[float, float, str] | None = None
 
     def problems(self, judge: JudgeConfig, key: str) -> list[str]:
         """What is wrong with ``judge`` (at ``key``) for this backend: settings it does not take, then its checks."""

@@ -73,6 +73,33 @@ def to_run_config(cfg: Any, choices: dict[str, Any] | None = None) -> RunConfig:
 CONF_DIR = str(PROJECT_ROOT / "conf")
 
 
+def config_error_message(exc: BaseException) -> str:
+    """Hydra's / OmegaConf's message, with its cause, without the internal type lines; a key the schema does not have,
+    given without ``+``, answered as with it (the nearest key and the section's keys; Hydra's hint says to add ``+``,
+    which adds nothing: every setting is declared). ``make run`` and ``make check`` print the same."""
+    import re
+
+    parts = [str(exc)]
+    if exc.__cause__ is not None and str(exc.__cause__) not in parts[0]:
+        parts.append(str(exc.__cause__))
+    unknown = re.search(r"Could not override '([^']+)'", parts[0])
+    if unknown:
+        *sections, last = unknown.group(1).split(".")
+        nested: dict[str, Any] = {last: None}
+        for section in reversed(sections):
+            nested = {section: nested}
+        found = list(unknown_keys(nested, RunConfig))
+        if found:
+            return found[0]
+    lines = [
+        line
+        for part in parts
+        for line in part.splitlines()
+        if not line.strip().startswith(("reference_type=", "object_type="))
+    ]
+    return "\n".join(lines)
+
+
 def compose(overrides: list[str] | None = None) -> RunConfig:
     """The config of ``conf/`` with command-line style overrides, composed and converted as a run does (for
     tests, benchmarks and notebooks that do not go through ``@hydra.main``)."""

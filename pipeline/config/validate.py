@@ -5,6 +5,8 @@ the workflow-specific sections in :mod:`pipeline.config.checks`).
 
 from __future__ import annotations
 
+import dataclasses
+
 from pipeline.config.backends import BackendEntry, Trait, backend
 from pipeline.config.checks import (
     absolute_problems,
@@ -101,6 +103,7 @@ def scoring_problems(cfg: RunConfig) -> list[str]:
             f"run has no human scores to fit it to (workflow={cfg.workflow}, scoring.correlation="
             f"{cfg.scoring.correlation}); use scoring.calibrate=none"
         )
+    within(problems, "scoring.signal_alpha", cfg.scoring.signal_alpha, "(0, 0.5]")
     for method, given in cfg.scoring.options.items():
         if method not in methods:
             problems.append(
@@ -347,8 +350,33 @@ def trust_problems(cfg: RunConfig) -> list[str]:
     return problems
 
 
+def seed_problems(cfg: RunConfig) -> list[str]:
+    """Every ``seed`` of the config (a section's, a juror's, a generator's, an engine's settings) a non-negative
+    integer, as numpy's and vLLM's generators take it: refused here, not after the judging."""
+    problems: list[str] = []
+
+    def visit(value: object, key: str) -> None:
+        if key.rpartition(".")[2] == "seed" and (
+            not isinstance(value, int) or isinstance(value, bool) or value < 0
+        ):
+            problems.append(f"config {key}={value!r} must be a non-negative integer (a seed)")
+        elif dataclasses.is_dataclass(value):
+            for f in dataclasses.fields(value):
+                visit(getattr(value, f.name), f"{key}.{f.name}" if key else f.name)
+        elif isinstance(value, dict):
+            for name, item in value.items():
+                visit(item, f"{key}.{name}")
+        elif isinstance(value, list):
+            for k, item in enumerate(value):
+                visit(item, f"{key}[{k}]")
+
+    visit(cfg, "")
+    return problems
+
+
 # Every check, in the order its problems are listed.
 CHECKS = (
+    seed_problems,
     pairs_problems,
     scoring_problems,
     prompt_problems,

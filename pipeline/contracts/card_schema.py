@@ -12,6 +12,13 @@ JUDGE_CARD = pa.schema(
     [
         *GROUP_FIELDS,
         pa.field("n_pairs", pa.int64(), nullable=False),
+        # whether the judge is informative here, with no labels (pipeline.methods.quality.signal): its slot-A verdicts'
+        # agreement with its slot-B verdicts beyond position bias (null: not testable), the units it read (candidates;
+        # pairs in contexts of two), the one-sided permutation p-value, and the false-alarm rate it is tested at
+        pa.field("signal", pa.float64()),
+        pa.field("signal_units", pa.int64(), nullable=False),
+        *required(pa.float64(), "signal_p_value", "signal_alpha"),
+        pa.field("informative", pa.bool_(), nullable=False),
         # pairs people scored apart (their preference is known), and how often the judge's debiased verdict agrees
         pa.field("n_human_pairs", pa.int64(), nullable=False),
         pa.field("accuracy", pa.float64()),
@@ -37,6 +44,12 @@ JUDGE_CARD = pa.schema(
         # agreement with people: the Spearman of one scoring method's scores (per context, averaged)
         pa.field("method", pa.string()),
         pa.field("spearman", pa.float64()),
+        # the models (the candidates' systems) on the leaderboard, and how far the judge's leaderboard (win rate) and
+        # people's (their mean score) order them alike: Spearman and Kendall across the models with the leaderboard's
+        # bootstrap interval (null: fewer than 5 models, or no human scores)
+        pa.field("n_models", pa.int64(), nullable=False),
+        *optional(pa.float64(), "models_spearman", "models_spearman_lower", "models_spearman_upper"),
+        *optional(pa.float64(), "models_kendall", "models_kendall_lower", "models_kendall_upper"),
         # where the human scores are an objective label: the pairs with one right candidate, and the judge's numbers
         # as the judge benchmarks count them (META_EVALUATION, every category together)
         pa.field("n_objective_pairs", pa.int64(), nullable=False),

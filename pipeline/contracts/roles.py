@@ -132,7 +132,13 @@ ROLES: dict[int, Roles] = {
         undefined=("raw_agreement", "kappa", "spearman"),
     ),
     id(card.JUDGE_CARD): Roles(
+        intervals=(
+            ("models_spearman", "models_spearman_lower", "models_spearman_upper"),
+            ("models_kendall", "models_kendall_lower", "models_kendall_upper"),
+        ),
         probabilities=(
+            "signal_p_value",
+            "signal_alpha",
             "accuracy",
             "ece",
             "brier",
@@ -163,7 +169,10 @@ ROLES: dict[int, Roles] = {
         input_order=("accuracy_listed_first", "accuracy_listed_second"),
     ),
     id(trust.LABELS): Roles(
-        pair=("cand_i", "cand_j"), flips={"preference": COMPLEMENT}, probabilities=("preference", "inclusion")
+        pair=("cand_i", "cand_j"),
+        flips={"preference": COMPLEMENT},
+        probabilities=("preference", "inclusion"),
+        undefined=("preference",),
     ),
     id(trust.TRUST): Roles(
         probabilities=(

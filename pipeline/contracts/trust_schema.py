@@ -8,12 +8,15 @@ import pyarrow as pa
 
 from pipeline.contracts.schemas import GROUP_FIELDS, optional, required
 
-# One row per labelled pair of candidates (the same for every judge and template): people's preference for i (1, a
-# tie 1/2, 0), the probability it was drawn to be labelled, where its label came from and how many answers made it.
+# One row per pair of candidates of the population people's labels were drawn from (the same for every judge and
+# template): its probability of being drawn, people's preference for i where it was labelled (1, a tie 1/2, 0; null:
+# not drawn), where its label came from and how many answers made it. A certificate or a PPI estimate covers these
+# pairs only: the run's pairs with no row here are outside what the labels say anything of.
 LABELS = pa.schema(
     [
         *required(pa.string(), "attribute", "context_id", "cand_i", "cand_j"),
-        *required(pa.float64(), "preference", "inclusion"),
+        pa.field("preference", pa.float64()),
+        pa.field("inclusion", pa.float64(), nullable=False),
         # data (human scores) | review (the blind review's answers)
         pa.field("source", pa.string(), nullable=False),
         pa.field("answers", pa.int64(), nullable=False),
@@ -43,6 +46,8 @@ TRUST = pa.schema(
         # would, or it is certified), and that disagreement
         pa.field("labels_needed", pa.int64()),
         pa.field("observed_disagreement", pa.float64()),
+        # the population the labels were drawn from (and the certificate covers), of the attribute's comparisons
+        *required(pa.int64(), "population", "comparisons"),
     ]
 )
 
@@ -55,6 +60,8 @@ ACCEPTED = pa.schema(
         *optional(pa.float64(), "p", "p_tie", "confidence"),
         pa.field("labelled", pa.bool_(), nullable=False),
         pa.field("preference", pa.float64()),
+        # whether the pair is in the population the labels were drawn from (outside it nothing is certified: escalated)
+        pa.field("population", pa.bool_(), nullable=False),
     ]
 )
 
@@ -77,5 +84,7 @@ PPI_LEADERBOARD = pa.schema(
         *optional(pa.float64(), "estimate", "lower", "upper", "lam"),
         *required(pa.int64(), "n_labels", "n_games"),
         pa.field("effective_labels", pa.float64()),
+        # which interval (PPI++'s, Clopper-Pearson's exact one for people's labels alone, the sandwich's), or none and why
+        pa.field("interval", pa.string(), nullable=False),
     ]
 )

@@ -52,6 +52,7 @@ VLLM = BackendEntry(
     runs="in-process vLLM: inside the judge worker's process, or in engine processes of its own that the worker "
     "watches (judge.engine_process)",
     summary="vLLM in-process (batched, prefix-cached): the product",
+    rate=(20.0, 3.5, "SmolLM2-135M eager on a 2-core AMD EPYC, the demo's prompts; a larger model is slower"),
 )
 HF = BackendEntry(
     name="hf",

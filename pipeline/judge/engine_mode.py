@@ -90,6 +90,8 @@ class Choice:
     eager: bool
     reason: str
     crossover: int | None = None
+    # the run's judging time in the chosen mode, start included, from this machine's measurements (None: unmeasured)
+    seconds: float | None = None
 
     @property
     def mode(self) -> str:
@@ -245,12 +247,14 @@ def choose(spec: Any, prompts: int, record: ModeRecord | None, work: Work | None
             f"compiled: {prompts:,} prompts take about {t_compiled:.0f} s with its start against {t_eager:.0f} s eager "
             f"({facts}; {pays})",
             point,
+            t_compiled,
         )
     return Choice(
         True,
         f"eager: {prompts:,} prompts take about {t_eager:.0f} s with its start against {t_compiled:.0f} s compiled "
         f"({facts}; {pays})",
         point,
+        t_eager,
     )
 
 

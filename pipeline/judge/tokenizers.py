@@ -120,10 +120,10 @@ def server_tokenizer(base_url: str, model: str, api_key: Any = None) -> ServerTo
     return None
 
 
-def load_tokenizer(spec: Any) -> Any:
+def load_tokenizer(spec: Any, ask_server: bool = True) -> Any:
     """The judge's (or a generator's) tokenizer: the local checkpoint's; for an API judge without one, the
-    server's, else :class:`WordPieces` (logged once, with what it means); for a judge that answers by key (recorded
-    verdicts: it reads no text), :class:`WordPieces`."""
+    server's (unless not ``ask_server``: ``make check`` sends nothing), else :class:`WordPieces` (logged once, with
+    what it means); for a judge that answers by key (recorded verdicts: it reads no text), :class:`WordPieces`."""
     from pipeline.config.backends import Trait, backend
 
     entry = backend(spec.backend)
@@ -143,16 +143,17 @@ def load_tokenizer(spec: Any) -> Any:
     # a server that takes token-id prompts (vLLM's) may tokenize for us; another (a hosted API) is not asked
     found = (
         server_tokenizer(str(spec.api.settings.base_url), spec.api.model, spec.api.secret)
-        if Trait.TOKEN_IDS in entry.traits
+        if Trait.TOKEN_IDS in entry.traits and ask_server
         else None
     )
     if found is not None:
         log.info("judge %s: tokens from %s", spec.name, found.source)
         return found
     log.warning(
-        "%s: no tokenizer here (no local checkpoint, no /tokenize on the server): token counts are estimated "
-        "from words and marks, and prompts go by the chat path",
+        "%s: no tokenizer here (no local checkpoint, %s): token counts are estimated from words and marks, and "
+        "prompts go by the chat path",
         spec.name,
+        "no /tokenize on the server" if ask_server else "and make check does not ask the server's /tokenize",
     )
     return WordPieces()
 

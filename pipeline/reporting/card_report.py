@@ -3,10 +3,12 @@ changes once the texts' length is regressed out."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import polars as pl
 
+from pipeline.methods.quality.signal import MIN_UNITS
 from pipeline.reporting.plots import _first_group, _pyplot, _save
 
 CONTROLLED_SUFFIX = ":length_controlled"
@@ -26,12 +28,65 @@ def _num(value: float | None, digits: int = 3, sign: bool = False) -> str:
     return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
 
 
+GROUP = ("judge", "attribute", "template_id")
+
+
+def _evidence(row: dict) -> str:
+    """The test of "no signal" in words (:mod:`pipeline.methods.quality.signal`)."""
+    if row["signal"] is None and row["signal_units"] < MIN_UNITS:
+        return f"too few to test: {row['signal_units']} unit(s) judged both ways round, {MIN_UNITS} needed"
+    if row["signal"] is None:
+        return "its verdicts do not vary beyond its position bias"
+    p = row["signal_p_value"]
+    return (
+        f"slot-A against slot-B verdicts r {row['signal']:+.2f}, p {p:.3g} over {row['signal_units']} units, "
+        f"tested at {row['signal_alpha']:g}"
+    )
+
+
+def not_informative(row: dict) -> str:
+    """What a judge that is not informative here means for every conclusion drawn from it."""
+    return (
+        f"NOT INFORMATIVE: judge {row['judge']}, {row['attribute']} ({row['template_id']}) is not distinguishable from "
+        f"chance here ({_evidence(row)}): no ranking, leaderboard, place or calibration from it below is a finding"
+    )
+
+
+def signal_lines(card: pl.DataFrame) -> list[str]:
+    """The summary's first lines: per judge, attribute and template, whether the judge is informative here and why."""
+    lines = []
+    for row in card.iter_rows(named=True):
+        if row["informative"]:
+            lines.append(
+                f"informative: judge {row['judge']}, {row['attribute']} ({row['template_id']}): its verdicts prefer the "
+                f"same candidates in both orderings beyond chance ({_evidence(row)})"
+            )
+        else:
+            lines.append(not_informative(row))
+    return lines
+
+
+def uninformative(card: pl.DataFrame) -> dict[tuple[str, str, str], str]:
+    """The (judge, attribute, template) groups whose judge is not informative here, with the test in words."""
+    if not card.height:
+        return {}
+    rows = card.filter(~pl.col("informative")).iter_rows(named=True)
+    return {(r["judge"], r["attribute"], r["template_id"]): _evidence(r) for r in rows}
+
+
 def card_text(card: pl.DataFrame, limit: int = 6) -> str:
     """One line per judge, attribute and template (the first ``limit``; every one is in judge_card.csv)."""
     lines = []
     for row in card.head(limit).iter_rows(named=True):
         parts = [f"judge card {row['attribute']} ({row['template_id']}, judge {row['judge']}):"]
-        if row["n_human_pairs"]:
+        if not row["informative"]:
+            parts.append(f"not informative here ({_evidence(row)});")
+        if row["n_human_pairs"] and not row["informative"]:
+            parts.append(
+                f"agrees with people on {_pct(row['accuracy'])} of {row['n_human_pairs']} pairs, as a judge at chance "
+                "may; no calibration (a temperature fitted to noise is not a calibration);"
+            )
+        elif row["n_human_pairs"]:
             parts.append(
                 f"agrees with people on {_pct(row['accuracy'])} of {row['n_human_pairs']} pairs; calibration ECE "
                 f"{_num(row['ece'])} (Brier {_num(row['brier'])}) -> {_num(row['ece_calibrated'])} "
@@ -77,13 +132,15 @@ def card_text(card: pl.DataFrame, limit: int = 6) -> str:
     return "\n".join(lines)
 
 
-def rank_changes(board: pl.DataFrame) -> str:
+def rank_changes(board: pl.DataFrame, noise: Mapping[tuple[str, str, str], str] | None = None) -> str:
     """Where a model's place by win rate changes once the texts' length is regressed out (per judge, attribute and
-    template; nothing where no place changes)."""
+    template; nothing where no place changes, or where the judge is not informative: ``noise``)."""
     lines = []
     for (judge, attribute, template), group in board.group_by(
         ["judge", "attribute", "template_id"], maintain_order=True
     ):
+        if (judge, attribute, template) in (noise or {}):
+            continue
         raw = (
             group.filter(pl.col("metric") == "win_rate").sort("estimate", descending=True)["model"].to_list()
         )
@@ -134,6 +191,7 @@ def card_figure(card: pl.DataFrame, reliability: pl.DataFrame, path: Path | None
     right.axvline(0.5, color="grey", linestyle=":", linewidth=1)
     right.set_xlim(0, 1)
     right.set_title("share of pairs")
-    fig.suptitle(f"judge card: {first['judge']}, {first['attribute']} ({first['template_id']})")
+    chance = "" if first["informative"] else " - not informative here: not distinguishable from chance"
+    fig.suptitle(f"judge card: {first['judge']}, {first['attribute']} ({first['template_id']}){chance}")
     fig.tight_layout()
     return _save(fig, path)

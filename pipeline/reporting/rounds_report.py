@@ -8,6 +8,8 @@ has no intervals, and the table says so with nulls.
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import polars as pl
 from scipy.stats import norm
 
@@ -95,8 +97,11 @@ def rounds_text(rounds: pl.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def ranking_text(ranking: pl.DataFrame, method: str, level: float = 0.95) -> str:
-    """The first and last items of the first contexts' rankings, with their intervals and human scores."""
+def ranking_text(
+    ranking: pl.DataFrame, method: str, level: float = 0.95, noise: Collection[tuple[str, str, str]] = ()
+) -> str:
+    """The first and last items of the first contexts' rankings, with their intervals and human scores (each said to
+    be no finding where its judge is not informative: ``noise``)."""
     if not ranking.height:
         return ""
     lines = [
@@ -105,13 +110,18 @@ def ranking_text(ranking: pl.DataFrame, method: str, level: float = 0.95) -> str
     ]
     keys = ["judge", "attribute", "template_id", "context_id"]
     total = ranking.select(keys).n_unique()
-    for n, ((_, attribute, template_id, context_id), part) in enumerate(
+    for n, ((judge, attribute, template_id, context_id), part) in enumerate(
         ranking.group_by(keys, maintain_order=True)
     ):
         if n == RANKED_CONTEXTS:
             lines.append(f"  ... and {total - n} more ranking(s) in ranking.csv")
             break
-        lines.append(f"  {attribute} ({template_id}), {context_id}: {part.height:,} items")
+        chance = (
+            ": not a finding, the judge is not distinguishable from chance here (the judge card)"
+            if (judge, attribute, template_id) in noise
+            else ""
+        )
+        lines.append(f"  {attribute} ({template_id}), {context_id}: {part.height:,} items{chance}")
         shown = part if part.height <= 2 * SHOWN else pl.concat([part.head(SHOWN), part.tail(SHOWN)])
         for k, r in enumerate(shown.iter_rows(named=True)):
             if k == SHOWN and part.height > 2 * SHOWN:

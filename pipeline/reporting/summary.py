@@ -5,12 +5,13 @@ MLflow.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import polars as pl
 
 from pipeline.contracts.schemas import CORRELATION_METHODS as CORRELATIONS
 from pipeline.contracts.stats import JudgeStats
-from pipeline.scoring.leaderboard import ITEM, WIN_RATE
+from pipeline.scoring.leaderboard import ITEM, MIN_MODELS, PEOPLE, WIN_RATE
 
 
 def metric_prefix(
@@ -226,8 +227,19 @@ def _num(value: float | None, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if _finite(value) else "n/a"
 
 
-def leaderboard_text(board: pl.DataFrame, level: float) -> str:
-    """The printed leaderboard: per attribute (criterion) and template, models by win rate with their intervals."""
+def no_finding(attribute: str, template_id: str, by: str, evidence: str) -> str:
+    """A leaderboard's headline where its judge is not informative: no model can be told apart."""
+    return (
+        f"leaderboard {attribute} ({template_id}{by}): no model can be told apart: the judge is not distinguishable "
+        f"from chance here ({evidence}; the judge card), so no place on it is a finding"
+    )
+
+
+def leaderboard_text(
+    board: pl.DataFrame, level: float, noise: Mapping[tuple[str, str, str], str] | None = None
+) -> str:
+    """The printed leaderboard: per attribute (criterion) and template, models by win rate with their intervals
+    (headed by :func:`no_finding` where the judge is not informative: ``noise``)."""
     if not board.height:
         return ""
     lines = []
@@ -236,6 +248,10 @@ def leaderboard_text(board: pl.DataFrame, level: float) -> str:
         ["judge", "attribute", "template_id"], maintain_order=True
     ):
         over = "the pool's items" if group["unit"][0] == ITEM else "inputs"
+        if (judge, attribute, template_id) in (noise or {}):
+            lines.append(
+                no_finding(attribute, template_id, f", judge {judge}", noise[judge, attribute, template_id])
+            )  # type: ignore[index]
         lines.append(
             f"leaderboard {attribute} ({template_id}, judge {judge}): from the judge's verdicts alone (its bias inside "
             f"the intervals), {lo:g}-{hi:g}% bootstrap intervals over {over}"
@@ -262,9 +278,54 @@ def leaderboard_text(board: pl.DataFrame, level: float) -> str:
     return "\n".join(lines)
 
 
-def leaderboard_line(board: pl.DataFrame) -> str:
+def beside_people(board: pl.DataFrame, card: pl.DataFrame | None, group: tuple[str, str, str]) -> str:
+    """People beside the judge on one leaderboard: their first model by mean score, and how far the judge's board and
+    theirs order the models alike (the card's Spearman and Kendall across models with their intervals)."""
+    judge, attribute, template_id = group
+    mine = board.filter(
+        (pl.col("judge") == judge)
+        & (pl.col("attribute") == attribute)
+        & (pl.col("template_id") == template_id)
+    )
+    people = mine.filter(pl.col("metric") == PEOPLE).drop_nulls("estimate")
+    if not people.height:
+        return ""
+    top = people.sort(["rank", "estimate"], descending=[False, True]).row(0, named=True)
+    said = f"; people's first by their mean score {top['model']} {top['estimate']:.3g}"
+    rows = (
+        card.filter(
+            (pl.col("judge") == judge)
+            & (pl.col("attribute") == attribute)
+            & (pl.col("template_id") == template_id)
+        )
+        if card is not None and card.height
+        else None
+    )
+    if rows is not None and rows.height and rows["models_spearman"][0] is not None:
+        r = rows.row(0, named=True)
+        said += (
+            f"; the judge's board and people's across {r['n_models']} models: Spearman {r['models_spearman']:.2f} "
+            f"[{r['models_spearman_lower']:.2f}, {r['models_spearman_upper']:.2f}], Kendall {r['models_kendall']:.2f} "
+            f"[{r['models_kendall_lower']:.2f}, {r['models_kendall_upper']:.2f}]"
+        )
+    elif rows is not None and rows.height:
+        n = rows["n_models"][0]
+        said += (
+            f" (no agreement across models: {n} models, {MIN_MODELS} needed)"
+            if n < MIN_MODELS
+            else " (no agreement across models: one board has every model equal)"
+        )
+    return said
+
+
+def leaderboard_line(
+    board: pl.DataFrame,
+    noise: Mapping[tuple[str, str, str], str] | None = None,
+    card: pl.DataFrame | None = None,
+) -> str:
     """One line per attribute and template: how many models, the first by win rate with its interval, and how
-    many share its rank (the whole table is in leaderboard.csv)."""
+    many share its rank (the whole table is in leaderboard.csv); where the judge is not informative (``noise``),
+    :func:`no_finding` instead of a first."""
     lines = []
     wins = board.filter(pl.col("metric") == WIN_RATE)
     several = wins["judge"].n_unique() > 1
@@ -274,10 +335,18 @@ def leaderboard_line(board: pl.DataFrame) -> str:
         top = group.sort(["rank", "estimate"], descending=[False, True]).row(0, named=True)
         shared = int((group["rank"] == top["rank"]).sum()) - 1
         by = f", judge {judge}" if several else ""
+        people = beside_people(board, card, (judge, attribute, template_id))
+        if (judge, attribute, template_id) in (noise or {}):
+            evidence = noise[judge, attribute, template_id]  # type: ignore[index]
+            lines.append(
+                f"{no_finding(attribute, template_id, by, evidence)} ({group.height} models{people}; leaderboard.csv)"
+            )
+            continue
         lines.append(
             f"leaderboard {attribute} ({template_id}{by}): {group.height} models; first by win rate {top['model']} "
             f"{top['estimate']:.3f} [{top['lower']:.3f}, {top['upper']:.3f}]"
             + (f", statistically tied with {shared} other(s)" if shared else "")
+            + people
             + " (leaderboard.csv)"
         )
     return "\n".join(lines)

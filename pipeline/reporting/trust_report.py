@@ -20,9 +20,10 @@ def _pct(value: float | None, digits: int = 0) -> str:
 def trust_text(trust: pl.DataFrame, accepted: pl.DataFrame, labels: pl.DataFrame) -> str:
     """One line per judge of the cascade (per attribute), then what is escalated to people."""
     if not trust.height:
-        if labels.height:
+        labelled = labels["preference"].is_not_null().sum() if labels.height else 0
+        if labelled:
             return (
-                f"trust: {labels.height} pair(s) labelled by people, drawn with unequal chances (an active sample): they "
+                f"trust: {labelled} pair(s) labelled by people, drawn with unequal chances (an active sample): they "
                 "power the leaderboards below but certify no verdict (that needs a uniform sample: trust.sample=random)"
             )
         return ""
@@ -63,10 +64,18 @@ def trust_text(trust: pl.DataFrame, accepted: pl.DataFrame, labels: pl.DataFrame
             if rows.height and rows["certified"].any()
             else ""
         )
+        outside = group.filter(~pl.col("population")).height
         lines.append(
             f"trust {attribute}: {group.height - escalated} of {group.height} comparisons kept with the "
             f"guarantee{whole}, {escalated} escalated to people (accepted.csv; the review's queue: --strategy "
             "escalated)"
+            + (
+                f"; the labels were drawn from {group.height - outside} of the {group.height} comparisons only (the "
+                f"pairs people scored, or the review's sample frame): the guarantee covers those, and the other "
+                f"{outside} are escalated, since the labels say nothing of them"
+                if outside
+                else "; the labels were drawn from every comparison of the run"
+            )
         )
     return "\n".join(lines)
 
@@ -102,9 +111,10 @@ def ppi_text(board: pl.DataFrame, level: float) -> str:
                 if r["effective_labels"] is not None
                 else ""
             )
+            how = "" if r["interval"].startswith("PPI++") else f"; {r['interval']}"
             lines.append(
                 f"  {r['model'][:28]:<28} {cell:>26}   people alone {other:>26}   ({r['n_labels']} labelled of "
-                f"{r['n_games']} games{gain})"
+                f"{r['n_games']} games{gain}{how})"
             )
     return "\n".join(lines)
 

@@ -36,6 +36,21 @@ def _run_dir(value: str | None, root: str | None) -> Path:
     return find_run(value, Path(root).resolve() if root else configured_root())
 
 
+def _count(least: int):
+    """An argument's type: an integer of at least ``least`` (refused by argparse, with the usage, otherwise)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = least - 1
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer of at least {least}")
+        return value
+
+    return parse
+
+
 def parser() -> argparse.ArgumentParser:
     from pipeline.review.sample import Strategy
 
@@ -76,8 +91,10 @@ def parser() -> argparse.ArgumentParser:
                 choices=[s.value for s in Strategy],
                 help="how the sample is drawn (default stratified over judge confidence)",
             )
-            sub.add_argument("--n", type=int, help="comparisons in the sample (default 40)")
-            sub.add_argument("--seed", type=int, help="the sample's and the slot orders' seed (default 0)")
+            sub.add_argument("--n", type=_count(1), help="comparisons in the sample (default 40)")
+            sub.add_argument(
+                "--seed", type=_count(0), help="the sample's and the slot orders' seed (default 0)"
+            )
             sub.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
             sub.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
     return top

@@ -40,6 +40,16 @@ log = logging.getLogger("pipeline")
 SAMPLE = 256
 # Characters per token where the judge has no tokenizer here (a hosted model named only by its served name).
 CHARS_PER_TOKEN = 4.0
+# Seconds a request takes behind an endpoint, for the plan's estimate of a run's time (stated, not measured).
+ENDPOINT_SECONDS = 1.0
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 class DryContext:
@@ -49,6 +59,7 @@ class DryContext:
         self.run_dir = self.planned_run_dir = run_dir
         self.metrics: dict[str, float] = {}
         self.files: list[Path] = []
+        self.sends = False
 
     @property
     def executor(self) -> Any:
@@ -87,6 +98,9 @@ class Plan:
     completion_tokens: int = 0
     tokens_measured: bool = True
     cost: float | None = None
+    # the judging time estimated on this machine, and how
+    seconds: float | None = None
+    timing: str = ""
     notes: list[str] = field(default_factory=list)
 
     def text(self) -> str:
@@ -119,6 +133,17 @@ class Plan:
         )
         if self.cost is not None:
             lines.append(f"cost (estimated, at judge.api's prices): {self.cost:.4f}")
+        if self.seconds is not None:
+            lines.append(
+                f"time (estimated, judging on this machine): about {_duration(self.seconds)} ({self.timing})"
+            )
+            if self.seconds > 3600:
+                lines.append(
+                    f"WARNING: this run will take more than an hour here (about {_duration(self.seconds)}): fewer "
+                    "contexts (dataset.max_contexts), fewer pairs (pairs=balanced pairs.fraction=...) or a faster judge"
+                )
+        else:
+            lines.append(f"time: not estimated ({self.timing or 'no rate known for this judge here'})")
         lines += self.notes
         return "\n".join(lines)
 
@@ -164,7 +189,7 @@ def check(cfg: RunConfig, root: Path = PROJECT_ROOT) -> Plan:
         sample = _judged(cfg, values, plan, rounds=entry.rounds)
         work = work_of(values["judge"], values["prompt_plan"].frame, lambda: sample)
         _engine_mode(values["judge"], plan, engine_modes(cfg, root), work)
-    plan.judges = _judges(cfg, values)
+    plan.judges = _judges(cfg, values, plan)
     _cost(cfg, plan)
     return plan
 
@@ -211,13 +236,34 @@ def _judged(cfg: RunConfig, values: dict[str, Any], plan: Plan, rounds: bool) ->
 
 
 def _engine_mode(judge: Any, plan: Plan, record: ModeRecord | None, work: Work) -> None:
-    """The engine mode the judge stage would choose for these prompts (``enforce_eager=auto``), and why."""
+    """The engine mode the judge stage would choose for these prompts (``enforce_eager=auto``), and why; the time
+    they take from this machine's measurements (``make engine-modes``) where it has them, else the backend's stated
+    rate, or one second a request behind an endpoint at its concurrency."""
     from pipeline.judge.engine_mode import choose, is_auto
 
-    if plan.prompts and is_auto(judge) and backend(judge.backend).engine:
-        plan.notes.append(
-            f"engine mode (judge.engine.enforce_eager=auto): {choose(judge, plan.prompts, record, work).reason}"
+    entry = backend(judge.backend)
+    if plan.prompts and is_auto(judge) and entry.engine:
+        choice = choose(judge, plan.prompts, record, work)
+        plan.notes.append(f"engine mode (judge.engine.enforce_eager=auto): {choice.reason}")
+        if choice.seconds is not None:
+            plan.seconds, plan.timing = (
+                choice.seconds,
+                "this machine's measurements of the engine (make engine-modes)",
+            )
+            return
+    if not entry.engine or not plan.prompts:
+        plan.seconds, plan.timing = (
+            0.0,
+            "nothing to judge" if not plan.prompts else "answered by key, no engine",
         )
+    elif Trait.ENDPOINT in entry.traits:
+        at_once = max(1, judge.api.settings.concurrency) if judge.api is not None else 1
+        plan.seconds = plan.prompts / at_once * ENDPOINT_SECONDS
+        plan.timing = f"{ENDPOINT_SECONDS:g} s a request, {at_once} at once (judge.api.concurrency); a batch job takes up to a day"
+    elif entry.rate is not None:
+        start, rate, where = entry.rate
+        plan.seconds = start + plan.prompts / rate
+        plan.timing = f"{start:g} s start and {rate:g} prompts/s as stated for {entry.name} ({where}); `make engine-modes` measures this machine"
 
 
 def _all_pairs(cfg: RunConfig) -> Any:
@@ -235,7 +281,7 @@ def _chars_per_token(judge: Any, texts: list[str]) -> float | None:
     from pipeline.judge.tokenizers import is_exact, load_tokenizer
 
     try:
-        tokenizer = load_tokenizer(judge)
+        tokenizer = load_tokenizer(judge, ask_server=False)
     except Exception as exc:  # a judge answering by key has no model to read a tokenizer from
         log.debug("no tokenizer for the estimate: %s", exc)
         return None
@@ -282,7 +328,7 @@ def _generated(cfg: RunConfig, tasks: pa.Table, plan: Plan) -> None:
     )
 
 
-def _judges(cfg: RunConfig, values: dict[str, Any]) -> list[JudgePlan]:
+def _judges(cfg: RunConfig, values: dict[str, Any], plan: Plan) -> list[JudgePlan]:
     configs = [cfg.judge, *jurors(cfg)]
     names = list(values.get("judges") or ())
     out = []
@@ -293,6 +339,8 @@ def _judges(cfg: RunConfig, values: dict[str, Any]) -> list[JudgePlan]:
             starts = "0 (behind an endpoint: requests from the driver)"
         elif not entry.engine:
             starts = "0 (answers by key)"
+        elif not plan.prompts and not workflow_entry(cfg.workflow).generated:
+            starts = "0 (nothing left to judge: the run folder holds every verdict)"
         else:
             starts = str(least) if least == most else f"{least}-{most} (as the cluster has room)"
         name = names[k] if k < len(names) else (judge.name or judge.model)
@@ -314,14 +362,27 @@ def _cost(cfg: RunConfig, plan: Plan) -> None:
         plan.cost = None
 
 
+HELP = """usage: make check ARGS="<the run's overrides>"   (python -m pipeline.run.check [overrides])
+
+Every check a run makes before it spends anything, and its plan: the config, the data, the judge (model, key,
+engine settings), the prompts settled with the judge's tokenizer, the run folder; then the stages, the prompts to
+judge (and those already stored), the engine starts, the tokens, the cost at judge.api's prices and the time on
+this machine. Nothing is started, sent or spent: a judge behind an API without a tokenizer here has its label words
+checked by two test requests when the run starts. Overrides are the run's (e.g. dataset=summeval
+dataset.max_contexts=3); docs/configuration.md lists the settings."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m pipeline.run.check [overrides]``: the check and the plan, or the problem without a traceback."""
     import sys
 
-    from pipeline.config.hydra import compose
+    from pipeline.config.hydra import compose, config_error_message
     from pipeline.contracts.errors import UserError
 
     args = list(sys.argv[1:] if argv is None else argv)
+    if {"-h", "--help", "help"} & set(args):
+        print(HELP)
+        return 0
     try:
         from hydra.errors import HydraException
         from omegaconf.errors import OmegaConfBaseException
@@ -330,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
             cfg = compose(args)
             plan = check(cfg)
         except (HydraException, OmegaConfBaseException) as exc:
-            raise UserError(f"config: {exc}") from exc
+            raise UserError(f"config error: {config_error_message(exc)}") from exc
     except UserError as exc:
         print(f"check failed: {exc}", file=sys.stderr)
         return 2

@@ -64,6 +64,7 @@ class RunContext:
             )
         self.metrics: dict[str, float] = {}
         self.files: list[Path] = []
+        self.sends = True
         self.tables: dict[str, Path] = {}
         self.log = RunLog(str(cfg.log_level))
         self.opened = False

@@ -24,10 +24,12 @@ class RunInfo:
     dataset: str
     judge: str
     judgments: int
-    # the best Spearman with people over the run's methods (per context, averaged), and its method
+    # the best Spearman with people of one judge, attribute, template and method (per context, averaged), and whose
     spearman: float | None
     method: str | None
     mlflow_run_id: str | None
+    # the judge card's groups (judge, attribute, template) that are informative here, of how many (None: no card)
+    informative: tuple[int, int] | None = None
 
 
 def _status(folder: Path) -> str:
@@ -48,6 +50,8 @@ def _rows(path: Path) -> int:
 
 
 def _best(folder: Path) -> tuple[float | None, str | None]:
+    """The highest Spearman with people of one row of the correlations (a judge, attribute, template and method), named
+    ``judge/attribute/template/method`` (ties broken by those names)."""
     import polars as pl
 
     path = folder / "tables" / "correlations.parquet"
@@ -56,8 +60,19 @@ def _best(folder: Path) -> tuple[float | None, str | None]:
     table = pl.read_parquet(path).drop_nulls("spearman")
     if not table.height:
         return None, None
-    best = table.group_by("method").agg(pl.col("spearman").mean()).sort("spearman", descending=True).row(0)
-    return float(best[1]), str(best[0])
+    names = ["judge", "attribute", "template_id", "method"]
+    best = table.sort(["spearman", *names], descending=[True, False, False, False, False]).row(0, named=True)
+    return float(best["spearman"]), "/".join(str(best[n]) for n in names)
+
+
+def _informative(folder: Path) -> tuple[int, int] | None:
+    import polars as pl
+
+    path = folder / "tables" / "judge_card.parquet"
+    if not path.exists():
+        return None
+    card = pl.read_parquet(path, columns=["informative"])
+    return int(card["informative"].sum()), card.height
 
 
 def info(folder: Path) -> RunInfo:
@@ -77,6 +92,7 @@ def info(folder: Path) -> RunInfo:
         spearman=spearman,
         method=method,
         mlflow_run_id=run_id,
+        informative=_informative(folder),
     )
 
 
@@ -119,9 +135,21 @@ def table(found: list[RunInfo]) -> str:
     """The runs as a table that fits a terminal."""
     if not found:
         return "no runs yet"
-    rows = [("folder", "status", "workflow", "dataset", "judge", "judged", "best Spearman", "MLflow run")]
+    head = (
+        "folder",
+        "status",
+        "workflow",
+        "dataset",
+        "judge",
+        "judged",
+        "informative",
+        "best Spearman",
+        "MLflow run",
+    )
+    rows = [head]
     for r in found:
         best = f"{r.spearman:.3f} {r.method}" if r.spearman is not None else "-"
+        flag = "-" if not r.informative else f"{r.informative[0]} of {r.informative[1]}"
         rows.append(
             (
                 f"{r.folder.parent.name}/{r.folder.name}",
@@ -130,6 +158,7 @@ def table(found: list[RunInfo]) -> str:
                 r.dataset,
                 r.judge[:24],
                 str(r.judgments),
+                flag,
                 best,
                 (r.mlflow_run_id or "-")[:12],
             )

@@ -39,9 +39,11 @@ from pipeline.contracts.card_schema import JUDGE_CARD, JUDGE_RELIABILITY
 from pipeline.contracts.keys import content_key, pair_key
 from pipeline.data.contexts import group_by_context
 from pipeline.methods.quality import calibration as cal
+from pipeline.methods.quality.signal import slot_agreement
 from pipeline.methods.quality.style import logistic_fit
 from pipeline.methods.scorers.registry import ranked, scorers
 from pipeline.methods.scorers.win_ratio import hard_outcomes
+from pipeline.scoring.leaderboard import Board, models_agreement
 
 GROUP = ["judge", "attribute", "template_id"]
 
@@ -138,21 +140,28 @@ def card_tables(
     seed: int = 0,
     meta: pl.DataFrame | None = None,
     served: Mapping[str, Sequence[tuple[str, int]]] | None = None,
+    alpha: float = 0.05,
+    board: Board | None = None,
 ) -> CardTables:
     """The card (:data:`JUDGE_CARD`) and the reliability diagrams (:data:`JUDGE_RELIABILITY`), per group (module
     docstring). ``own_systems``: per judge, the systems (generators) that run on the judge's own model; ``meta``: the
     meta-evaluation (:mod:`pipeline.scoring.meta_table`), whose numbers over every category the card repeats;
-    ``served``: per judge, the models its replies say served them and their answers (behind an API)."""
+    ``served``: per judge, the models its replies say served them and their answers (behind an API); ``alpha``: the
+    false-alarm rate of the test of "no signal" (:func:`signal`); ``board``: the leaderboard's bootstrap, whose rounds
+    give the interval of the judge's and people's agreement across models (:func:`models_agreement`)."""
     cards, bins_rows = [], []
     frame = with_preferences(comparisons, candidates, human)
     for key, group in frame.group_by(GROUP, maintain_order=True):
         judge, attribute, template = (str(k) for k in key)
         row: dict = {"judge": judge, "attribute": attribute, "template_id": template, "n_pairs": group.height}
+        row |= signal(group, alpha, seed)
         row |= _calibration(group, seed, bins, bins_rows, (judge, attribute, template))
         row |= _position(group, position_bias.filter(_is(judge, attribute, template)))
         row |= _length(group)
         row |= _self(group, own_systems.get(judge, ()))
         row |= _agreement(correlations.filter(_is(judge, attribute, template)))
+        mine = comparisons.filter(_is(judge, attribute, template))
+        row |= models_agreement(mine, candidates, human, board or Board())
         row |= _benchmark(meta.filter(_is(judge, attribute, template)) if meta is not None else None)
         row |= _served((served or {}).get(judge, ()))
         cards.append(row)
@@ -182,6 +191,40 @@ def _people(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _nan_to_none(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
+
+
+def signal(group: pl.DataFrame, alpha: float, seed: int = 0) -> dict:
+    """Whether the judge is informative here (:mod:`pipeline.methods.quality.signal`): its slot-A verdicts against its
+    slot-B verdicts, the prompts read in content-key order (contexts by their key, candidates by their text's key), so
+    that the test's draws do not move with names, rows or sides."""
+    cand = pl.concat(
+        [
+            group.select("key_context", "context_id", key="key_i", name="cand_i"),
+            group.select("key_context", "context_id", key="key_j", name="cand_j"),
+        ]
+    ).unique()
+    cand = cand.sort("key_context", "context_id", "key", "name").with_row_index("code")
+    codes = {(r["context_id"], r["name"]): r["code"] for r in cand.iter_rows(named=True)}
+    contexts = {c: k for k, c in enumerate(cand["context_id"].unique(maintain_order=True).to_list())}
+    prompts = []
+    for row in group.select("context_id", "cand_i", "cand_j", "p_ij", "p_ji").iter_rows():
+        c, i, j, p_ij, p_ji = row
+        for first, second, p in ((i, j, p_ij), (j, i, p_ji)):
+            if p is not None:
+                prompts.append((contexts[c], codes[(c, first)], codes[(c, second)], p))
+    prompts.sort()
+    test = (
+        slot_agreement(*(np.array(col) for col in zip(*prompts, strict=True)), seed=seed) if prompts else None
+    )
+    if test is None:
+        return {"signal_units": 0, "signal_p_value": 1.0, "informative": False, "signal_alpha": alpha}
+    return {
+        "signal": test.statistic,
+        "signal_units": test.n_units,
+        "signal_p_value": test.p_value,
+        "informative": test.informative(alpha),
+        "signal_alpha": alpha,
+    }
 
 
 def _calibration(group: pl.DataFrame, seed: int, bins: int, rows: list, key: tuple[str, str, str]) -> dict:

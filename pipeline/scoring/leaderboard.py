@@ -53,6 +53,11 @@ ALPACA_EVAL_LC = f"{WIN_RATE}:alpaca_eval_lc"
 
 # What the bootstrap resamples (the LEADERBOARD's unit): the inputs (contexts), or a one-context pool's items.
 INPUT, ITEM = "input", "item"
+# People's own per-model mean score (the data's human scores of the attribute), beside the judge's metrics.
+PEOPLE = "people"
+# The fewest models whose agreement across models (judge against people) gets a bootstrap interval: with fewer, a
+# rank correlation takes a handful of values and the rounds may all give one of them (an interval of no width).
+MIN_MODELS = 5
 
 
 def _empty() -> pl.DataFrame:
@@ -79,10 +84,11 @@ def leaderboard_table(
     candidates: pa.Table,
     methods: list[str],
     board: Board,
+    human: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """LEADERBOARD rows: per (judge, attribute, template), model and metric (win rate, each method's mean score, then
-    the controlled win rate and Bradley-Terry rating), the estimate on all inputs, the interval, the statistical rank
-    and the models it is tied with."""
+    the controlled win rate and Bradley-Terry rating, and people's own mean score where ``human`` has the attribute's),
+    the estimate on all inputs, the interval, the statistical rank and the models it is tied with."""
     frame = pl.from_arrow(candidates.select(["context_id", "candidate_id", "system", "text"]))
     systems = frame.drop_nulls("system")
     if not systems.height or not comparisons.height:
@@ -107,6 +113,9 @@ def leaderboard_table(
             )
             if values is not None:
                 metrics[method] = bootstrap_means(values, counts, board.level)
+        people = games.people(human, attribute, template_id, system_of)
+        if people is not None:
+            metrics[PEOPLE] = bootstrap_means(people, counts, board.level)
         for control in board.control:
             metrics |= games.controlled(features, counts, board.level, style=control == "style")
         if board.baseline is not None:
@@ -122,6 +131,45 @@ def leaderboard_table(
     return out.sort(
         ["judge", "attribute", "template_id", "metric", "rank", "estimate"], descending=[False] * 5 + [True]
     )
+
+
+def models_agreement(
+    comps: pl.DataFrame, candidates: pa.Table, human: pl.DataFrame, board: Board
+) -> dict[str, float | int | None]:
+    """How far one judge's leaderboard (its win rate) and people's (their mean score) order the models alike: Spearman
+    and Kendall (tau-b) across the models, each with the interval of the leaderboard's own bootstrap rounds over inputs
+    (the same draws); nothing (the models counted) with fewer than :data:`MIN_MODELS` models or where no model has
+    people's scores. ``comps``: one judge, attribute and template's comparisons."""
+    from pipeline.methods.agreement.metrics import kendall_tau_b, pooled_correlation
+
+    frame = pl.from_arrow(candidates.select(["context_id", "candidate_id", "system"])).drop_nulls("system")
+    system_of = dict(zip(frame["context_id"] + "\x1f" + frame["candidate_id"], frame["system"], strict=True))
+    games = Games.of(comps, system_of, unit_keys(candidates), board.games) if system_of else None
+    row = comps.row(0, named=True) if comps.height else None
+    people = games.people(human, row["attribute"], row["template_id"], system_of) if games and row else None
+    if games is None or people is None or len(games.models) < MIN_MODELS:
+        return {"n_models": len(games.models) if games is not None else 0}
+    present = np.isfinite(people)
+    counts = bootstrap_counts(len(games.units), board.rounds, np.random.default_rng(board.seed))
+    draws = np.vstack([np.ones(len(games.units)), counts])  # all inputs, then each round
+    with np.errstate(invalid="ignore", divide="ignore"):
+        judge = (draws @ games.wins) / (draws @ games.played)
+        them = (draws @ np.where(present, people, 0.0)) / (draws @ present)
+    out: dict[str, float | int | None] = {"n_models": len(games.models)}
+    for name, measure in (("spearman", pooled_correlation), ("kendall", kendall_tau_b)):
+        values = np.array([_correlation(measure, j, t) for j, t in zip(judge, them, strict=True)])
+        found = quantile_interval(values[:1], values[1:, None], board.level)
+        out[f"models_{name}"] = _defined(found.estimate[0])
+        out[f"models_{name}_lower"] = _defined(found.lower[0])
+        out[f"models_{name}_upper"] = _defined(found.upper[0])
+    return out
+
+
+def _correlation(measure, judge: np.ndarray, people: np.ndarray) -> float:
+    known = np.isfinite(judge) & np.isfinite(people)
+    if known.sum() < 3 or np.ptp(judge[known]) == 0 or np.ptp(people[known]) == 0:
+        return float("nan")
+    return float(measure(judge[known], people[known]))
 
 
 def _defined(value: float) -> float | None:
@@ -306,6 +354,17 @@ class Games:
             [col_of[m] for m in means["model"].to_list()],
         ] = means["score"].to_numpy()
         return values
+
+    def people(
+        self, human: pl.DataFrame | None, attribute: str, template_id: str, system_of: dict[str, str]
+    ) -> np.ndarray | None:
+        """People's mean score of each model in each unit (:meth:`mean_scores` of the attribute's human scores)."""
+        if human is None or not human.height:
+            return None
+        part = human.filter(pl.col("attribute") == attribute).select(
+            "context_id", "candidate_id", score=pl.col("human_score"), template_id=pl.lit(template_id)
+        )
+        return self.mean_scores(part, template_id, system_of)
 
     def rows(self, group: dict[str, str], metric: str, interval) -> list[dict]:
         """LEADERBOARD rows of one metric: every model's estimate, interval, statistical rank and ties."""

@@ -91,9 +91,10 @@ def data_labels(
     seed: int,
     first: tuple[str, str] | None,
 ) -> pl.DataFrame:
-    """LABELS from the data's human scores: ``n`` of the pairs people scored (both candidates), drawn uniformly or
-    actively (more where the cascade's ``first`` juror is unsure), each with its inclusion probability; a pair's
-    label is people's preference (1 for i, 0 for j, 1/2 where they scored the two alike)."""
+    """LABELS from the data's human scores: the population is the pairs people scored (both candidates), ``n`` of them
+    drawn uniformly or actively (more where the cascade's ``first`` juror is unsure), each with its inclusion
+    probability; a drawn pair's label is people's preference (1 for i, 0 for j, 1/2 where they scored the two
+    alike), the others' null."""
     pairs = pairs_of(comparisons, candidates, human).filter(
         pl.col("h_i").is_not_null() & pl.col("h_j").is_not_null()
     )
@@ -107,12 +108,11 @@ def data_labels(
     chosen = sampling.draw(inclusion, n, not active, np.random.default_rng(seed))
     h_i, h_j = pairs["h_i"].to_numpy(), pairs["h_j"].to_numpy()
     preference = np.where(h_i > h_j, 1.0, np.where(h_i < h_j, 0.0, 0.5))
-    return (
-        pairs.with_columns(
-            preference=pl.Series(preference), inclusion=pl.Series(inclusion), chosen=pl.Series(chosen)
-        )
-        .filter(pl.col("chosen"))
-        .select(*PAIR, "preference", "inclusion", source=pl.lit("data"), answers=pl.lit(1, pl.Int64))
+    return pairs.with_columns(
+        preference=pl.Series(np.where(chosen, preference, np.nan)).fill_nan(None),
+        inclusion=pl.Series(inclusion),
+    ).select(
+        *PAIR, "preference", "inclusion", source=pl.lit("data"), answers=pl.Series(chosen.astype(np.int64))
     )
 
 
@@ -127,11 +127,14 @@ def _confidence_of(comps: pl.DataFrame, pairs: pl.DataFrame, juror: tuple[str, s
     return np.where(np.isnan(p), np.nan, confidence)
 
 
-def review_labels(answers: pl.DataFrame, inclusion: pl.DataFrame, comparisons: pl.DataFrame) -> pl.DataFrame:
+def review_labels(
+    answers: pl.DataFrame, inclusion: pl.DataFrame | None, comparisons: pl.DataFrame
+) -> pl.DataFrame:
     """LABELS from the blind review's answers (``labels.csv``: one row per answer, its item's pair and people's
-    outcome ``human``) and every item's probability of being drawn (``inclusion.parquet``): a pair's label is its
-    answers' majority (a tie where they split evenly), its inclusion the probability that any of its items was drawn
-    (independent draws: exact for an active sample, close for a uniform one)."""
+    outcome ``human``) and every item's probability of being drawn (``inclusion.parquet``: the population the review
+    drew from): a pair's label is its answers' majority (a tie where they split evenly; null where none answered
+    it), its inclusion the probability that any of its items was drawn (independent draws: exact for an active
+    sample, close for a uniform one)."""
     if "inclusion" not in answers.columns or answers["inclusion"].null_count():
         raise UserError(
             "trust.labels=review: the review's sample was drawn without known chances of being shown (stratified or "
@@ -145,6 +148,12 @@ def review_labels(answers: pl.DataFrame, inclusion: pl.DataFrame, comparisons: p
             f"trust.labels=review: {len(strangers)} labelled pair(s) are not among the run's comparisons, e.g. "
             f"{strangers[0]}: the review belongs to another run"
         )
+    if inclusion is None or not inclusion.height:
+        raise UserError(
+            "trust.labels=review: the review's labels.csv has no inclusion.parquet beside it (every item's chance of "
+            "being shown): without it nothing says which of the run's pairs the answers speak for; write the "
+            "review's report again (make review-report RUN=<run folder>)"
+        )
     coded = answers.with_columns(
         vote=pl.col("human").replace_strict({"i": 1.0, "tie": 0.5, "j": 0.0}, return_dtype=pl.Float64)
     )
@@ -154,14 +163,24 @@ def review_labels(answers: pl.DataFrame, inclusion: pl.DataFrame, comparisons: p
         losses=(pl.col("vote") == 0.0).sum(),
     )
     chance = inclusion.group_by(PAIR).agg(inclusion=1 - (1 - pl.col("inclusion")).product())
+    outside = majority.join(chance, on=PAIR, how="anti")
+    if outside.height:
+        raise UserError(
+            f"trust.labels=review: {outside.height} answered pair(s) have no chance of being drawn in the review's "
+            f"inclusion.parquet, e.g. {outside.select(PAIR).row(0)}: its sample and its answers do not match"
+        )
     return (
-        majority.join(chance, on=PAIR, how="left")
+        chance.filter(pl.col("inclusion") > 0)
+        .join(majority, on=PAIR, how="left")
         .with_columns(
-            preference=pl.when(pl.col("wins") > pl.col("losses"))
+            preference=pl.when(pl.col("answers").is_null())
+            .then(None)
+            .when(pl.col("wins") > pl.col("losses"))
             .then(1.0)
             .when(pl.col("wins") < pl.col("losses"))
             .then(0.0)
             .otherwise(0.5),
+            answers=pl.col("answers").fill_null(0),
             source=pl.lit("review"),
         )
         .select(LABELS.names)
@@ -217,20 +236,22 @@ def certify(
         pairs = pairs_of(comparisons.filter(pl.col("attribute") == attribute), candidates)
         lab = pairs.select(PAIR).join(labels, on=PAIR, how="left")
         labelled = lab["preference"].is_not_null().to_numpy()
+        inside = lab["inclusion"].is_not_null().to_numpy()  # the population the labels were drawn from
         people = preference_outcomes(lab["preference"].fill_null(0.5).to_numpy())
-        verdicts = [_verdicts(comps, pairs, juror) for juror in jurors]
+        verdicts = [_verdicts(comps, pairs, juror, inside) for juror in jurors]
         confidences = [c for _, c, _, _ in verdicts]
         agrees = [v == people for v, _, _, _ in verdicts]
         steps = cascade(confidences, agrees, labelled, alpha, delta)
         open_ = np.ones(pairs.height, dtype=bool)
         for k, (step, (judge, template)) in enumerate(zip(steps, jurors, strict=True)):
             cal = labelled & open_ & np.isfinite(confidences[k])
-            trust.append(_trust_row(judge, attribute, template, k, step, alpha, delta / len(jurors), open_))
+            row = _trust_row(judge, attribute, template, k, step, alpha, delta / len(jurors), open_)
+            trust.append(row | {"population": int(inside.sum()), "comparisons": pairs.height})
             curve += _curve_rows(
                 judge, attribute, template, confidences[k][cal], agrees[k][cal], delta / len(jurors)
             )
             open_ &= ~step.accepts
-        accepted.append(_accepted_rows(pairs, lab, steps, verdicts, names))
+        accepted.append(_accepted_rows(pairs, lab, steps, verdicts, names, inside))
     return Certified(
         pl.DataFrame(trust, schema=_empty(TRUST).schema) if trust else _empty(TRUST),
         pl.concat(accepted) if accepted else _empty(ACCEPTED),
@@ -238,14 +259,15 @@ def certify(
     )
 
 
-def _verdicts(comps: pl.DataFrame, pairs: pl.DataFrame, juror: tuple[str, str]):
-    """A juror's verdict code, confidence (NaN where it did not compare the pair), p and p_tie on each pair."""
+def _verdicts(comps: pl.DataFrame, pairs: pl.DataFrame, juror: tuple[str, str], inside: np.ndarray):
+    """A juror's verdict code, confidence, p and p_tie on each pair; the confidence NaN where it did not compare the
+    pair or the pair is outside the population the labels were drawn from (``inside``): nothing is certified there."""
     own = comps.filter((pl.col("judge") == juror[0]) & (pl.col("template_id") == juror[1]))
     joined = pairs.select(PAIR).join(own.select(*PAIR, "p", "p_tie"), on=PAIR, how="left")
     p = joined["p"].fill_null(np.nan).to_numpy()
     p_tie = joined["p_tie"].fill_null(0.0).to_numpy()
     verdict, confidence = judge_verdicts(np.nan_to_num(p, nan=0.5), p_tie)
-    return verdict, np.where(np.isnan(p), np.nan, confidence), p, p_tie
+    return verdict, np.where(np.isnan(p) | ~inside, np.nan, confidence), p, p_tie
 
 
 def _trust_row(judge, attribute, template, k, step, alpha, delta, open_) -> dict:
@@ -299,7 +321,7 @@ def _curve_rows(judge, attribute, template, confidence, agree, delta) -> list[di
     return rows
 
 
-def _accepted_rows(pairs, lab, steps, verdicts, names) -> pl.DataFrame:
+def _accepted_rows(pairs, lab, steps, verdicts, names, inside) -> pl.DataFrame:
     """Each pair's keeper (the first juror that accepts it) and the verdict it keeps; else escalated."""
     n = pairs.height
     by = np.full(n, ESCALATED, dtype=object)
@@ -314,5 +336,6 @@ def _accepted_rows(pairs, lab, steps, verdicts, names) -> pl.DataFrame:
         confidence=pl.Series(confidence).fill_nan(None),
         labelled=lab["preference"].is_not_null(),
         preference=lab["preference"],
+        population=pl.Series(inside),
     )
     return frame.select(ACCEPTED.names)

@@ -89,6 +89,8 @@ class StageContext(Protocol):
     # Run metrics (logged to MLflow at the end) and files written into the run folder (logged as artifacts).
     metrics: dict[str, float]
     files: list[Path]
+    # Whether a stage may send a request or spend anything (False under `make check`, which sends nothing).
+    sends: bool
 
 
 class Stage:

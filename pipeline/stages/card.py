@@ -12,7 +12,9 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.contracts.stats import JudgeStats
+from pipeline.reporting.card_report import not_informative
 from pipeline.scoring.card_table import card_tables
+from pipeline.scoring.leaderboard import Board
 from pipeline.stages import ports
 from pipeline.stages.base import Stage, StageContext
 
@@ -34,6 +36,8 @@ LOGGED = (
     "benchmark_accuracy",
     "ordering_accuracy",
     "positional_agreement",
+    "models_spearman",
+    "models_kendall",
 )
 
 
@@ -46,6 +50,10 @@ class Card(Stage):
 
     # Per judge, the systems (generators) that run on its own model: its self-preference is measured on them.
     own_systems: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The false-alarm rate of the test of "no signal" (scoring.signal_alpha).
+    alpha: float = 0.05
+    # The leaderboard's bootstrap (its rounds give the interval of the judge's and people's agreement across models).
+    board: Board = Board()
 
     name = "card"
     reads = (
@@ -80,9 +88,18 @@ class Card(Stage):
             self.own_systems,
             meta=pl.from_arrow(meta_evaluation),
             served=judge_stats.models_by_judge(),
+            alpha=self.alpha,
+            board=self.board,
         )
         for row in tables.card.iter_rows(named=True):
-            prefix = f"card/{row['attribute']}/{row['judge']}/{row['template_id']}"
+            where = f"{row['attribute']}/{row['judge']}/{row['template_id']}"
+            ctx.metrics[f"quality/{where}/informative"] = float(row["informative"])
+            ctx.metrics[f"quality/{where}/signal_p_value"] = row["signal_p_value"]
+            if row["signal"] is not None:
+                ctx.metrics[f"quality/{where}/signal"] = row["signal"]
+            if not row["informative"]:
+                log.warning(not_informative(row))
+            prefix = f"card/{where}"
             for measure in LOGGED:
                 value = row[measure]
                 if value is not None and np.isfinite(value):

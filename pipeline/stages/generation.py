@@ -19,7 +19,6 @@ from pipeline.contracts.frame import PromptFrame
 from pipeline.contracts.schemas import GENERATIONS
 from pipeline.data.records import InputReport
 from pipeline.data.source import DatasetInfo
-from pipeline.judge.cores import worker_process_env
 from pipeline.judge.generators import (
     Generator,
     describe_generators,
@@ -31,7 +30,7 @@ from pipeline.judge.generators import (
 from pipeline.judge.models import resolve_judge
 from pipeline.judge.stored import closing_front, on_the_driver
 from pipeline.judge.tokenizers import load_tokenizer
-from pipeline.judge.worker import JudgeWorker, Task, engine_spec
+from pipeline.judge.worker import JudgeWorker, Task
 from pipeline.prompts.generation import generation_prompts, generator_frame
 from pipeline.runtime import MapStep
 from pipeline.runtime.progress import Progress
@@ -46,6 +45,7 @@ from pipeline.stages.accounting import (
     report_interruptions,
 )
 from pipeline.stages.base import Stage, StageContext
+from pipeline.stages.judging import engine_step
 from pipeline.storage.events import read_events
 from pipeline.storage.parts import PartStore
 
@@ -287,19 +287,7 @@ def generation_step(
     in-process engine; ``keep_alive``: its workers stay for the next stage of the same engine (the judge's)."""
     spec = group[0].spec
     task = Task(spec, {g.name: g.request for g in group}, frames[group[0].name], dict(frames))
-    return MapStep(
-        "generate",
-        worker or JudgeWorker,
-        {"spec": engine_spec(spec), "events": str(events) if events else None},
-        call_kwargs={"task": task},
-        batch_size=batch_size,
-        exact_batches=True,
-        workers=judge.actors[0],
-        max_workers=judge.actors[1],
-        num_cpus=judge.num_cpus_per_actor,
-        num_gpus=judge.num_gpus_per_actor,
-        keep_alive=keep_alive,
-        env=worker_process_env(spec),
-        events=str(events) if events else None,
-        **on_the_driver(task, store),
+    front = on_the_driver(task, store)
+    return engine_step(
+        "generate", spec, judge, task, front, events, keep_alive, worker or JudgeWorker, batch_size
     )

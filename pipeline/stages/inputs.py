@@ -172,9 +172,14 @@ class PreparePrompts(Stage):
         from pipeline.judge.tokenizers import is_exact, load_tokenizer
         from pipeline.prompts.absolute import resolve_absolute
 
-        tokenizer = load_tokenizer(judge)
+        tokenizer = load_tokenizer(judge, ask_server=ctx.sends)
         endpoint = judge.api if Trait.ENDPOINT in backend(judge.backend).traits else None
-        if not is_exact(tokenizer) and endpoint is not None and endpoint.path == ApiPath.token_ids:
+        if (
+            not is_exact(tokenizer)
+            and endpoint is not None
+            and endpoint.path == ApiPath.token_ids
+            and ctx.sends
+        ):
             raise ConfigError(
                 f"config judge.api.path=token_ids needs the tokenizer of {judge.model}, and there is none here "
                 "(no local checkpoint, no /tokenize on the server): use judge.api.path=chat or auto"
@@ -221,8 +226,14 @@ class PreparePrompts(Stage):
         if not is_exact(tokenizer):
             log.info("prompt lengths are estimated (%s)", tokenizer.source)
         sampled = endpoint is not None and endpoint.path == ApiPath.sampled
-        if not is_exact(tokenizer) and not sampled:  # a sampled verdict reads no first-token alternatives
+        if not is_exact(tokenizer) and not sampled and ctx.sends:  # a sampled verdict reads no alternatives
             check_words_by_request(judge, plan, lengths.candidates)
+        elif not is_exact(tokenizer) and not sampled:
+            log.warning(
+                "judge %s has no tokenizer here: its label words are checked by two test chat requests when the run "
+                "starts (make check sends nothing)",
+                judge.name,
+            )
         report = dataclasses.replace(input_report, truncated_contexts=list(lengths.truncated))
         return {"candidates": lengths.candidates, "input_report": report, "prompt_plan": plan}
 

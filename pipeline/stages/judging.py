@@ -132,24 +132,46 @@ def judge_steps(
             {"pairs": pairs, "plan": plan, "chunk_rows": chunk_rows, "given": given},
             on_driver=True,
         ),
-        MapStep(
-            "judge",
-            worker,
-            {"spec": engine_spec(spec), "events": str(events) if events else None},
-            call_kwargs={"task": task},
-            batch_size=judge.batch_size,
-            exact_batches=True,
-            workers=judge.actors[0],
-            max_workers=judge.actors[1],
-            num_cpus=judge.num_cpus_per_actor,
-            num_gpus=judge.num_gpus_per_actor,
+        engine_step(
+            "judge", spec, judge, task, on_the_driver(task, store, plan.labels), events, keep_alive, worker,
             max_restarts=max_restarts,
-            keep_alive=keep_alive,
-            env=worker_process_env(spec),
-            events=str(events) if events else None,
-            **on_the_driver(task, store, plan.labels),
         ),
-    ]
+    ]  # fmt: skip
+
+
+def engine_step(
+    name: str,
+    spec: JudgeSpec,
+    judge: JudgeConfig,
+    task: Task,
+    front: Mapping[str, Any],
+    events: Path | None,
+    keep_alive: bool,
+    worker: type = JudgeWorker,
+    batch_size: int | None = None,
+    max_restarts: int | None = None,
+) -> MapStep:
+    """The one worker step of a judge's engine (judging, generating, giving reasons, adaptive rounds): an actor pool
+    of ``worker`` with the judge's placement, its exact batches, ``task`` asked of every batch, what the driver
+    answers itself (``front``: :func:`pipeline.judge.stored.on_the_driver`), the engine's events and process env."""
+    where = str(events) if events else None
+    return MapStep(
+        name,
+        worker,
+        {"spec": engine_spec(spec), "events": where},
+        call_kwargs={"task": task},
+        batch_size=batch_size or judge.batch_size,
+        exact_batches=True,
+        workers=judge.actors[0],
+        max_workers=judge.actors[1],
+        num_cpus=judge.num_cpus_per_actor,
+        num_gpus=judge.num_gpus_per_actor,
+        max_restarts=max_restarts,
+        keep_alive=keep_alive,
+        env=worker_process_env(spec),
+        events=where,
+        **front,
+    )
 
 
 @dataclass(frozen=True)

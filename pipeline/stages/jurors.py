@@ -76,6 +76,7 @@ class JurorContext:
         self.name = name
         self.metrics: dict[str, float] = {}
         self.files = parent.files
+        self.sends = parent.sends
 
     @property
     def run_dir(self) -> Path:

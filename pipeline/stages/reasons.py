@@ -14,17 +14,16 @@ from pipeline.config.enums import ReasonSample
 from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.engine import Request
 from pipeline.contracts.schemas import REASONS
-from pipeline.judge.cores import worker_process_env
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.stored import closing_front, on_the_driver
 from pipeline.judge.tokenizers import load_tokenizer
-from pipeline.judge.worker import JudgeWorker, Task, engine_spec
+from pipeline.judge.worker import Task
 from pipeline.prompts.plan import PromptPlan
 from pipeline.prompts.reasons import REASON, choose, reason_prompts
-from pipeline.runtime import MapStep
 from pipeline.stages import ports
 from pipeline.stages.accounting import ENGINE_EVENTS
 from pipeline.stages.base import Stage, StageContext
+from pipeline.stages.judging import engine_step
 
 log = logging.getLogger("pipeline")
 
@@ -66,21 +65,9 @@ class Reasons(Stage):
         )
         # the judge's workers of the judge stage where they were kept (one engine per model and run)
         task = Task(judge, {REASON: Request(max_tokens=self.max_tokens)}, prompt_plan.frame)
-        step = MapStep(
-            "reasons",
-            JudgeWorker,
-            {"spec": engine_spec(judge), "events": str(ctx.run_dir / "logs" / ENGINE_EVENTS)},
-            call_kwargs={"task": task},
-            batch_size=self.judge_cfg.batch_size,
-            exact_batches=True,
-            workers=self.judge_cfg.actors[0],
-            max_workers=self.judge_cfg.actors[1],
-            num_cpus=self.judge_cfg.num_cpus_per_actor,
-            num_gpus=self.judge_cfg.num_gpus_per_actor,
-            keep_alive=True,
-            env=worker_process_env(judge),
-            events=str(ctx.run_dir / "logs" / ENGINE_EVENTS),
-            **on_the_driver(task, self.store_path),
+        front = on_the_driver(task, self.store_path)
+        step = engine_step(
+            "reasons", judge, self.judge_cfg, task, front, ctx.run_dir / "logs" / ENGINE_EVENTS, True
         )
         log.info("asking the judge why for %d comparison(s)", prompts.num_rows)
         with closing_front(step):

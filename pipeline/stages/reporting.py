@@ -13,7 +13,13 @@ from pipeline.contracts.keys import COMPARE
 from pipeline.contracts.stats import JudgeStats
 from pipeline.data.records import InputReport
 from pipeline.reporting import plots
-from pipeline.reporting.card_report import card_figure, card_text, rank_changes
+from pipeline.reporting.card_report import (
+    card_figure,
+    card_text,
+    rank_changes,
+    signal_lines,
+    uninformative,
+)
 from pipeline.reporting.meta_report import left_out_text, meta_text
 from pipeline.reporting.summary import absolute_text, mlflow_metrics, summary_text
 from pipeline.reporting.trust_report import ppi_text, risk_coverage_figure, trust_text
@@ -127,16 +133,20 @@ class Report(Stage):
         them, what was left out, the judge's card, the reasons."""
         from pipeline.reporting.summary import leaderboard_line, leaderboard_text
 
-        summary = summary_text(t.correlations, t.bias, judge_stats)
+        noise = uninformative(t.card)
+        summary = "\n".join([*signal_lines(t.card), ""]) if t.card.height else ""
+        summary += summary_text(t.correlations, t.bias, judge_stats)
         ties = t.bias.height > 0 and t.bias["p_tie"].max() > 0
         if t.absolute or ties:
             shown = (t.assessment, t.cost) if t.absolute else (t.assessment.clear(), t.cost.clear())
             summary += "\n\n" + absolute_text(*shown, t.failures, t.bias)
         if t.board.height:
             summary += "\n\n" + (
-                leaderboard_text(t.board, self.level) if self.full_leaderboard else leaderboard_line(t.board)
+                leaderboard_text(t.board, self.level, noise)
+                if self.full_leaderboard
+                else leaderboard_line(t.board, noise, t.card)
             )
-            changed = rank_changes(t.board)
+            changed = rank_changes(t.board, noise)
             summary += "\n" + changed if changed else ""
         if t.meta.height:
             summary += "\n\n" + meta_text(t.meta, self.level)
@@ -255,16 +265,22 @@ class ReportRounds(Stage):
     level: float = 0.95
 
     name = "report_rounds"
-    reads = (ports.ROUNDS, ports.SCORES, ports.SUMMARY)
+    reads = (ports.ROUNDS, ports.SCORES, ports.SUMMARY, ports.JUDGE_CARD)
     writes = (ports.SUMMARY,)
 
-    def run(self, ctx: StageContext, *, rounds: pa.Table, scores: pa.Table, summary: str) -> dict[str, Any]:
+    def run(
+        self, ctx: StageContext, *, rounds: pa.Table, scores: pa.Table, summary: str, judge_card: pa.Table
+    ) -> dict[str, Any]:
         from pipeline.reporting.rounds_report import ranking_table, ranking_text, rounds_text
 
         run_dir = ctx.run_dir
         frame = pl.from_arrow(rounds)
         ranking = ranking_table(pl.from_arrow(scores), self.method, self.level)
-        parts = [summary, rounds_text(frame), ranking_text(ranking, self.method, self.level)]
+        parts = [
+            summary,
+            rounds_text(frame),
+            ranking_text(ranking, self.method, self.level, uninformative(pl.from_arrow(judge_card))),
+        ]
         summary = "\n\n".join(p for p in parts if p)
         for name, table in (("rounds.csv", frame), ("ranking.csv", ranking)):
             if table.height:

@@ -220,14 +220,25 @@ class Leaderboard(Stage):
     board: Board
 
     name = "leaderboard"
-    reads = (ports.COMPARISONS, ports.SCORES, ports.CANDIDATES)
+    reads = (ports.COMPARISONS, ports.SCORES, ports.CANDIDATES, ports.HUMAN_SCORES)
     writes = (ports.LEADERBOARD,)
 
     def run(
-        self, ctx: StageContext, *, comparisons: pa.Table, scores: pa.Table, candidates: pa.Table
+        self,
+        ctx: StageContext,
+        *,
+        comparisons: pa.Table,
+        scores: pa.Table,
+        candidates: pa.Table,
+        human_scores: pa.Table,
     ) -> dict[str, Any]:
         board = leaderboard_table(
-            pl.from_arrow(comparisons), pl.from_arrow(scores), candidates, list(self.methods), self.board
+            pl.from_arrow(comparisons),
+            pl.from_arrow(scores),
+            candidates,
+            list(self.methods),
+            self.board,
+            pl.from_arrow(human_scores),
         )
         multi_judge, multi_template = board["judge"].n_unique() > 1, board["template_id"].n_unique() > 1
         for r in board.iter_rows(named=True):

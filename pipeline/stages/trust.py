@@ -29,7 +29,7 @@ REVIEW_LABELS, REVIEW_INCLUSION = "labels.csv", "inclusion.parquet"
 
 
 def uniform(labels: pl.DataFrame) -> bool:
-    """Whether every label had the same chance of being drawn (what certification needs)."""
+    """Whether every pair of the labels' population had the same chance of being drawn (what certification needs)."""
     inclusion = labels["inclusion"].to_numpy()
     return bool(len(inclusion)) and bool(np.allclose(inclusion, inclusion[0], rtol=1e-9, atol=0.0))
 
@@ -99,7 +99,8 @@ class DrawLabels(Stage):
                 self.trust.seed,
                 jurors[0] if jurors else None,
             )
-        if not labels.height:
+        labelled = labels["preference"].is_not_null().sum()
+        if not labelled:
             raise UserError(
                 "trust: no pair of the run's comparisons has people's labels, so nothing can be calibrated "
                 + (
@@ -109,12 +110,14 @@ class DrawLabels(Stage):
                     else "(the review has no answers)"
                 )
             )
-        ctx.metrics["trust/labels"] = float(labels.height)
+        ctx.metrics["trust/labels"] = float(labelled)
+        ctx.metrics["trust/population"] = float(labels.height)
         log.info(
-            "trust: %d pair(s) labelled by people (%s, %s sample)",
-            labels.height,
+            "trust: %d pair(s) labelled by people (%s, %s sample) of the %d pair(s) they were drawn from",
+            labelled,
             self.trust.labels,
             "uniform" if uniform(labels) else "weighted",
+            labels.height,
         )
         return {"labels": labels}
 
@@ -129,8 +132,7 @@ class DrawLabels(Stage):
                 "(make review RUN=<run folder> ARGS='--strategy random'), then `make review-report` writes them"
             )
         frame = pl.read_csv(answers, schema_overrides={"inclusion": pl.Float64, "context_id": pl.String})
-        chances = pl.read_parquet(every) if every.exists() else pl.DataFrame()
-        return review_labels(frame, chances, comparisons)
+        return review_labels(frame, pl.read_parquet(every) if every.exists() else None, comparisons)
 
 
 @dataclass(frozen=True)

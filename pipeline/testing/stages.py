@@ -21,6 +21,7 @@ class Context:
         self.run_dir = self.planned_run_dir = folder
         self.metrics: dict[str, float] = {}
         self.files: list[Path] = []
+        self.sends = True
         self.executor = executor
 
     def log_step(self, metrics: dict[str, float], step: int) -> None:

@@ -218,7 +218,7 @@ def scoring(cfg: RunConfig, root: Path, logit: poe_logit.Settings = poe_logit.DE
             DrawLabels(cfg.trust, templates),
             Certify(cfg.trust, templates),
             PPIBoard(cfg.trust.enabled and cfg.trust.ppi, cfg.leaderboard.level),
-            Card(own_systems(cfg)),
+            Card(own_systems(cfg), cfg.scoring.signal_alpha, leaderboard_board(cfg)),
             Cost(),
         ),
     )

@@ -249,3 +249,21 @@ def test_generations_that_keep_failing_stop_the_run_and_a_rerun_generates_only_t
     billed = outputs.filter(pl.col("input_id") == "ticket-1")
     cost = (billed["prompt_tokens"].sum() * 1.0 + billed["output_tokens"].sum() * 2.0) / 1e6
     assert metrics["generate/api_cost"] == pytest.approx(cost)
+
+
+def test_make_check_sends_nothing_to_a_hosted_judge_and_says_when_its_words_are_checked(
+    hosted, tmp_path, capsys
+):
+    """The stand-in counts every request: the check of a judge with no tokenizer here sends none (its label words
+    are checked by the run's own test requests), and still plans the run with its time."""
+    from pipeline.run.check import main
+
+    server = hosted()
+    assert (
+        main(hosted_overrides(server, tmp_path, "dataset.demo.n_contexts=1", "dataset.demo.n_candidates=3"))
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert server.requests == []
+    assert "nothing was started, sent or spent" in out and "prompts to judge: 12" in out
+    assert "time (estimated, judging on this machine): about 2 s (1 s a request, 8 at once" in out

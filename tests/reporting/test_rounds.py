@@ -9,6 +9,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
+from pipeline.contracts.card_schema import JUDGE_CARD
 from pipeline.contracts.schemas import ROUNDS, SCORES
 from pipeline.reporting.rounds_report import SHOWN, ranking_table, ranking_text, rounds_text, z_of
 
@@ -149,6 +150,7 @@ def test_the_stage_adds_the_rounds_and_the_ranking_to_the_report(tmp_path: Path)
         rounds=rounds(["pool"]).to_arrow(),
         scores=scores(12).to_arrow(),
         summary="the comparative report",
+        judge_card=JUDGE_CARD.empty_table(),
     )
     summary = out["summary"]
     assert summary.startswith("the comparative report\n\nadaptive rounds, pool (40 items)")
@@ -158,6 +160,19 @@ def test_the_stage_adds_the_rounds_and_the_ranking_to_the_report(tmp_path: Path)
     assert pl.read_csv(tmp_path / "rounds.csv").height == 3
     assert (tmp_path / "plots" / "rounds.png").stat().st_size > 0
     assert (tmp_path / "plots" / "ranking.png").stat().st_size > 0
+
+
+def test_a_ranking_from_a_judge_at_chance_says_it_is_no_finding():
+    from pipeline.reporting.rounds_report import ranking_table, ranking_text
+
+    ranking = ranking_table(scores(12), "poe_logit", 0.95)
+    plain = ranking_text(ranking, "poe_logit", 0.95)
+    chance = ranking_text(ranking, "poe_logit", 0.95, {("j", "coherence", "pool")})
+    assert "not a finding" not in plain
+    assert (
+        "coherence (pool), pool: 12 items: not a finding, the judge is not distinguishable from chance"
+        in chance
+    )
 
 
 def test_the_adaptive_workflow_ends_with_the_rounds_report():

@@ -10,7 +10,10 @@ from pipeline.run.check import main
 
 MISTAKES = [
     (["+judge.batchsize=8"], "did you mean judge.batch_size?"),
-    (["judge.batchsize=8"], "Could not override 'judge.batchsize'"),
+    (["judge.batchsize=8"], "did you mean judge.batch_size?"),  # without +, the same answer as with it
+    (["scoring.debias=foo"], "Invalid value 'foo', expected one of [average, alpha, balanced_threshold"),
+    (["trust.seed=-1", "trust.enabled=true"], "config trust.seed=-1 must be a non-negative integer (a seed)"),
+    (["judge.engine.seed=-3"], "config judge.engine.seed=-3 must be a non-negative integer (a seed)"),
     (["judge.api.base_url=http://127.0.0.1:8000/v1"], "is for a judge behind an endpoint; remove it, or choose one"),
     (["judge=gpu"], "judge.model is required by judge=gpu"),
     (["dataset=summeval", "dataset.path=/nowhere/summeval.jsonl"], "dataset.path=/nowhere/summeval.jsonl does not exist"),
@@ -32,7 +35,7 @@ def test_a_newcomers_mistake_is_refused_by_the_check_with_the_key_and_no_traceba
 
 
 def test_the_same_mistakes_stop_the_run_before_anything_runs(tmp_path, monkeypatch):
-    from pipeline.config.hydra import compose
+    from pipeline.config.hydra import compose, config_error_message
     from pipeline.contracts.errors import UserError
     from pipeline.run.context import run
 
@@ -40,8 +43,11 @@ def test_the_same_mistakes_stop_the_run_before_anything_runs(tmp_path, monkeypat
     for overrides, message in MISTAKES:
         with pytest.raises(Exception, match=None) as caught:
             run(compose([*overrides, f"paths.output_root={tmp_path}", "runtime=inprocess"]))
-        assert message in str(caught.value), overrides
-        assert isinstance(caught.value, UserError) or "Could not override" in str(caught.value)
+        # what `make run` prints (pipeline.cli): a UserError's message, or Hydra's as config_error_message gives it
+        said = (
+            str(caught.value) if isinstance(caught.value, UserError) else config_error_message(caught.value)
+        )
+        assert message in said, overrides
     assert not (tmp_path / "runs").exists()
 
 
@@ -53,7 +59,24 @@ def test_a_good_config_prints_its_plan(capsys, tmp_path):
         and "prompts to judge: " in out
         and "engine starts 1" in out
     )
+    assert (
+        "time (estimated, judging on this machine): about " in out
+        and "3.5 prompts/s as stated for vllm" in out
+    )
+    assert "WARNING: this run will take more than an hour" not in out
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_plan_warns_of_a_run_of_hours_and_help_is_help(capsys, tmp_path):
+    assert main(["dataset=summeval", "dataset.max_contexts=20", f"paths.output_root={tmp_path}"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "prompts to judge: 19200" in out
+        and "WARNING: this run will take more than an hour here (about 1.5 h)" in out
+    )
+    for asked in (["--help"], ["-h"]):
+        assert main(asked) == 0
+        assert capsys.readouterr().out.startswith('usage: make check ARGS="<the run\'s overrides>"')
 
 
 def test_the_plan_says_which_engine_mode_auto_would_choose_and_why(capsys, tmp_path, monkeypatch):

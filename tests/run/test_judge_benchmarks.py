@@ -98,6 +98,26 @@ def test_the_released_judges_print_the_published_accuracies(recorded_run):
 
 
 @pytest.mark.ray
+def test_every_released_judge_is_informative_and_the_summary_says_so_first(recorded_run):
+    import mlflow
+
+    card = run_table(recorded_run, "judge_card")
+    assert set(card["judge"]) == set(PUBLISHED) and card["informative"].all(), card.select(
+        "judge", "signal", "signal_p_value", "signal_units"
+    )
+    assert (card["signal_units"] == card["n_pairs"]).all()  # contexts of two: a unit per pair
+    head = recorded_run.summary.splitlines()[: len(PUBLISHED)]
+    assert all(line.startswith("informative: judge ") for line in head), head
+    assert "NOT INFORMATIVE" not in recorded_run.summary
+    metrics = (
+        mlflow.MlflowClient(tracking_uri=recorded_run.tracking_uri)
+        .get_run(recorded_run.mlflow_run_id)
+        .data.metrics
+    )
+    assert metrics["quality/correct/o1-mini-2024-09-12/c1/informative"] == 1.0
+
+
+@pytest.mark.ray
 def test_by_category_the_numbers_are_judgebenchs_own_count(recorded_run):
     meta = meta_of(recorded_run)
     for judge in PUBLISHED:

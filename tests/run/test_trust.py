@@ -78,9 +78,12 @@ def verdicts_of(comparisons: pl.DataFrame, judge: str, right: dict[str, str]) ->
 def test_the_cascade_keeps_what_it_certifies_and_the_kept_verdicts_agree_as_guaranteed(trust_run):
     trust, accepted, labels = (table(trust_run, n) for n in ("trust", "accepted", "labels"))
     right = right_answers()
-    # 200 pairs labelled from the data, drawn uniformly, each label the right answer
-    assert labels.height == 200 and labels["inclusion"].n_unique() == 1
+    # 200 pairs labelled from the data, drawn uniformly from the 350 people scored (the population), each label the
+    # right answer
+    assert labels.height == 350 and labels["inclusion"].n_unique() == 1
     assert labels["inclusion"][0] == pytest.approx(200 / 350)
+    labels = labels.drop_nulls("preference")
+    assert labels.height == 200 and (table(trust_run, "trust")["population"] == 350).all()
     for row in labels.iter_rows(named=True):
         assert row["preference"] == (1.0 if right[row["context_id"]] == row["cand_i"] else 0.0)
     # the cascade in the order given, each at its share of delta
@@ -195,8 +198,10 @@ def test_a_random_review_calibrates_the_cascade_and_its_escalated_pairs_are_the_
         ]
     )
     again = run(cfg)
-    labels = table(again, "labels")
-    assert set(labels["source"]) == {"review"}
+    population = table(again, "labels")
+    assert set(population["source"]) == {"review"}
+    assert population.height == 350  # the review drew from every pair of the run
+    labels = population.drop_nulls("preference")
     assert labels.select(PAIR).n_unique() == labels.height == answers.select(PAIR).n_unique()
     for row in labels.iter_rows(named=True):
         assert row["preference"] == (1.0 if right[row["context_id"]] == row["cand_i"] else 0.0)
@@ -263,3 +268,128 @@ def test_a_cascade_naming_no_judge_of_the_run_is_refused_before_anything_is_judg
     with pytest.raises(UserError, match=r"trust.cascade names 'o1-mini', which is none of the run's judges"):
         run(cfg)
     assert not list(tmp_path.rglob("judgments/*.parquet"))
+
+
+def partial_world(folder) -> tuple[str, str]:
+    """Four contexts of four candidates; people scored the first two contexts only; a recorded judge sure and right
+    on those and sure and wrong on the others (the issue's case). The data file and the verdict file."""
+    records, verdicts = [], []
+    for c in range(4):
+        quality = [3, 1, 4, 2]
+        cands = [
+            {"candidate_id": f"c{c}:{k}", "text": f"answer {k} to question {c}"}
+            | ({"scores": {"quality": quality[k]}} if c < 2 else {})
+            for k in range(4)
+        ]
+        records.append({"context_id": f"c{c}", "context": f"question {c}", "candidates": cands})
+        for a in range(4):
+            for b in range(4):
+                if a != b:
+                    right = quality[a] > quality[b]
+                    first_wins = right if c < 2 else not right
+                    verdicts.append(
+                        {"context_id": f"c{c}", "first": f"c{c}:{a}", "second": f"c{c}:{b}",
+                         "p_first": 0.99 if first_wins else 0.01}
+                    )  # fmt: skip
+    data, file = folder / "partial.jsonl", folder / "verdicts.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    file.write_text("".join(json.dumps(v) + "\n" for v in verdicts))
+    return str(data), str(file)
+
+
+def test_labels_from_part_of_the_run_certify_that_part_only(tmp_path):
+    """Held out: people scored two of four contexts; the judge is right there and wrong elsewhere. The labels' population
+    is the pairs people scored; the certificate keeps verdicts there only, every other pair is escalated, and the
+    summary says so: the kept verdicts agree with the truth as guaranteed."""
+    data, file = partial_world(tmp_path)
+    cfg = compose(
+        [
+            "dataset.name=partial",
+            f"dataset.path={data}",
+            "dataset.attributes=[quality]",
+            "judge=recorded",
+            f"judge.model={file}",
+            "runtime=inprocess",
+            "trust.enabled=true",
+            "trust.n=40",
+            "trust.alpha=0.2",
+            f"paths.output_root={tmp_path / 'out'}",
+        ]
+    )
+    result = run(cfg)
+    labels, trust, accepted = (table(result, n) for n in ("labels", "trust", "accepted"))
+    assert labels.height == 12 and set(labels["context_id"]) == {"c0", "c1"}  # 6 pairs in each scored context
+    row = trust.row(0, named=True)
+    assert (row["population"], row["comparisons"]) == (12, 24) and row["certified"]
+    outside = accepted.filter(pl.col("context_id").is_in(["c2", "c3"]))
+    assert (
+        outside.height == 12
+        and (outside["accepted_by"] == "escalated").all()
+        and not outside["population"].any()
+    )
+    kept = accepted.filter(pl.col("accepted_by") != "escalated")
+    assert kept.height == 12 and set(kept["context_id"]) == {"c0", "c1"}
+    assert "the labels were drawn from 12 of the 24 comparisons only" in result.summary
+    assert "the other 12 are escalated, since the labels say nothing of them" in result.summary
+
+
+def test_a_review_without_its_sample_frame_is_refused_by_name(trust_run, tmp_path):
+    folder = tmp_path / "review"
+    folder.mkdir()
+    pair = table(trust_run, "comparisons").select(PAIR).row(0)
+    pl.DataFrame(
+        {**{k: [v] for k, v in zip(PAIR, pair, strict=True)}, "human": ["i"], "inclusion": [0.5]}
+    ).write_csv(folder / "labels.csv")
+    cfg = compose(
+        [
+            "experiment=judgebench_trust",
+            "runtime=inprocess",
+            "trust.labels=review",
+            f"trust.review_folder={folder}",
+            f"paths.output_root={tmp_path / 'out'}",
+        ]
+    )
+    with pytest.raises(UserError, match="no inclusion.parquet beside it"):
+        run(cfg)
+
+
+def test_a_review_of_part_of_the_run_certifies_that_part_only(trust_run, tmp_path):
+    """A review drawn from half of the run's pairs (a smaller run's, or one category's: its inclusion.parquet names
+    them): its answers certify the verdicts of that half, every other pair is escalated, and PPI reads that half."""
+    right = right_answers()
+    pairs = table(trust_run, "comparisons").select(PAIR).unique().sort(PAIR)
+    frame = pairs.head(175).with_columns(
+        item_id=pl.Series([f"i{k}" for k in range(175)]), inclusion=pl.lit(120 / 175)
+    )
+    folder = tmp_path / "review"
+    folder.mkdir()
+    frame.write_parquet(folder / "inclusion.parquet")
+    answered = frame.head(120).with_columns(
+        human=pl.Series(
+            [
+                "i" if right[c] == i else "j"
+                for c, i in zip(frame.head(120)["context_id"], frame.head(120)["cand_i"], strict=True)
+            ]
+        )
+    )
+    answered.select(*PAIR, "human", "inclusion").write_csv(folder / "labels.csv")
+    cfg = compose(
+        [
+            "experiment=judgebench_trust",
+            "runtime=inprocess",
+            "trust.labels=review",
+            f"trust.review_folder={folder}",
+            f"paths.output_root={tmp_path / 'out'}",
+        ]
+    )
+    result = run(cfg)
+    labels, trust, accepted = (table(result, n) for n in ("labels", "trust", "accepted"))
+    assert labels.height == 175 and labels["preference"].is_not_null().sum() == 120
+    assert (trust["population"] == 175).all() and (trust["comparisons"] == 350).all()
+    outside = accepted.join(frame.select(PAIR), on=PAIR, how="anti")
+    assert (
+        outside.height == 175
+        and (outside["accepted_by"] == "escalated").all()
+        and not outside["population"].any()
+    )
+    assert "the labels were drawn from 175 of the 350 comparisons only" in result.summary

@@ -8,7 +8,7 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from pipeline.contracts.schemas import CANDIDATES
+from pipeline.contracts.schemas import CANDIDATES, HUMAN_SCORES
 from pipeline.methods.agreement.bootstrap import (
     bootstrap_counts,
     bootstrap_means,
@@ -17,6 +17,8 @@ from pipeline.methods.agreement.bootstrap import (
     tied_groups,
 )
 from pipeline.scoring.leaderboard import Board, leaderboard_table
+
+NO_PEOPLE = HUMAN_SCORES.empty_table()
 
 
 def test_counts_draw_every_input_count_times_per_round():
@@ -225,7 +227,13 @@ def test_a_leaderboard_with_one_unit_per_model_warns_that_its_intervals_are_poin
     comps, scores, cands = run_tables(["m-a", "m-b", "m-c"], ["pool"])
     stage = Leaderboard(("poe_gaussian",), Board(50, 0.9, 0))
     with caplog.at_level("INFO", logger="pipeline"):
-        out = stage.run(Ctx(), comparisons=comps.to_arrow(), scores=scores.to_arrow(), candidates=cands)
+        out = stage.run(
+            Ctx(),
+            comparisons=comps.to_arrow(),
+            scores=scores.to_arrow(),
+            candidates=cands,
+            human_scores=NO_PEOPLE,
+        )
     win = out["leaderboard"].filter(pl.col("metric") == "win_rate")
     assert (win["lower"] == win["upper"]).all()  # nothing to resample
     assert (
@@ -235,14 +243,26 @@ def test_a_leaderboard_with_one_unit_per_model_warns_that_its_intervals_are_poin
     caplog.clear()
     comps, scores, cands, _ = pool_tables(["m-a", "m-b", "m-c"], per_model=10, pairs=60)
     with caplog.at_level("INFO", logger="pipeline"):
-        stage.run(Ctx(), comparisons=comps.to_arrow(), scores=scores.to_arrow(), candidates=cands)
+        stage.run(
+            Ctx(),
+            comparisons=comps.to_arrow(),
+            scores=scores.to_arrow(),
+            candidates=cands,
+            human_scores=NO_PEOPLE,
+        )
     assert (
         "one pool (up to 10 item(s) per model, resampled)" in caplog.text and "is a point" not in caplog.text
     )
     caplog.clear()
     comps, scores, cands = run_tables(["m-a", "m-b", "m-c"], ["in0", "in1", "in2"])
     with caplog.at_level("INFO", logger="pipeline"):
-        stage.run(Ctx(), comparisons=comps.to_arrow(), scores=scores.to_arrow(), candidates=cands)
+        stage.run(
+            Ctx(),
+            comparisons=comps.to_arrow(),
+            scores=scores.to_arrow(),
+            candidates=cands,
+            human_scores=NO_PEOPLE,
+        )
     assert "over 3 input(s)" in caplog.text and "is a point" not in caplog.text
 
 

@@ -18,6 +18,13 @@ The logistic version fits Bradley-Terry coefficients (the rectified logistic los
 follow ``ppi_py`` (``ppi_mean_ci``, ``ppi_logistic_ci``: the same steps, the same ``lam``), against which they are
 tested; the logistic fit is our own Newton's method on the same convex loss, not ``ppi_py``'s L-BFGS.
 
+**Few labels.** The normal interval needs enough labels of each kind: with 2 agreeing labels the sample variance is 0
+and the interval has no width. :func:`ppi_mean` with ``small_sample`` adds one pseudo-label at the rectifier's largest
+variance (``((1 + lam) / 2)^2``, its range ``[-lam, 1]`` halved, squared) to the labels' sum of squares and takes
+Student's t with ``n - 1`` degrees of freedom in place of the normal quantile; :func:`exact_mean_interval` is
+Clopper-Pearson's exact binomial interval for people's labels alone. Which to use at which size is the caller's rule,
+set by simulated coverage (:mod:`pipeline.scoring.ppi_board`).
+
 The ceiling is known: a judge no better than the models judged saves at most half the labels (Dorner, Nastl and
 Hardt, ICLR 2025); the effective sample size says what it saved here (:attr:`PPIEstimate.effective_labels`).
 """
@@ -28,7 +35,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import norm
+from scipy.stats import beta, norm
+from scipy.stats import t as student
 
 # a logistic coefficient beyond this (odds of e^25) means the labels separate the items: no finite fit
 MAX_COEFFICIENT = 25.0
@@ -76,8 +84,26 @@ def _weights(n: int, w: NDArray[np.float64] | None) -> NDArray[np.float64]:
     return np.ones(n) if w is None else np.asarray(w, dtype=np.float64) / np.sum(w) * n
 
 
-def _interval(estimate, stderr, level: float) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    z = norm.ppf((1 + level) / 2)
+def exact_mean_interval(
+    y: NDArray[np.float64], level: float, w: NDArray[np.float64] | None = None
+) -> tuple[float, float]:
+    """Clopper-Pearson's exact binomial interval at ``level`` for the mean of outcomes in [0, 1] (a half, a tie, counted
+    as half a win: the beta quantiles at a fractional count); weighted labels count as their Kish effective number
+    ``(sum w)^2 / sum w^2`` of draws at their weighted mean."""
+    y = np.asarray(y, dtype=np.float64)
+    wl = _weights(len(y), w)
+    n = float(np.sum(wl) ** 2 / np.sum(wl**2))
+    x = float(np.mean(wl * y)) * n
+    tail = (1 - level) / 2
+    lower = 0.0 if x <= 0 else float(beta.ppf(tail, x, n - x + 1))
+    upper = 1.0 if x >= n else float(beta.ppf(1 - tail, x + 1, n - x))
+    return lower, upper
+
+
+def _interval(
+    estimate, stderr, level: float, dof: int | None = None
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    z = norm.ppf((1 + level) / 2) if dof is None else student.ppf((1 + level) / 2, dof)
     return estimate - z * stderr, estimate + z * stderr
 
 
@@ -106,9 +132,11 @@ def ppi_mean(
     w: NDArray[np.float64] | None = None,
     w_all: NDArray[np.float64] | None = None,
     lam: float | None = None,
+    small_sample: bool = False,
 ) -> PPIEstimate:
     """The PPI++ mean (module docstring) of people's labels ``y`` (with the judge's ``yhat`` on the same items) and the
-    judge's ``yhat_all`` on every item; ``lam`` None: the variance-minimising one."""
+    judge's ``yhat_all`` on every item; ``lam`` None: the variance-minimising one; ``small_sample``: one pseudo-label
+    and Student's t (module docstring)."""
     y, yhat, yhat_all = (np.asarray(a, dtype=np.float64) for a in (y, yhat, yhat_all))
     n, big_n = len(y), len(yhat_all)
     wl, wa = _weights(n, w), _weights(big_n, w_all)
@@ -116,9 +144,11 @@ def ppi_mean(
         theta = np.mean(wa * yhat_all) + np.mean(wl * (y - yhat))
         lam = _lam(wl * (y - theta), wl * (yhat - theta), wa * (yhat_all - theta), np.eye(1))
     estimate = np.mean(wa * lam * yhat_all) + np.mean(wl * (y - lam * yhat))
-    stderr = np.sqrt(np.std(wa * lam * yhat_all) ** 2 / big_n + np.std(wl * (y - lam * yhat)) ** 2 / n)
+    rectifier = wl * (y - lam * yhat)
+    spread = np.sum((rectifier - rectifier.mean()) ** 2) + (((1 + lam) / 2) ** 2 if small_sample else 0.0)
+    stderr = np.sqrt(np.std(wa * lam * yhat_all) ** 2 / big_n + spread / n / n)
     people = np.std(wl * y) / np.sqrt(n)
-    lower, upper = _interval(np.array([estimate]), np.array([stderr]), level)
+    lower, upper = _interval(np.array([estimate]), np.array([stderr]), level, n - 1 if small_sample else None)
     return PPIEstimate(
         np.array([estimate]),
         np.array([stderr]),
