@@ -84,8 +84,8 @@ META_EVALUATION = pa.schema(
         pa.field("category", pa.string()),
         # the pairs with one right and one wrong candidate that the judge judged
         pa.field("n_pairs", pa.int64(), nullable=False),
-        # JudgeBench: the share of pairs whose two orderings' votes sum above 0, with a bootstrap interval over the
-        # pairs (the same draws for every judge) at leaderboard.level; the judges' statistical rank by it
+        # JudgeBench: the share of pairs whose two orderings' votes sum above 0, with Clopper-Pearson's exact interval at
+        # leaderboard.level; the judges' statistical rank by it
         *required(pa.float64(), "accuracy", "lower", "upper"),
         pa.field("rank", pa.int32(), nullable=False),
         pa.field("tied_with", pa.string(), nullable=False),

@@ -3,7 +3,8 @@
 Each answer is mapped back from what was shown (slot 1, slot 2, tie) to the pair's outcome codes (candidate
 i, tie, candidate j: :data:`pipeline.review.sample.LABELS`) and set beside the judge's verdict on that pair.
 The statistics (:mod:`pipeline.methods.agreement.raters`), each with a 95 % percentile bootstrap interval over the
-answered items:
+answered items (from 10 items, and none where the resamples do not vary; the raw agreement, a share, with
+Clopper-Pearson's exact interval at any number):
 
 - judge vs each reviewer, and vs all answers pooled: raw agreement, Cohen's kappa over the three outcomes, its
   linearly weighted form (the outcomes are ordered, i < tie < j: a tie against a side is half a disagreement), and
@@ -46,6 +47,7 @@ from pipeline.methods.agreement.raters import (
     raw_agreement,
     weighted_kappa,
 )
+from pipeline.methods.agreement.selective import exact_mean_interval
 from pipeline.review.answers import Answers
 from pipeline.review.sample import BANDS, LABELS, TIE, ReviewSample
 
@@ -140,6 +142,10 @@ def _row(scope: str, group: str, statistic: str, value: float, ci: tuple[float, 
     }
 
 
+def _exact(agree: np.ndarray) -> tuple[float, float]:
+    return exact_mean_interval(agree.astype(float), LEVEL) if agree.size else (float("nan"), float("nan"))
+
+
 def _with_interval(
     scope: str, group: str, name: str, stat: Callable[[np.ndarray], float], n: int, seed: int
 ) -> dict:
@@ -160,7 +166,8 @@ def judge_vs_human(scope: str, group: str, judge: np.ndarray, human: np.ndarray,
 
     js, hs = judge[sided], human[sided]
     return [
-        _with_interval(scope, group, "raw_agreement", lambda k: raw_agreement(judge[k], human[k]), n, seed),
+        # a share of items: Clopper-Pearson's exact interval, valid at any number of answers
+        _row(scope, group, "raw_agreement", raw_agreement(judge, human), _exact(judge == human), n),
         _with_interval(scope, group, "kappa", two_way(cohen_kappa, judge, human), n, seed),
         # the labels are ordered (i < tie < j): a tie against a side is half a disagreement
         _with_interval(scope, group, "weighted_kappa", two_way(weighted_kappa, judge, human), n, seed),

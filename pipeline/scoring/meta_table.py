@@ -5,14 +5,14 @@ An attribute is an **objective label** when every human score it has is 0 or 1 (
 ``correct``: 1 for the right candidate); its **objective pairs** are those of one right and one wrong candidate.
 Per judge, attribute and template, and per category (the context's, ``dataset.category_field``; null: every
 category together), over the objective pairs it judged: JudgeBench's accuracy (the two orderings' votes sum above 0)
-with a bootstrap interval and the judges' statistical rank (a leaderboard of judges), LLMBar's accuracy of each
+with Clopper-Pearson's exact interval (valid for a category of a handful of pairs, where a bootstrap's is too narrow:
+five right pairs gave [1, 1]) and the judges' statistical rank (a leaderboard of judges), LLMBar's accuracy of each
 ordering (the candidate listed first in the data shown first, then second), their mean, the share right in both and
 the positional agreement, the share of orderings that prefer neither candidate, and the product's own debiased
 verdict's accuracy beside them.
 
 Nothing depends on which candidate a comparison calls i (the orderings are told apart by the data's listing, the
-right candidate by its label), on the names or on the order of rows: the bootstrap draws the pairs in the order of
-their content keys (:mod:`pipeline.contracts.keys`), the same draws for every judge (their values stay paired).
+right candidate by its label), on the names or on the order of rows.
 """
 
 from __future__ import annotations
@@ -25,12 +25,8 @@ import pyarrow as pa
 
 from pipeline.contracts.card_schema import META_EVALUATION
 from pipeline.contracts.keys import pair_key, stable_hash
-from pipeline.methods.agreement.bootstrap import (
-    bootstrap_counts,
-    bootstrap_means,
-    statistical_ranks,
-    tied_groups,
-)
+from pipeline.methods.agreement.bootstrap import statistical_ranks, tied_groups
+from pipeline.methods.agreement.selective import exact_mean_interval
 from pipeline.methods.quality.benchmark import benchmark_scores, pair_right, votes
 from pipeline.methods.scorers.win_ratio import hard_outcomes
 from pipeline.scoring.card_table import with_preferences, with_sides
@@ -105,8 +101,6 @@ def meta_evaluation_table(
     candidates: pa.Table,
     human: pl.DataFrame,
     level: float = 0.90,
-    rounds: int = 100,
-    seed: int = 0,
 ) -> pl.DataFrame:
     """META_EVALUATION rows (module docstring); empty where no attribute is an objective label."""
     pairs = objective_pairs(comparisons, candidates, human)
@@ -118,7 +112,7 @@ def meta_evaluation_table(
         for category in [None, *categories]:
             part = of_attribute if category is None else of_attribute.filter(pl.col("category") == category)
             if part.height:
-                rows += _ranked_rows(part, str(attribute), category, level, rounds, seed)
+                rows += _ranked_rows(part, str(attribute), category, level)
     table = pl.DataFrame(rows, schema=pl.from_arrow(META_EVALUATION.empty_table()).schema, orient="row")
     return table.sort(
         ["attribute", "category", "rank", "accuracy", "judge", "template_id"],
@@ -127,30 +121,23 @@ def meta_evaluation_table(
     )
 
 
-def _ranked_rows(
-    part: pl.DataFrame, attribute: str, category: str | None, level: float, rounds: int, seed: int
-) -> list[tuple]:
+def _ranked_rows(part: pl.DataFrame, attribute: str, category: str | None, level: float) -> list[tuple]:
     """One row per judge and template over ``part`` (the objective pairs of one attribute and category), with the
-    interval of its accuracy (the pairs drawn in the order of their content keys) and its statistical rank."""
+    exact interval of its accuracy and its statistical rank."""
     jurors = part.select("judge", "template_id").unique().sort(["judge", "template_id"])
     keys = list(zip(jurors["judge"].to_list(), jurors["template_id"].to_list(), strict=True))
     several_templates = jurors["template_id"].n_unique() > 1
     names = [f"{j}/{t}" if several_templates else j for j, t in keys]
-    units = np.unique(part["unit"].to_numpy())
-    where = {int(u): k for k, u in enumerate(units)}
-    values = np.full((len(units), len(keys)), np.nan)
-    scores = []
-    for column, (judge, template) in enumerate(keys):
+    scores, bounds = [], []
+    for judge, template in keys:
         own = part.filter((pl.col("judge") == judge) & (pl.col("template_id") == template))
         v1, v2 = own["v_first"].to_numpy(), own["v_second"].to_numpy()
-        rows = [where[int(u)] for u in own["unit"].to_numpy()]
-        values[rows, column] = pair_right(v1, v2)
+        bounds.append(exact_mean_interval(pair_right(v1, v2), level))
         found = benchmark_scores(v1, v2, own["judged_first"].to_numpy(), own["judged_second"].to_numpy())
         scores.append((found, float(own["debiased_right"].mean())))
-    counts = bootstrap_counts(len(units), rounds, np.random.default_rng(seed))
-    interval = bootstrap_means(values, counts, level)
-    ranks = statistical_ranks(interval.lower, interval.upper)
-    tied = tied_groups(names, interval.lower, interval.upper)
+    lower, upper = (np.array(b) for b in zip(*bounds, strict=True))
+    ranks = statistical_ranks(lower, upper)
+    tied = tied_groups(names, lower, upper)
     out = []
     for k, ((judge, template), (found, debiased)) in enumerate(zip(keys, scores, strict=True)):
         measured = {COLUMNS[name]: _none(value) for name, value in asdict(found).items()}
@@ -162,8 +149,8 @@ def _ranked_rows(
                 category,
                 measured["n_pairs"],
                 measured["accuracy"],
-                float(interval.lower[k]),
-                float(interval.upper[k]),
+                float(lower[k]),
+                float(upper[k]),
                 int(ranks[k]),
                 ", ".join(sorted(tied[k])),
                 measured["accuracy_listed_first"],

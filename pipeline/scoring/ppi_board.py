@@ -39,7 +39,8 @@ from scipy.stats import norm
 
 from pipeline.contracts.keys import content_key, stable_hash
 from pipeline.contracts.trust_schema import PPI_LEADERBOARD
-from pipeline.methods.agreement.ppi import NotIdentified, exact_mean_interval, ppi_logistic, ppi_mean
+from pipeline.methods.agreement.ppi import NotIdentified, ppi_logistic, ppi_mean
+from pipeline.methods.agreement.selective import exact_mean_interval
 from pipeline.methods.scorers.win_ratio import hard_outcomes
 from pipeline.scoring.card_table import with_sides
 from pipeline.scoring.trust_table import PAIR, oriented

@@ -30,10 +30,8 @@ class MetaEvaluate(Stage):
     (one right candidate): JudgeBench's accuracy with an interval and the judges' rank, LLMBar's accuracy of each
     ordering, their mean and the positional agreement, per category and over all."""
 
-    # The interval (leaderboard.level, .rounds, .seed): a bootstrap over the pairs, the same draws for every judge.
+    # The interval's level (leaderboard.level): Clopper-Pearson's exact interval of each judge's accuracy.
     level: float = 0.90
-    rounds: int = 100
-    seed: int = 0
 
     name = "meta_evaluate"
     reads = (ports.COMPARISONS, ports.CANDIDATES, ports.HUMAN_SCORES)
@@ -47,8 +45,6 @@ class MetaEvaluate(Stage):
             candidates,
             pl.from_arrow(human_scores),
             self.level,
-            self.rounds,
-            self.seed,
         )
         for row in table.iter_rows(named=True):
             prefix = f"meta/{row['attribute']}/{row['judge']}/{row['template_id']}/{row['category'] or ALL}"

@@ -214,7 +214,7 @@ def scoring(cfg: RunConfig, root: Path, logit: poe_logit.Settings = poe_logit.DE
             Jury(cfg.scoring.jury),
             Leaderboard(tuple(leaderboard_methods(cfg)), leaderboard_board(cfg)),
             Correlate(cfg.scoring.correlation),
-            MetaEvaluate(cfg.leaderboard.level, cfg.leaderboard.rounds, cfg.leaderboard.seed),
+            MetaEvaluate(cfg.leaderboard.level),
             DrawLabels(cfg.trust, templates),
             Certify(cfg.trust, templates),
             PPIBoard(cfg.trust.enabled and cfg.trust.ppi, cfg.leaderboard.level),

@@ -12,6 +12,7 @@ from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
 
 from pipeline.methods.agreement.raters import (
+    MIN_ITEMS,
     MISSING,
     bootstrap_interval,
     category_counts,
@@ -168,7 +169,13 @@ def test_bootstrap_interval_is_seeded_and_brackets_the_value():
     rare = np.zeros(50, dtype=np.int64)
     rare[0] = 1
     defined = bootstrap_interval(lambda k: cohen_kappa(rare[k], rare[k], 2), 50, np.random.default_rng(0))
-    assert defined == (1.0, 1.0)  # defined on ~63 % of resamples, and then perfect
+    # defined on ~63 % of resamples, and then perfect: resamples that do not vary show nothing of the statistic's
+    # spread, so no interval (never one of no width), as with fewer than MIN_ITEMS items
+    assert all(math.isnan(v) for v in defined)
+    few = bootstrap_interval(stat, MIN_ITEMS - 1, np.random.default_rng(0))
+    assert all(math.isnan(v) for v in few) and not any(
+        math.isnan(v) for v in bootstrap_interval(stat, MIN_ITEMS, np.random.default_rng(0))
+    )
 
 
 def test_linearly_weighted_kappa_is_sklearns_and_counts_a_tie_against_a_side_as_half():

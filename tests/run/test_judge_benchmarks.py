@@ -313,3 +313,20 @@ def test_the_same_lacking_file_with_match_partial_leaves_the_pair_out_counted(tm
     assert "left out, their pairs lacking from the judge's file of verdicts" in result.summary
     judgments = run_table(result, "judgments")
     assert judgments.height == 4
+
+
+@pytest.mark.ray
+def test_each_accuracys_interval_is_clopper_pearsons_and_never_of_no_width(recorded_run):
+    """The exact binomial interval at leaderboard.level (0.90) of JudgeBench's accuracy, overall and per category: a
+    category of a few pairs all right or all wrong still has an interval (a bootstrap over pairs gave it none)."""
+    from scipy.stats import beta
+
+    meta = meta_of(recorded_run)
+    for row in meta.iter_rows(named=True):
+        right, n = round(row["accuracy"] * row["n_pairs"]), row["n_pairs"]
+        lower = 0.0 if right == 0 else beta.ppf(0.05, right, n - right + 1)
+        upper = 1.0 if right == n else beta.ppf(0.95, right + 1, n - right)
+        assert row["lower"] == pytest.approx(lower, abs=1e-12) and row["upper"] == pytest.approx(
+            upper, abs=1e-12
+        )
+        assert row["upper"] - row["lower"] > 0.01, row

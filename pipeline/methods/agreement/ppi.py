@@ -21,8 +21,8 @@ tested; the logistic fit is our own Newton's method on the same convex loss, not
 **Few labels.** The normal interval needs enough labels of each kind: with 2 agreeing labels the sample variance is 0
 and the interval has no width. :func:`ppi_mean` with ``small_sample`` adds one pseudo-label at the rectifier's largest
 variance (``((1 + lam) / 2)^2``, its range ``[-lam, 1]`` halved, squared) to the labels' sum of squares and takes
-Student's t with ``n - 1`` degrees of freedom in place of the normal quantile; :func:`exact_mean_interval` is
-Clopper-Pearson's exact binomial interval for people's labels alone. Which to use at which size is the caller's rule,
+Student's t with ``n - 1`` degrees of freedom in place of the normal quantile;
+:func:`pipeline.methods.agreement.selective.exact_mean_interval` is Clopper-Pearson's exact interval for people's alone. Which to use at which size is the caller's rule,
 set by simulated coverage (:mod:`pipeline.scoring.ppi_board`).
 
 The ceiling is known: a judge no better than the models judged saves at most half the labels (Dorner, Nastl and
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.stats import beta, norm
+from scipy.stats import norm
 from scipy.stats import t as student
 
 # a logistic coefficient beyond this (odds of e^25) means the labels separate the items: no finite fit
@@ -82,22 +82,6 @@ class PPIEstimate:
 def _weights(n: int, w: NDArray[np.float64] | None) -> NDArray[np.float64]:
     """Weights normalised to mean 1 (ones without)."""
     return np.ones(n) if w is None else np.asarray(w, dtype=np.float64) / np.sum(w) * n
-
-
-def exact_mean_interval(
-    y: NDArray[np.float64], level: float, w: NDArray[np.float64] | None = None
-) -> tuple[float, float]:
-    """Clopper-Pearson's exact binomial interval at ``level`` for the mean of outcomes in [0, 1] (a half, a tie, counted
-    as half a win: the beta quantiles at a fractional count); weighted labels count as their Kish effective number
-    ``(sum w)^2 / sum w^2`` of draws at their weighted mean."""
-    y = np.asarray(y, dtype=np.float64)
-    wl = _weights(len(y), w)
-    n = float(np.sum(wl) ** 2 / np.sum(wl**2))
-    x = float(np.mean(wl * y)) * n
-    tail = (1 - level) / 2
-    lower = 0.0 if x <= 0 else float(beta.ppf(tail, x, n - x + 1))
-    upper = 1.0 if x >= n else float(beta.ppf(1 - tail, x + 1, n - x))
-    return lower, upper
 
 
 def _interval(

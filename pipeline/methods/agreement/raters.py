@@ -177,6 +177,9 @@ def confusion(a: NDArray[np.int64], b: NDArray[np.int64], n_categories: int) -> 
     return table
 
 
+MIN_ITEMS = 10
+
+
 def bootstrap_interval(
     statistic: Callable[[NDArray[np.int64]], float],
     n_items: int,
@@ -187,14 +190,16 @@ def bootstrap_interval(
     """Percentile bootstrap over items: ``statistic(index)`` on ``rounds`` resamples of ``range(n_items)`` drawn
     with replacement; the ``(1 - level) / 2`` and ``(1 + level) / 2`` quantiles of the defined values.
 
-    ``(nan, nan)`` with fewer than two items or when fewer than half the resamples give a defined value (a
-    statistic that is mostly undefined has no interval worth printing).
+    ``(nan, nan)`` with fewer than :data:`MIN_ITEMS` items (a percentile bootstrap of a handful of items is narrower
+    than its data: five agreeing answers give [1, 1]), where the resamples do not vary (no width: the data cannot
+    show how far the statistic may move), or when fewer than half the resamples give a defined value (a statistic
+    that is mostly undefined has no interval worth printing).
     """
-    if n_items < 2:
+    if n_items < MIN_ITEMS:
         return float("nan"), float("nan")
     values = np.array([statistic(rng.integers(0, n_items, n_items)) for _ in range(rounds)])
     defined = values[np.isfinite(values)]
     if defined.size < rounds / 2:
         return float("nan"), float("nan")
     lower, upper = np.quantile(defined, [(1 - level) / 2, (1 + level) / 2])
-    return float(lower), float(upper)
+    return (float(lower), float(upper)) if upper > lower else (float("nan"), float("nan"))

@@ -45,6 +45,22 @@ def clopper_pearson_upper(errors: int, n: int, delta: float) -> float:
     return float(beta.ppf(1.0 - delta, errors + 1, n - errors))
 
 
+def exact_mean_interval(
+    y: NDArray[np.float64], level: float, w: NDArray[np.float64] | None = None
+) -> tuple[float, float]:
+    """Clopper-Pearson's exact binomial interval at ``level`` for the mean of outcomes in [0, 1] (a half, a tie, counted
+    as half a win: the beta quantiles at a fractional count); weighted labels count as their Kish effective number
+    ``(sum w)^2 / sum w^2`` of draws at their weighted mean."""
+    y = np.asarray(y, dtype=np.float64)
+    wl = np.ones(len(y)) if w is None else np.asarray(w, dtype=np.float64)
+    n = float(np.sum(wl) ** 2 / np.sum(wl**2))
+    x = float(np.mean(wl * y)) * n
+    tail = (1 - level) / 2
+    lower = 0.0 if x <= 0 else float(beta.ppf(tail, x, n - x + 1))
+    upper = 1.0 if x >= n else float(beta.ppf(1 - tail, x + 1, n - x))
+    return lower, upper
+
+
 def labels_needed(rate: float, alpha: float, delta: float, cap: int = 10**7) -> int | None:
     """The items at which a disagreement rate of ``rate`` (``round(rate * n)`` errors of ``n``) is certified below
     alpha at ``1 - delta`` and one fewer is not (:func:`labels_needed_each`: the fewest up to rounding, under which
