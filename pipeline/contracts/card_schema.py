@@ -22,6 +22,9 @@ JUDGE_CARD = pa.schema(
         # pairs people scored apart (their preference is known), and how often the judge's debiased verdict agrees
         pa.field("n_human_pairs", pa.int64(), nullable=False),
         pa.field("accuracy", pa.float64()),
+        # its interval at leaderboard.level: exact (Clopper-Pearson) where no two pairs share a context, else a
+        # bootstrap over contexts from 10 of them (null: fewer)
+        *optional(pa.float64(), "accuracy_lower", "accuracy_upper"),
         # calibration of the debiased P(i beats j) against people's preferences
         *optional(pa.float64(), "ece", "brier", "log_loss"),
         # the temperature fitted to people's preferences on every pair, and the calibration after the cross-fitted

@@ -12,7 +12,8 @@ name back when it compares a renamed run with the original. Besides that, a tabl
 - ``sets``: columns that list names joined by a separator, in an order that follows the names (``tied_with``;
   a jury's ``template_id``, its jurors' templates joined by ``:``); several separators nest, the first outermost;
 - ``probabilities``: columns in [0, 1]; ``intervals``: ``(estimate, lower, upper)`` with ``lower <= estimate <=
-  upper``;
+  upper``, the bounds null together, never without the estimate (an estimate may stand without one: too few units
+  for a valid interval);
 - ``undefined``: the columns that may be null, meaning "not defined" (printed n/a); a float column is never NaN,
   and a column not listed here is never null;
 - ``measured``: what a run measures rather than computes (seconds, which process): never compared;
@@ -133,6 +134,7 @@ ROLES: dict[int, Roles] = {
     ),
     id(card.JUDGE_CARD): Roles(
         intervals=(
+            ("accuracy", "accuracy_lower", "accuracy_upper"),
             ("models_spearman", "models_spearman_lower", "models_spearman_upper"),
             ("models_kendall", "models_kendall_lower", "models_kendall_upper"),
         ),
@@ -140,6 +142,8 @@ ROLES: dict[int, Roles] = {
             "signal_p_value",
             "signal_alpha",
             "accuracy",
+            "accuracy_lower",
+            "accuracy_upper",
             "ece",
             "brier",
             "ece_calibrated",

@@ -74,6 +74,17 @@ def uninformative(card: pl.DataFrame) -> dict[tuple[str, str, str], str]:
     return {(r["judge"], r["attribute"], r["template_id"]): _evidence(r) for r in rows}
 
 
+def _chance(row: dict) -> str:
+    """The agreement's interval, and where it stands against chance (one half)."""
+    low, high = row["accuracy_lower"], row["accuracy_upper"]
+    if low is None:
+        return " (no interval: too few contexts, or rounds that do not vary)"
+    side = (
+        "above chance" if low > 0.5 else "below chance" if high < 0.5 else "not distinguishable from chance"
+    )
+    return f" [{_pct(low)}, {_pct(high)}], {side},"
+
+
 def card_text(card: pl.DataFrame, limit: int = 6) -> str:
     """One line per judge, attribute and template (the first ``limit``; every one is in judge_card.csv)."""
     lines = []
@@ -88,7 +99,7 @@ def card_text(card: pl.DataFrame, limit: int = 6) -> str:
             )
         elif row["n_human_pairs"]:
             parts.append(
-                f"agrees with people on {_pct(row['accuracy'])} of {row['n_human_pairs']} pairs; calibration ECE "
+                f"agrees with people on {_pct(row['accuracy'])}{_chance(row)} of {row['n_human_pairs']} pairs; calibration ECE "
                 f"{_num(row['ece'])} (Brier {_num(row['brier'])}) -> {_num(row['ece_calibrated'])} "
                 f"({_num(row['brier_calibrated'])}) after a cross-fitted temperature; {row['temperature_reading']};"
             )

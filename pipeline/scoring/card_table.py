@@ -38,12 +38,17 @@ import pyarrow as pa
 from pipeline.contracts.card_schema import JUDGE_CARD, JUDGE_RELIABILITY
 from pipeline.contracts.keys import content_key, pair_key
 from pipeline.data.contexts import group_by_context
+from pipeline.methods.agreement.bootstrap import bootstrap_counts, bootstrap_ratio
+from pipeline.methods.agreement.selective import exact_mean_interval
 from pipeline.methods.quality import calibration as cal
 from pipeline.methods.quality.signal import slot_agreement
 from pipeline.methods.quality.style import logistic_fit
 from pipeline.methods.scorers.registry import ranked, scorers
 from pipeline.methods.scorers.win_ratio import hard_outcomes
 from pipeline.scoring.leaderboard import Board, models_agreement
+
+# The contexts a bootstrap of the agreement with people needs (fewer: no interval), and its rounds.
+MIN_CONTEXTS, ROUNDS = 10, 1000
 
 GROUP = ["judge", "attribute", "template_id"]
 
@@ -155,7 +160,9 @@ def card_tables(
         judge, attribute, template = (str(k) for k in key)
         row: dict = {"judge": judge, "attribute": attribute, "template_id": template, "n_pairs": group.height}
         row |= signal(group, alpha, seed)
-        row |= _calibration(group, seed, bins, bins_rows, (judge, attribute, template))
+        row |= _calibration(
+            group, seed, bins, bins_rows, (judge, attribute, template), (board or Board()).level
+        )
         row |= _position(group, position_bias.filter(_is(judge, attribute, template)))
         row |= _length(group)
         row |= _self(group, own_systems.get(judge, ()))
@@ -227,7 +234,29 @@ def signal(group: pl.DataFrame, alpha: float, seed: int = 0) -> dict:
     }
 
 
-def _calibration(group: pl.DataFrame, seed: int, bins: int, rows: list, key: tuple[str, str, str]) -> dict:
+def agreement_interval(agree: np.ndarray, contexts: np.ndarray, level: float, seed: int) -> tuple:
+    """The interval of the share of pairs the judge agrees with people on, no narrower than its data: Clopper-Pearson's
+    exact one where no two pairs share a context (independent pairs: JudgeBench's), else a bootstrap over the contexts
+    (pairs of one context share candidates), drawn in the order of their content keys, from :data:`MIN_CONTEXTS`;
+    ``(None, None)`` with fewer, or where the rounds do not vary."""
+    units, codes = np.unique(contexts, return_inverse=True)
+    if units.size == agree.size:
+        return exact_mean_interval(agree, level)
+    if units.size < MIN_CONTEXTS:
+        return None, None
+    counts = bootstrap_counts(units.size, ROUNDS, np.random.default_rng(seed))
+    right, pairs = np.bincount(codes, weights=agree), np.bincount(codes).astype(float)
+    found = bootstrap_ratio(right[:, None], pairs[:, None], counts, level)
+    if (
+        not found.upper[0] > found.lower[0]
+    ):  # rounds that do not vary (every verdict a tie) show no spread: none
+        return None, None
+    return _nan_to_none(found.lower[0]), _nan_to_none(found.upper[0])
+
+
+def _calibration(
+    group: pl.DataFrame, seed: int, bins: int, rows: list, key: tuple[str, str, str], level: float
+) -> dict:
     h_i, h_j, known = _people(group)
     p = group["p"].to_numpy()[known]
     y = (h_i > h_j)[known].astype(np.float64)
@@ -235,6 +264,9 @@ def _calibration(group: pl.DataFrame, seed: int, bins: int, rows: list, key: tup
     if not known.any():
         return out
     agree = np.where(y == 1, hard_outcomes(p), 1 - hard_outcomes(p))
+    out["accuracy_lower"], out["accuracy_upper"] = agreement_interval(
+        agree, group["key_context"].to_numpy()[known], level, seed
+    )
     temperature = cal.fit_temperature(p, y)
     # every pair both ways round: the measures do not depend on which candidate a pair calls i
     p, y, calibrated = both_ways(p, y, calibrated_probabilities(group, seed)[known])

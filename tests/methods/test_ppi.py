@@ -169,3 +169,16 @@ def test_a_win_rate_from_few_labels_is_never_zero_width_and_covers_within_2_poin
                     assert upper > lower, (source, n)
                     covered[source] += lower <= target <= upper
             assert min(covered.values()) >= 0.88 * 600, (truth, accuracy, covered)
+
+
+def test_the_exact_interval_of_weighted_labels_is_clopper_pearsons_at_their_effective_number():
+    from scipy.stats import beta
+
+    from pipeline.methods.agreement.selective import exact_mean_interval
+
+    y = np.array([1.0, 1.0, 0.0, 1.0, 0.5])
+    lower, upper = exact_mean_interval(y, 0.9)
+    assert (lower, upper) == pytest.approx((beta.ppf(0.05, 3.5, 2.5), beta.ppf(0.95, 4.5, 1.5)))
+    w = np.array([1.0, 2.0, 4.0, 1.0, 3.0])
+    assert exact_mean_interval(y, 0.9, w) == pytest.approx(exact_mean_interval(y, 0.9, 7.5 * w))  # any scale
+    assert exact_mean_interval(np.ones(3), 0.9, np.full(3, 4 / 3)) == pytest.approx((0.05 ** (1 / 3), 1.0))

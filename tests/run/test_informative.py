@@ -23,11 +23,11 @@ QUALITY = {m: k for k, m in enumerate(MODELS)}  # echo best
 
 
 def world(folder, judge: str, scored: bool) -> tuple[str, str]:
-    """Eight questions answered by five models (people's scores follow the models' quality where ``scored``) and a
+    """Twelve questions answered by five models (people's scores follow the models' quality where ``scored``) and a
     file of verdicts for every ordering of every pair from ``judge``."""
     rng = np.random.default_rng(5)
     records, verdicts = [], []
-    for c in range(8):
+    for c in range(12):
         cands = []
         for m in MODELS:
             cand = {
@@ -89,6 +89,9 @@ def test_a_judge_without_signal_is_said_to_be_so_before_any_conclusion(tmp_path,
     assert "judge card quality (c1, judge held-out): not informative here" in result.summary
     if scored:  # people's own board beside it, and no calibration claimed
         assert "no calibration (a temperature fitted to noise is not a calibration)" in result.summary
+        assert (
+            card["accuracy_lower"] is None or card["accuracy_upper"] > card["accuracy_lower"]
+        )  # never no width
         assert "people's first by their mean score echo" in result.summary
     metrics = mlflow.MlflowClient(result.tracking_uri).get_run(result.mlflow_run_id).data.metrics
     assert metrics["quality/quality/held-out/c1/informative"] == 0.0
@@ -104,6 +107,14 @@ def test_a_judge_that_sees_the_quality_is_informative_and_people_sit_beside_it(t
         "informative: judge held-out, quality (c1): its verdicts prefer"
     )
     assert "NOT INFORMATIVE" not in result.summary and "first by win rate echo" in result.summary
+    # its agreement with people, with an interval over the twelve contexts (pairs of a context share candidates)
+    assert (
+        card["accuracy_lower"] > 0.5 and card["accuracy_lower"] <= card["accuracy"] <= card["accuracy_upper"]
+    )
+    assert (
+        f"agrees with people on {100 * card['accuracy']:.0f}% [" in result.summary
+        and "above chance" in result.summary
+    )
     # people's own per-model mean and rank beside the judge's, and how far the two boards agree across the 5 models
     board = run_table(result, "leaderboard")
     people = board.filter(pl.col("metric") == "people").sort("estimate", descending=True)

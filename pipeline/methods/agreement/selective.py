@@ -52,9 +52,9 @@ def exact_mean_interval(
     as half a win: the beta quantiles at a fractional count); weighted labels count as their Kish effective number
     ``(sum w)^2 / sum w^2`` of draws at their weighted mean."""
     y = np.asarray(y, dtype=np.float64)
-    wl = np.ones(len(y)) if w is None else np.asarray(w, dtype=np.float64)
+    wl = np.ones(len(y)) if w is None else np.asarray(w, dtype=np.float64) / np.mean(w)
     n = float(np.sum(wl) ** 2 / np.sum(wl**2))
-    x = float(np.mean(wl * y)) * n
+    x = min(max(float(np.mean(wl * y)) * n, 0.0), n)
     tail = (1 - level) / 2
     lower = 0.0 if x <= 0 else float(beta.ppf(tail, x, n - x + 1))
     upper = 1.0 if x >= n else float(beta.ppf(1 - tail, x + 1, n - x))
