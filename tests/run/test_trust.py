@@ -213,6 +213,12 @@ def test_a_random_review_calibrates_the_cascade_and_its_escalated_pairs_are_the_
     assert queue.items.select(PAIR).sort(PAIR).equals(escalated.sort(PAIR))
 
 
+def reviewed(folder, tmp_path):
+    """The trust preset calibrated on the review answers in ``folder``, its outputs under ``tmp_path``."""
+    overrides = ["experiment=judgebench_trust", "runtime=inprocess", "trust.labels=review"]
+    return compose([*overrides, f"trust.review_folder={folder}", f"paths.output_root={tmp_path / 'out'}"])
+
+
 def test_labels_from_another_run_are_refused_naming_the_pair(trust_run, tmp_path):
     folder = tmp_path / "review"
     folder.mkdir()
@@ -226,15 +232,7 @@ def test_labels_from_another_run_are_refused_naming_the_pair(trust_run, tmp_path
             "inclusion": [0.5],
         }
     ).write_csv(folder / "labels.csv")
-    cfg = compose(
-        [
-            "experiment=judgebench_trust",
-            "runtime=inprocess",
-            "trust.labels=review",
-            f"trust.review_folder={folder}",
-            f"paths.output_root={tmp_path / 'out'}",
-        ]
-    )
+    cfg = reviewed(folder, tmp_path)
     with pytest.raises(UserError, match="not among the run's comparisons.*not-a-context.*another run"):
         run(cfg)
 
@@ -340,15 +338,7 @@ def test_a_review_without_its_sample_frame_is_refused_by_name(trust_run, tmp_pat
     pl.DataFrame(
         {**{k: [v] for k, v in zip(PAIR, pair, strict=True)}, "human": ["i"], "inclusion": [0.5]}
     ).write_csv(folder / "labels.csv")
-    cfg = compose(
-        [
-            "experiment=judgebench_trust",
-            "runtime=inprocess",
-            "trust.labels=review",
-            f"trust.review_folder={folder}",
-            f"paths.output_root={tmp_path / 'out'}",
-        ]
-    )
+    cfg = reviewed(folder, tmp_path)
     with pytest.raises(UserError, match="no inclusion.parquet beside it"):
         run(cfg)
 
@@ -373,15 +363,7 @@ def test_a_review_of_part_of_the_run_certifies_that_part_only(trust_run, tmp_pat
         )
     )
     answered.select(*PAIR, "human", "inclusion").write_csv(folder / "labels.csv")
-    cfg = compose(
-        [
-            "experiment=judgebench_trust",
-            "runtime=inprocess",
-            "trust.labels=review",
-            f"trust.review_folder={folder}",
-            f"paths.output_root={tmp_path / 'out'}",
-        ]
-    )
+    cfg = reviewed(folder, tmp_path)
     result = run(cfg)
     labels, trust, accepted = (table(result, n) for n in ("labels", "trust", "accepted"))
     assert labels.height == 175 and labels["preference"].is_not_null().sum() == 120

@@ -216,24 +216,30 @@ def test_a_pool_is_resampled_over_its_items():
     assert board.sort(key).equals(shuffled_board(comps, scores, cands, 2000).sort(key))
 
 
+def ranked(stage, comps, scores, cands) -> dict:
+    """The leaderboard stage run on the tables, with no human scores."""
+
+    class Ctx:
+        metrics: dict[str, float] = {}
+
+    return stage.run(
+        Ctx(),
+        comparisons=comps.to_arrow(),
+        scores=scores.to_arrow(),
+        candidates=cands,
+        human_scores=NO_PEOPLE,
+    )
+
+
 def test_a_leaderboard_with_one_unit_per_model_warns_that_its_intervals_are_points(caplog):
     """One input with one candidate per model: nothing to resample, said once; a pool of several items per model
     is resampled and not warned about."""
     from pipeline.stages.scoring import Leaderboard
 
-    class Ctx:
-        metrics: dict[str, float] = {}
-
     comps, scores, cands = run_tables(["m-a", "m-b", "m-c"], ["pool"])
     stage = Leaderboard(("poe_gaussian",), Board(50, 0.9, 0))
     with caplog.at_level("INFO", logger="pipeline"):
-        out = stage.run(
-            Ctx(),
-            comparisons=comps.to_arrow(),
-            scores=scores.to_arrow(),
-            candidates=cands,
-            human_scores=NO_PEOPLE,
-        )
+        out = ranked(stage, comps, scores, cands)
     win = out["leaderboard"].filter(pl.col("metric") == "win_rate")
     assert (win["lower"] == win["upper"]).all()  # nothing to resample
     assert (
@@ -243,26 +249,14 @@ def test_a_leaderboard_with_one_unit_per_model_warns_that_its_intervals_are_poin
     caplog.clear()
     comps, scores, cands, _ = pool_tables(["m-a", "m-b", "m-c"], per_model=10, pairs=60)
     with caplog.at_level("INFO", logger="pipeline"):
-        stage.run(
-            Ctx(),
-            comparisons=comps.to_arrow(),
-            scores=scores.to_arrow(),
-            candidates=cands,
-            human_scores=NO_PEOPLE,
-        )
+        ranked(stage, comps, scores, cands)
     assert (
         "one pool (up to 10 item(s) per model, resampled)" in caplog.text and "is a point" not in caplog.text
     )
     caplog.clear()
     comps, scores, cands = run_tables(["m-a", "m-b", "m-c"], ["in0", "in1", "in2"])
     with caplog.at_level("INFO", logger="pipeline"):
-        stage.run(
-            Ctx(),
-            comparisons=comps.to_arrow(),
-            scores=scores.to_arrow(),
-            candidates=cands,
-            human_scores=NO_PEOPLE,
-        )
+        ranked(stage, comps, scores, cands)
     assert "over 3 input(s)" in caplog.text and "is a point" not in caplog.text
 
 
