@@ -62,7 +62,12 @@ def _best(folder: Path) -> tuple[float | None, str | None]:
         return None, None
     names = ["judge", "attribute", "template_id", "method"]
     best = table.sort(["spearman", *names], descending=[True, False, False, False, False]).row(0, named=True)
-    return float(best["spearman"]), "/".join(str(best[n]) for n in names)
+    card = folder / "tables" / "judge_card.parquet"
+    chance = pl.read_parquet(card).filter(~pl.col("informative")) if card.exists() else None
+    mine = tuple(best[n] for n in names[:3])
+    noise = chance is not None and mine in chance.select(names[:3]).rows()
+    name = "/".join(str(best[n]) for n in names) + (" (judge not informative)" if noise else "")
+    return float(best["spearman"]), name
 
 
 def _informative(folder: Path) -> tuple[int, int] | None:

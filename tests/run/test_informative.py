@@ -97,6 +97,7 @@ def test_a_judge_without_signal_is_said_to_be_so_before_any_conclusion(tmp_path,
     assert metrics["quality/quality/held-out/c1/informative"] == 0.0
     listed = table(runs(tmp_path / "out"))
     assert "informative" in listed.splitlines()[0] and " 0 of 1 " in listed.splitlines()[1]
+    assert not scored or "(judge not informative)" in listed.splitlines()[1]
 
 
 def test_a_judge_that_sees_the_quality_is_informative_and_people_sit_beside_it(tmp_path):
