@@ -28,9 +28,6 @@ def _num(value: float | None, digits: int = 3, sign: bool = False) -> str:
     return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
 
 
-GROUP = ("judge", "attribute", "template_id")
-
-
 def _evidence(row: dict) -> str:
     """The test of "no signal" in words (:mod:`pipeline.methods.quality.signal`)."""
     if row["signal"] is None and row["signal_units"] < MIN_UNITS:

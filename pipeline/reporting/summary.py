@@ -248,10 +248,9 @@ def leaderboard_text(
         ["judge", "attribute", "template_id"], maintain_order=True
     ):
         over = "the pool's items" if group["unit"][0] == ITEM else "inputs"
-        if (judge, attribute, template_id) in (noise or {}):
-            lines.append(
-                no_finding(attribute, template_id, f", judge {judge}", noise[judge, attribute, template_id])
-            )  # type: ignore[index]
+        evidence = (noise or {}).get((judge, attribute, template_id))
+        if evidence is not None:
+            lines.append(no_finding(attribute, template_id, f", judge {judge}", evidence))
         lines.append(
             f"leaderboard {attribute} ({template_id}, judge {judge}): from the judge's verdicts alone (its bias inside "
             f"the intervals), {lo:g}-{hi:g}% bootstrap intervals over {over}"
@@ -303,10 +302,14 @@ def beside_people(board: pl.DataFrame, card: pl.DataFrame | None, group: tuple[s
     )
     if rows is not None and rows.height and rows["models_spearman"][0] is not None:
         r = rows.row(0, named=True)
-        said += (
-            f"; the judge's board and people's across {r['n_models']} models: Spearman {r['models_spearman']:.2f} "
-            f"[{r['models_spearman_lower']:.2f}, {r['models_spearman_upper']:.2f}], Kendall {r['models_kendall']:.2f} "
-            f"[{r['models_kendall_lower']:.2f}, {r['models_kendall_upper']:.2f}]"
+        said += f"; the judge's board and people's across {r['n_models']} models: " + ", ".join(
+            f"{name.capitalize()} {r[f'models_{name}']:.2f}"
+            + (
+                f" [{r[f'models_{name}_lower']:.2f}, {r[f'models_{name}_upper']:.2f}]"
+                if r[f"models_{name}_lower"] is not None
+                else " (no interval: every bootstrap round agrees)"
+            )
+            for name in ("spearman", "kendall")
         )
     elif rows is not None and rows.height:
         n = rows["n_models"][0]
@@ -336,8 +339,8 @@ def leaderboard_line(
         shared = int((group["rank"] == top["rank"]).sum()) - 1
         by = f", judge {judge}" if several else ""
         people = beside_people(board, card, (judge, attribute, template_id))
-        if (judge, attribute, template_id) in (noise or {}):
-            evidence = noise[judge, attribute, template_id]  # type: ignore[index]
+        evidence = (noise or {}).get((judge, attribute, template_id))
+        if evidence is not None:
             lines.append(
                 f"{no_finding(attribute, template_id, by, evidence)} ({group.height} models{people}; leaderboard.csv)"
             )

@@ -247,9 +247,8 @@ def agreement_interval(agree: np.ndarray, contexts: np.ndarray, level: float, se
     counts = bootstrap_counts(units.size, ROUNDS, np.random.default_rng(seed))
     right, pairs = np.bincount(codes, weights=agree), np.bincount(codes).astype(float)
     found = bootstrap_ratio(right[:, None], pairs[:, None], counts, level)
-    if (
-        not found.upper[0] > found.lower[0]
-    ):  # rounds that do not vary (every verdict a tie) show no spread: none
+    # rounds that do not vary (every verdict a tie) show no spread: none
+    if not found.upper[0] > found.lower[0]:
         return None, None
     return _nan_to_none(found.lower[0]), _nan_to_none(found.upper[0])
 

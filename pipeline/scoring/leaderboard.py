@@ -138,8 +138,8 @@ def models_agreement(
 ) -> dict[str, float | int | None]:
     """How far one judge's leaderboard (its win rate) and people's (their mean score) order the models alike: Spearman
     and Kendall (tau-b) across the models, each with the interval of the leaderboard's own bootstrap rounds over inputs
-    (the same draws); nothing (the models counted) with fewer than :data:`MIN_MODELS` models or where no model has
-    people's scores. ``comps``: one judge, attribute and template's comparisons."""
+    (the same draws; none where every round gives one value); nothing (the models counted) with fewer than
+    :data:`MIN_MODELS` models or where no model has people's scores. ``comps``: one judge, attribute and template's comparisons."""
     from pipeline.methods.agreement.metrics import kendall_tau_b, pooled_correlation
 
     frame = pl.from_arrow(candidates.select(["context_id", "candidate_id", "system"])).drop_nulls("system")
@@ -160,8 +160,9 @@ def models_agreement(
         values = np.array([_correlation(measure, j, t) for j, t in zip(judge, them, strict=True)])
         found = quantile_interval(values[:1], values[1:, None], board.level)
         out[f"models_{name}"] = _defined(found.estimate[0])
-        out[f"models_{name}_lower"] = _defined(found.lower[0])
-        out[f"models_{name}_upper"] = _defined(found.upper[0])
+        if found.upper[0] > found.lower[0]:  # rounds that all agree show no spread: the estimate alone
+            out[f"models_{name}_lower"] = _defined(found.lower[0])
+            out[f"models_{name}_upper"] = _defined(found.upper[0])
     return out
 
 

@@ -120,7 +120,8 @@ def test_a_judge_that_sees_the_quality_is_informative_and_people_sit_beside_it(t
     board = run_table(result, "leaderboard")
     people = board.filter(pl.col("metric") == "people").sort("estimate", descending=True)
     assert people["model"].to_list()[0] == "echo" and people["rank"].min() == 1
-    assert card["n_models"] == 5 and card["models_spearman_lower"] <= card["models_spearman"] <= 1.0
+    low = card["models_spearman_lower"]  # none where every bootstrap round agrees (an interval of no width)
+    assert card["n_models"] == 5 and (low is None or low < card["models_spearman"] <= 1.0)
     assert card["models_spearman"] > 0.8 and card["models_kendall"] > 0.6
     assert "the judge's board and people's across 5 models: Spearman" in result.summary
     metrics = mlflow.MlflowClient(result.tracking_uri).get_run(result.mlflow_run_id).data.metrics
