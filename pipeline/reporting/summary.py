@@ -11,7 +11,7 @@ import polars as pl
 
 from pipeline.contracts.schemas import CORRELATION_METHODS as CORRELATIONS
 from pipeline.contracts.stats import JudgeStats
-from pipeline.scoring.leaderboard import ITEM, MIN_MODELS, PEOPLE, WIN_RATE
+from pipeline.scoring.leaderboard import ITEM, MIN_MODELS, MIN_UNITS, PEOPLE, WIN_RATE
 
 
 def metric_prefix(
@@ -253,7 +253,8 @@ def leaderboard_text(
             lines.append(no_finding(attribute, template_id, f", judge {judge}", evidence))
         lines.append(
             f"leaderboard {attribute} ({template_id}, judge {judge}): from the judge's verdicts alone (its bias inside "
-            f"the intervals), {lo:g}-{hi:g}% bootstrap intervals over {over}"
+            f"the intervals), {lo:g}-{hi:g}% bootstrap intervals over {over} (expanded for small samples; none for a "
+            f"model of fewer than {MIN_UNITS})"
         )
         metrics = group["metric"].unique(maintain_order=True).to_list()
         header = f"  {'rank':>4} {'model':<28}" + "".join(f" {m:>26}" for m in metrics) + "  tied with"
@@ -265,7 +266,8 @@ def leaderboard_text(
                 row = group.filter((pl.col("metric") == metric) & (pl.col("model") == r["model"]))
                 if row.height and _finite(row["estimate"][0]):
                     e, a, b = row["estimate"][0], row["lower"][0], row["upper"][0]
-                    cells.append(f" {e:>8.3f} [{a:>7.3f},{b:>7.3f}]")
+                    bounds = f"[{a:>7.3f},{b:>7.3f}]" if a is not None else f"{'(too few)':>17}"
+                    cells.append(f" {e:>8.3f} {bounds}")
                 elif row.height:  # not defined (e.g. length confounded with the model)
                     cells.append(f" {'n/a':>26}")
                 else:
@@ -347,7 +349,12 @@ def leaderboard_line(
             continue
         lines.append(
             f"leaderboard {attribute} ({template_id}{by}): {group.height} models; first by win rate {top['model']} "
-            f"{top['estimate']:.3f} [{top['lower']:.3f}, {top['upper']:.3f}]"
+            f"{top['estimate']:.3f} "
+            + (
+                f"[{top['lower']:.3f}, {top['upper']:.3f}]"
+                if top["lower"] is not None
+                else f"(no interval: fewer than {MIN_UNITS} {'items' if top['unit'] == ITEM else 'inputs'})"
+            )
             + (f", statistically tied with {shared} other(s)" if shared else "")
             + people
             + " (leaderboard.csv)"

@@ -36,6 +36,7 @@ from pipeline.methods.agreement.bootstrap import (
     bootstrap_counts,
     bootstrap_means,
     bootstrap_ratio,
+    expanded_level,
     quantile_interval,
     statistical_ranks,
     tied_groups,
@@ -55,6 +56,9 @@ ALPACA_EVAL_LC = f"{WIN_RATE}:alpaca_eval_lc"
 INPUT, ITEM = "input", "item"
 # People's own per-model mean score (the data's human scores of the attribute), beside the judge's metrics.
 PEOPLE = "people"
+# The fewest units (inputs, or a pool's items) a model's bootstrap interval needs: with fewer, even the expanded
+# percentile interval covers less than its level (simulated: 0.86 at 5 units for 0.90), so none is given.
+MIN_UNITS = 10
 # The fewest models whose agreement across models (judge against people) gets a bootstrap interval: with fewer, a
 # rank correlation takes a handful of values and the rounds may all give one of them (an interval of no width).
 MIN_MODELS = 5
@@ -105,19 +109,20 @@ def leaderboard_table(
         if games is None:
             continue
         counts = bootstrap_counts(len(games.units), board.rounds, np.random.default_rng(board.seed))
-        metrics = {WIN_RATE: bootstrap_ratio(games.wins, games.played, counts, board.level)}
+        level = expanded_level(board.level, len(games.units))
+        metrics = {WIN_RATE: bootstrap_ratio(games.wins, games.played, counts, level)}
         attribute_scores = scores.filter((pl.col("judge") == judge) & (pl.col("attribute") == attribute))
         for method in methods:
             values = games.mean_scores(
                 attribute_scores.filter(pl.col("method") == method), template_id, system_of
             )
             if values is not None:
-                metrics[method] = bootstrap_means(values, counts, board.level)
+                metrics[method] = bootstrap_means(values, counts, level)
         people = games.people(human, attribute, template_id, system_of)
         if people is not None:
-            metrics[PEOPLE] = bootstrap_means(people, counts, board.level)
+            metrics[PEOPLE] = bootstrap_means(people, counts, level)
         for control in board.control:
-            metrics |= games.controlled(features, counts, board.level, style=control == "style")
+            metrics |= games.controlled(features, counts, level, style=control == "style")
         if board.baseline is not None:
             lc = games.alpaca_eval(features, board.baseline, board.level)
             if lc is not None:
@@ -138,7 +143,7 @@ def models_agreement(
 ) -> dict[str, float | int | None]:
     """How far one judge's leaderboard (its win rate) and people's (their mean score) order the models alike: Spearman
     and Kendall (tau-b) across the models, each with the interval of the leaderboard's own bootstrap rounds over inputs
-    (the same draws; none where every round gives one value); nothing (the models counted) with fewer than
+    (the same draws; none from fewer than :data:`MIN_UNITS` units or where every round gives one value); nothing (the models counted) with fewer than
     :data:`MIN_MODELS` models or where no model has people's scores. ``comps``: one judge, attribute and template's comparisons."""
     from pipeline.methods.agreement.metrics import kendall_tau_b, pooled_correlation
 
@@ -158,9 +163,10 @@ def models_agreement(
     out: dict[str, float | int | None] = {"n_models": len(games.models)}
     for name, measure in (("spearman", pooled_correlation), ("kendall", kendall_tau_b)):
         values = np.array([_correlation(measure, j, t) for j, t in zip(judge, them, strict=True)])
-        found = quantile_interval(values[:1], values[1:, None], board.level)
+        found = quantile_interval(values[:1], values[1:, None], expanded_level(board.level, len(games.units)))
         out[f"models_{name}"] = _defined(found.estimate[0])
-        if found.upper[0] > found.lower[0]:  # rounds that all agree show no spread: the estimate alone
+        # too few units, or rounds that all agree (no spread): the estimate alone
+        if len(games.units) >= MIN_UNITS and found.upper[0] > found.lower[0]:
             out[f"models_{name}_lower"] = _defined(found.lower[0])
             out[f"models_{name}_upper"] = _defined(found.upper[0])
     return out
@@ -368,9 +374,13 @@ class Games:
         return self.mean_scores(part, template_id, system_of)
 
     def rows(self, group: dict[str, str], metric: str, interval) -> list[dict]:
-        """LEADERBOARD rows of one metric: every model's estimate, interval, statistical rank and ties."""
-        ranks = statistical_ranks(interval.lower, interval.upper)
-        tied = tied_groups(self.models, interval.lower, interval.upper)
+        """LEADERBOARD rows of one metric: every model's estimate, interval (none for a model of fewer than
+        :data:`MIN_UNITS` units: its estimate alone, tied with every model), statistical rank and ties."""
+        few = (self.played > 0).sum(axis=0) < MIN_UNITS  # its inputs, or in a pool its own items
+        lower, upper = np.where(few, np.nan, interval.lower), np.where(few, np.nan, interval.upper)
+        unknown = few & np.isfinite(interval.estimate)  # no interval: it may lie anywhere
+        ranks = statistical_ranks(np.where(unknown, -np.inf, lower), np.where(unknown, np.inf, upper))
+        tied = tied_groups(self.models, np.where(unknown, -np.inf, lower), np.where(unknown, np.inf, upper))
         return [
             {
                 **group,
@@ -378,8 +388,8 @@ class Games:
                 "model": model,
                 # null: not defined (a model without games, a rating the data cannot tell from length)
                 "estimate": _defined(interval.estimate[m]),
-                "lower": _defined(interval.lower[m]),
-                "upper": _defined(interval.upper[m]),
+                "lower": _defined(lower[m]),
+                "upper": _defined(upper[m]),
                 "rank": int(ranks[m]),
                 "tied_with": ", ".join(tied[m]),
                 "unit": self.unit,

@@ -24,7 +24,7 @@ from pipeline.scoring.combine import combine_scores
 from pipeline.scoring.comparative import leaves_out_contradictions, rank_and_join, score_comparisons
 from pipeline.scoring.correlate import correlation_table
 from pipeline.scoring.cost import assessment_table, cost_table
-from pipeline.scoring.leaderboard import ITEM, WIN_RATE, Board, leaderboard_table
+from pipeline.scoring.leaderboard import ITEM, MIN_UNITS, WIN_RATE, Board, leaderboard_table
 from pipeline.scoring.ratings import rating_failures, rating_scores
 from pipeline.scoring.reduce import reduce_judgments
 from pipeline.stages import ports
@@ -259,11 +259,14 @@ class Leaderboard(Stage):
                 f"one pool (up to {units} item(s) per model, resampled)" if pooled else f"{units} input(s)",
                 self.board.rounds,
             )
-            if units == 1:
+            if units < MIN_UNITS:
                 log.warning(
-                    "leaderboard: every model has one %s, so the bootstrap has nothing to resample and every "
-                    "interval is a point; the models' order is the estimate alone",
-                    "item in the one input" if pooled else "input",
+                    "leaderboard: every model has fewer than %d %s (at most %d), too few for a bootstrap interval "
+                    "that holds its level: no model has one, the models' order is the estimate alone and every model "
+                    "is tied with every other",
+                    MIN_UNITS,
+                    "items in the one input" if pooled else "inputs",
+                    units,
                 )
         return {"leaderboard": board}
 

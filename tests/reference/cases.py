@@ -122,4 +122,20 @@ def assert_tables_equal(name: str, got: pl.DataFrame, want: pl.DataFrame, tol: f
     got = got.drop(later + [c for c in COMPUTED_LATER if c in got.columns and c not in want.columns])
     if "metric" in got.columns:  # the leaderboard's controlled metrics, added later (issue 30)
         got = got.filter(pl.col("metric").is_in(want["metric"].unique().to_list()))
+    if name == "leaderboard":  # changed on purpose (issue 73): every reference model has 2 inputs
+        got, want = without_intervals(got, want)
     assert_same(name, got, want, tol)
+
+
+# The leaderboard's columns that changed on purpose since the references were recorded (issue 73): a model of fewer
+# than MIN_UNITS units has no bootstrap interval (the percentile interval of two inputs was far narrower than its
+# data), so it is tied with every model. Checked so, then the rest compared as recorded.
+UNRESAMPLED = ("lower", "upper", "rank", "tied_with")
+
+
+def without_intervals(got: pl.DataFrame, want: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    from pipeline.scoring.leaderboard import MIN_UNITS
+
+    assert (want["n_inputs"] < MIN_UNITS).all() and (got["n_inputs"] < MIN_UNITS).all()
+    assert got["lower"].null_count() == got["upper"].null_count() == got.height and (got["rank"] == 1).all()
+    return table_frame(got.drop(UNRESAMPLED)), table_frame(want.drop(UNRESAMPLED))

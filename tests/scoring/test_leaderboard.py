@@ -231,33 +231,31 @@ def ranked(stage, comps, scores, cands) -> dict:
     )
 
 
-def test_a_leaderboard_with_one_unit_per_model_warns_that_its_intervals_are_points(caplog):
-    """One input with one candidate per model: nothing to resample, said once; a pool of several items per model
-    is resampled and not warned about."""
+def test_a_model_of_fewer_than_ten_units_has_no_interval_and_is_tied_with_every_model(caplog):
+    """One input with one candidate per model, or three inputs: too few units for a bootstrap interval that holds its
+    level, so none (never a point), said once, every model tied; a pool of ten items per model is resampled, its
+    intervals read at the expanded level (wider than the plain percentile's) and not warned about."""
+    from pipeline.methods.agreement.bootstrap import expanded_level
     from pipeline.stages.scoring import Leaderboard
 
-    comps, scores, cands = run_tables(["m-a", "m-b", "m-c"], ["pool"])
     stage = Leaderboard(("poe_gaussian",), Board(50, 0.9, 0))
-    with caplog.at_level("INFO", logger="pipeline"):
-        out = ranked(stage, comps, scores, cands)
-    win = out["leaderboard"].filter(pl.col("metric") == "win_rate")
-    assert (win["lower"] == win["upper"]).all()  # nothing to resample
-    assert (
-        "every model has one item in the one input" in caplog.text
-        and "every interval is a point" in caplog.text
-    )
+    for inputs in (["pool"], ["in0", "in1", "in2"]):
+        comps, scores, cands = run_tables(["m-a", "m-b", "m-c"], inputs)
+        caplog.clear()
+        with caplog.at_level("INFO", logger="pipeline"):
+            board = ranked(stage, comps, scores, cands)["leaderboard"]
+        assert board["lower"].null_count() == board["upper"].null_count() == board.height, inputs
+        assert board["estimate"].null_count() < board.height and (board["rank"] == 1).all()
+        win = board.filter(pl.col("metric") == "win_rate")
+        assert all(len(t.split(", ")) == 2 for t in win["tied_with"])  # tied with both others
+        assert "too few for a bootstrap interval that holds its level: no model has one" in caplog.text
     caplog.clear()
     comps, scores, cands, _ = pool_tables(["m-a", "m-b", "m-c"], per_model=10, pairs=60)
     with caplog.at_level("INFO", logger="pipeline"):
-        ranked(stage, comps, scores, cands)
-    assert (
-        "one pool (up to 10 item(s) per model, resampled)" in caplog.text and "is a point" not in caplog.text
-    )
-    caplog.clear()
-    comps, scores, cands = run_tables(["m-a", "m-b", "m-c"], ["in0", "in1", "in2"])
-    with caplog.at_level("INFO", logger="pipeline"):
-        ranked(stage, comps, scores, cands)
-    assert "over 3 input(s)" in caplog.text and "is a point" not in caplog.text
+        board = ranked(stage, comps, scores, cands)["leaderboard"]
+    assert "one pool (up to 10 item(s) per model, resampled)" in caplog.text and "too few" not in caplog.text
+    assert board["lower"].null_count() == 0
+    assert 0.9 < expanded_level(0.9, 30) < expanded_level(0.9, 10) < 0.95
 
 
 def test_games_per_ordering_count_each_orderings_own_verdict_as_arena_hard_auto_does():

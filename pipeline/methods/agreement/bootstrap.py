@@ -54,6 +54,23 @@ class Interval:
     upper: NDArray[np.float64]
 
 
+# The widest level read off bootstrap rounds (a handful of units would ask for a level of 1).
+MAX_LEVEL = 0.999
+
+
+def expanded_level(level: float, n_units: int) -> float:
+    """The level at which to read a percentile bootstrap of ``n_units`` units so that its interval is valid at small
+    n (Hesterberg 2015, "What teachers should know about the bootstrap", the expanded percentile interval): the level
+    whose normal quantile is ``sqrt(n / (n - 1)) t_{n-1}``, the small-sample widening of the t interval; simulated on
+    win rates over inputs at level 0.90, 0.90 from 10 units against the plain percentile's 0.85."""
+    from scipy.stats import norm, t
+
+    if n_units < 2:
+        return level
+    z = np.sqrt(n_units / (n_units - 1)) * t.ppf((1 + level) / 2, n_units - 1)
+    return float(min(2 * norm.cdf(z) - 1, MAX_LEVEL))
+
+
 def bootstrap_counts(n_inputs: int, rounds: int, rng: np.random.Generator) -> NDArray[np.float64]:
     """(rounds, n_inputs): how often each input is drawn in each round (each row sums to ``n_inputs``)."""
     if n_inputs < 1 or rounds < 1:
@@ -135,8 +152,9 @@ def statistical_ranks(lower: NDArray[np.float64], upper: NDArray[np.float64]) ->
 def tied_groups(
     names: Sequence[str], lower: NDArray[np.float64], upper: NDArray[np.float64]
 ) -> list[list[str]]:
-    """For each model, the other models whose intervals overlap its own (statistically tied with it)."""
+    """For each model, the other models whose intervals overlap its own (statistically tied with it); a model without
+    an interval given as (-inf, inf) is tied with every model, one not defined (NaN) with none."""
     lo, up = np.asarray(lower, dtype=np.float64), np.asarray(upper, dtype=np.float64)
     above = _above(lo, up)
-    overlap = ~above & ~above.T & np.isfinite(lo)[:, None] & np.isfinite(lo)[None, :]
+    overlap = ~above & ~above.T & ~np.isnan(lo)[:, None] & ~np.isnan(lo)[None, :]
     return [[names[k] for k in np.flatnonzero(overlap[m]) if k != m] for m in range(len(names))]
