@@ -638,3 +638,16 @@ def test_invite_prints_each_reviewers_link_and_the_owners(tmp_path, capsys):
         f"(owner): http://h:1/agreement?key={owner_key(secret)}",
     ]
     assert main(["invite", str(run_dir), "--reviewer", "../x"]) == 2  # a name that is not a name
+
+
+@pytest.mark.parametrize("argument", [["--seed", "-1"], ["--n", "0"], ["--seed", "x"]])
+def test_a_seed_or_size_that_cannot_be_used_is_refused_before_anything_is_read(argument, tmp_path, capsys):
+    """The review's command line refuses a negative seed, an empty sample or a word as argparse does: exit 2, the
+    usage and the argument, no traceback (a negative seed passed argparse and failed in numpy's generator)."""
+    from pipeline.review.__main__ import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["serve", str(tmp_path), *argument])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and f"argument {argument[0]}: {argument[1]!r} is not an integer" in err
+    assert "Traceback" not in err
