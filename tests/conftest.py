@@ -95,7 +95,7 @@ def ray_cluster():
 
 
 def stored_replies(store: Path) -> int:
-    """Answers in a judgement store (pipeline.judge.memo), read while a run may be writing it; 0 before it exists."""
+    """Answers in a judgement store (pipeline.storage.judgements), read while a run may be writing it; 0 before it exists."""
     import sqlite3
 
     if not store.exists():
@@ -238,7 +238,7 @@ def identity(p) -> tuple[int, float]:
 
 def compose(overrides: list[str] | None = None):
     """The real Hydra config (conf/), composed as the CLI does, converted to a RunConfig. The judgement store
-    (pipeline.judge.memo) is off unless a test sets ``judge.store`` or ``judge.store_path``: a test of the engine
+    (pipeline.storage.judgements) is off unless a test sets ``judge.store`` or ``judge.store_path``: a test of the engine
     or of resuming must see the engine judge, not answers an earlier test left in the project's cache."""
     from pipeline.config.hydra import compose as compose_config
 

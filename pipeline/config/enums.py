@@ -96,7 +96,7 @@ class EngineProcess(StrEnum):
 
 
 class Debias(StrEnum):
-    """Position-bias removal (:mod:`pipeline.reduce`)."""
+    """Position-bias removal (:mod:`pipeline.methods.verdicts.debias`, applied in :mod:`pipeline.scoring.reduce`)."""
 
     average = "average"
     alpha = "alpha"
@@ -129,7 +129,7 @@ class Control(StrEnum):
 
 
 class AbsoluteMode(StrEnum):
-    """How one candidate is judged on its own (:mod:`pipeline.absolute`).
+    """How one candidate is judged on its own (:mod:`pipeline.prompts.absolute`, scored by :mod:`pipeline.methods.verdicts.absolute_scores`).
 
     prompt_score: a score generated as text and parsed (EACL 4.3.2); g_eval: the probability-weighted mean of
     the score tokens' first-token probabilities (G-Eval); implicit: p(yes) / (p(yes) + p(no)) for a yes/no

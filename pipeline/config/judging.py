@@ -92,7 +92,7 @@ class JudgeConfig:
     # hf (Hugging Face transformers, one prompt at a time: the papers' way) | api (an OpenAI-compatible endpoint,
     # judge.api) | a plugin's.
     backend: str = "vllm"
-    # A model alias known to pipeline.models (e.g. smollm2-135m-instruct), a local folder, or a hub id.
+    # A model alias known to pipeline.judge.models (e.g. smollm2-135m-instruct), a local folder, or a hub id.
     model: str = "smollm2-135m-instruct"
     # Name recorded in the tables; defaults to the model alias / folder name.
     name: str | None = None
@@ -116,7 +116,7 @@ class JudgeConfig:
     # backend=api: the endpoint, its model name, the key's environment variable, concurrency, retries, cache.
     api: ApiConfig = field(default_factory=ApiConfig)
     # Keep every answer of an in-process judge by content (judge identity, read, exact prompt) in one SQLite
-    # file that every run consults before judging (pipeline.judge.memo): store_path, default
+    # file that every run consults before judging (pipeline.storage.judgements): store_path, default
     # paths.cache_dir/judgements.sqlite. (A judge behind an API has its reply cache instead.)
     store: bool = True
     store_path: str | None = None

@@ -166,7 +166,7 @@ JUDGMENTS = pa.schema(
 RATINGS = pa.schema(
     [
         *required(pa.string(), "context_id", "candidate_id", "attribute", "template_id", "mode", "judge"),
-        # The mode's score (pipeline.absolute); null when no generated sample parsed.
+        # The mode's score (pipeline.methods.verdicts.absolute_scores); null when no generated sample parsed.
         pa.field("score", pa.float64()),
         pa.field("texts", pa.list_(pa.string()), nullable=False),
         # The parsed value of every generated sample (null where it did not parse); empty for read modes.

@@ -29,7 +29,7 @@ class JudgeStats:
     # the paths the API requests took: token_ids (exact label log-probabilities) and/or chat (top alternatives)
     api_paths: tuple[str, ...] = ()
     # prompts of this run answered from the judgement store (the same prompt judged before: by an earlier run, or
-    # for other candidates with the same texts; pipeline.judge.memo)
+    # for other candidates with the same texts; pipeline.storage.judgements)
     reused: int = 0
     # behind an API: failed attempts by kind (replies that were not answers, HTTP errors, timeouts, lost
     # connections; pipeline.judge.endpoint.replies.KINDS), retried or not

@@ -7,7 +7,7 @@ It imports nothing else of the package; a family imports only the families below
   raters, leaderboards with intervals) and :mod:`.quality` (calibration, length control);
 - :mod:`.scorers` (scores from comparisons, their registry, the posterior every round fits) and :mod:`.verdicts`
   (P(A wins) from the label words, position bias, absolute scores);
-- :mod:`.plugins`: the registries filled by entry points, shared with the config.
+- the scorers' registry (:mod:`.scorers.registry`) is filled by entry points through :mod:`pipeline.registry`.
 
 Implements the methods of "LLM Comparative Assessment" (Liusie, Manakul & Gales, EACL 2024) and
 "Efficient LLM Comparative Assessment: a Product of Experts Framework" (Liusie, Raina, Fathullah &

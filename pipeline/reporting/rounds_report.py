@@ -1,5 +1,5 @@
 """The report of an adaptive run: the curve of the stopping criterion over rounds, and the ranking with per-item
-intervals (pure functions on the ROUNDS and SCORES tables; the plots are :mod:`pipeline.plots`).
+intervals (pure functions on the ROUNDS and SCORES tables; the plots are :mod:`pipeline.reporting.plots`).
 
 The ranking's interval of an item is its score plus or minus ``z`` standard errors (95%: ``z = 1.96``), from the
 method that gives standard errors (``poe_logit``, the rounds' model, or ``poe_gaussian``); a method without them

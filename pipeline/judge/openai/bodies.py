@@ -9,7 +9,7 @@ from typing import Any
 
 
 def completion_body(model: str, ids: list[int], request: Any) -> dict[str, Any]:
-    """A ``/completions`` body for one prompt as token ids, read as ``read`` (a :class:`pipeline.absolute.Read`)
+    """A ``/completions`` body for one prompt as token ids, read as ``read`` (a :class:`pipeline.contracts.engine.Request`)
     says: vLLM's server takes the ids as the prompt and returns the exact first-token log-probability of each
     requested token (``logprob_token_ids``), keyed by id (``return_tokens_as_token_ids``)."""
     body: dict[str, Any] = {

@@ -48,8 +48,3 @@ def score_logprobs(s_first: float, s_second: float, n_a: int, n_b: int, n_tie: i
     second ``s_second``: ``P(first) = sigmoid(s_first - s_second)`` (module docstring)."""
     d = s_first - s_second
     return side_logprobs(log_sigmoid(d), log_sigmoid(-d), n_a, n_b, n_tie)
-
-
-def score_probability(s_first: float, s_second: float) -> float:
-    """``P(first wins) = sigmoid(s_first - s_second)``."""
-    return math.exp(log_sigmoid(s_first - s_second))
