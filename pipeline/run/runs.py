@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipeline.contracts.errors import UserError
 from pipeline.run.lock import holder
@@ -49,9 +50,10 @@ def _rows(path: Path) -> int:
     return pq.ParquetFile(path).metadata.num_rows if path.exists() else 0
 
 
-def _best(folder: Path) -> tuple[float | None, str | None]:
+def _best(folder: Path, card: Any) -> tuple[float | None, str | None]:
     """The highest Spearman with people of one row of the correlations (a judge, attribute, template and method), named
-    ``judge/attribute/template/method`` (ties broken by those names)."""
+    ``judge/attribute/template/method`` (ties broken by those names), marked where the judge ``card`` says its judge
+    is not informative."""
     import polars as pl
 
     path = folder / "tables" / "correlations.parquet"
@@ -62,22 +64,19 @@ def _best(folder: Path) -> tuple[float | None, str | None]:
         return None, None
     names = ["judge", "attribute", "template_id", "method"]
     best = table.sort(["spearman", *names], descending=[True, False, False, False, False]).row(0, named=True)
-    card = folder / "tables" / "judge_card.parquet"
-    chance = pl.read_parquet(card).filter(~pl.col("informative")) if card.exists() else None
     mine = tuple(best[n] for n in names[:3])
-    noise = chance is not None and mine in chance.select(names[:3]).rows()
+    noise = card is not None and mine in card.filter(~pl.col("informative")).select(names[:3]).rows()
     name = "/".join(str(best[n]) for n in names) + (" (judge not informative)" if noise else "")
     return float(best["spearman"]), name
 
 
-def _informative(folder: Path) -> tuple[int, int] | None:
+def _card(folder: Path) -> Any:
+    """The run's judge card's groups and their informative flag (None: no card)."""
     import polars as pl
 
     path = folder / "tables" / "judge_card.parquet"
-    if not path.exists():
-        return None
-    card = pl.read_parquet(path, columns=["informative"])
-    return int(card["informative"].sum()), card.height
+    columns = ["judge", "attribute", "template_id", "informative"]
+    return pl.read_parquet(path, columns=columns) if path.exists() else None
 
 
 def info(folder: Path) -> RunInfo:
@@ -86,7 +85,8 @@ def info(folder: Path) -> RunInfo:
     tracking = folder / "tracking.json"
     run_id = json.loads(tracking.read_text()).get("run_id") if tracking.exists() else None
     judge = config.get("judge", {})
-    spearman, method = _best(folder)
+    card = _card(folder)
+    spearman, method = _best(folder, card)
     return RunInfo(
         folder=folder,
         status=_status(folder),
@@ -97,7 +97,7 @@ def info(folder: Path) -> RunInfo:
         spearman=spearman,
         method=method,
         mlflow_run_id=run_id,
-        informative=_informative(folder),
+        informative=None if card is None else (int(card["informative"].sum()), card.height),
     )
 
 

@@ -24,7 +24,6 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.contracts.card_schema import META_EVALUATION
-from pipeline.contracts.keys import pair_key, stable_hash
 from pipeline.methods.agreement.bootstrap import statistical_ranks, tied_groups
 from pipeline.methods.agreement.selective import exact_mean_interval
 from pipeline.methods.quality.benchmark import benchmark_scores, pair_right, votes
@@ -58,7 +57,7 @@ def objective_attributes(human: pl.DataFrame) -> list[str]:
 def objective_pairs(comparisons: pl.DataFrame, candidates: pa.Table, human: pl.DataFrame) -> pl.DataFrame:
     """The comparisons of objective pairs, each with its votes in the two orderings as the data lists them
     (``v_first``, ``v_second`` and whether each was judged), the right candidate's debiased probability, its
-    category and its pair's content key (``unit``)."""
+    category."""
     labelled = human.filter(pl.col("attribute").is_in(objective_attributes(human)))
     if not labelled.height or not comparisons.height:
         return pl.DataFrame()
@@ -80,19 +79,12 @@ def objective_pairs(comparisons: pl.DataFrame, candidates: pa.Table, human: pl.D
     p_first, p_second = np.where(i_first, p_ij, p_ji), np.where(i_first, p_ji, p_ij)
     right_first = i_right == i_first  # the right candidate is the one listed first
     p = frame["p"].to_numpy()
-    units = [
-        stable_hash(f"{c}\x1f{pair_key(a, b)}")
-        for c, a, b in zip(
-            frame["key_context"].to_list(), frame["key_i"].to_list(), frame["key_j"].to_list(), strict=True
-        )
-    ]
     return frame.select(*GROUP, category=pl.col("category_i")).with_columns(
         v_first=pl.Series(votes(p_first, right_first)),
         v_second=pl.Series(votes(p_second, ~right_first)),
         judged_first=pl.Series(~np.isnan(p_first)),
         judged_second=pl.Series(~np.isnan(p_second)),
         debiased_right=pl.Series(hard_outcomes(np.where(i_right, p, 1 - p))),
-        unit=pl.Series(units, dtype=pl.UInt64),
     )
 
 
