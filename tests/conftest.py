@@ -131,7 +131,7 @@ def ours(p) -> bool:
 def ray_worker(p) -> bool:
     """Whether a process is a Ray worker: by its title (``ray::...``) or, where the title did not take, its command
     line (Ray's ``default_worker.py``)."""
-    from pipeline.judge.watchdog import process_text
+    from pipeline.judge.hosting.watchdog import process_text
 
     text = process_text(p)
     return "ray::" in text or "default_worker.py" in text
@@ -149,7 +149,7 @@ def judge_engines(under: int | None = None) -> list:
     wrap at 32768 in a long session) ``identity`` of the new engine reads as the old one's."""
     import psutil
 
-    from pipeline.judge.watchdog import descendants, engine_like, process_text
+    from pipeline.judge.hosting.watchdog import descendants, engine_like, process_text
 
     candidates = psutil.pids() if under is None else [pid for pid, _ in descendants(under)]
     found = []
@@ -171,7 +171,7 @@ def vllm_processes() -> str:
     for a test's message when it finds no engine."""
     import psutil
 
-    from pipeline.judge.watchdog import engine_like, process_text
+    from pipeline.judge.hosting.watchdog import engine_like, process_text
 
     lines = []
     for pid in psutil.pids():
@@ -203,7 +203,7 @@ def worker_pid(event: dict) -> int:
 
 def in_a_batch(events: Path, worker: str) -> bool:
     """Whether ``worker`` (``host:pid``) has started a batch it has not finished, by the run's events
-    (``batch_started`` / ``batch_done``, pipeline.judge.worker). A worker is between batches for a moment after each
+    (``batch_started`` / ``batch_done``, pipeline.judge.hosting.worker). A worker is between batches for a moment after each
     one; a kill there loses no batch, so a test that kills a worker to see a batch judged again waits for this."""
     from pipeline.storage.events import read_events
 

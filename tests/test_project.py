@@ -144,7 +144,7 @@ def test_registry_no_scorers_backends_or_workflows_name_is_compared_outside_its_
     assert name_comparisons({"sampled"}, set()), (
         "the name check found no comparison of ApiPath.sampled at all"
     )
-    worker = (ROOT / "pipeline/judge/worker.py").read_text()
+    worker = (ROOT / "pipeline/judge/hosting/worker.py").read_text()
     assert "isinstance(self.base" not in worker and "VLLMEngine" not in worker
 
 

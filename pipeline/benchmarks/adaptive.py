@@ -18,7 +18,7 @@ The protocol of the adaptive-comparison literature (Fathullah & Gales 2025; Mays
   windowed neighbours with 10% exploration, reorder warm-started from one absolute score per item, which costs
   one call per item of the budget), locate (every item placed by a graded answer first, then reorder:
   :mod:`pipeline.methods.adaptive.locate`), repeated quicksort and merge sort (PairS-greedy); an **oracle** design that
-  no selection can make, because it knows the judge's own view of every item (:func:`oracle_design`): it shows
+  no selection can make, because it knows the judge's own view of every item (:func:`pipeline.benchmarks.adaptive_arms.oracle_design`): it shows
   what a design could reach at a budget, not what a strategy does; and ``greedy_poe``, greedy-optimal's pairs
   scored as the PoE paper and the fixed-design workflow (``pairs=greedy``, ``poe_gaussian``) score them:
   PoE-Gaussian on the debiased average probability, the baseline as the product offered it before the rounds;
@@ -31,7 +31,7 @@ The protocol of the adaptive-comparison literature (Fathullah & Gales 2025; Mays
   the calls per item each arm needs to come within 0.01 and within 0.002 of the all-pairs Spearman
   (:data:`TOLERANCES`).
 
-Rounds follow the pipeline's defaults (:class:`pipeline.config.AdaptiveConfig`): a random matching first (N/2
+Rounds follow the pipeline's defaults (:class:`pipeline.config.adaptive_rounds.AdaptiveConfig`): a random matching first (N/2
 pairs, every item once), then rounds of ``max(N/8, 25% of what is judged)`` pairs, ending at every budget point;
 locate's sample, star and fix rounds are its own, each cut at the next budget point.
 The second part times one round (fit, then selection) at N = 100,000 with 20 calls per item judged, against

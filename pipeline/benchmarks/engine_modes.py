@@ -9,7 +9,7 @@ alive and their passes alternate (:func:`rounds`), so that a host's drift in spe
 the other. Each start is where the run's engine starts: on a Ray worker with the judge worker's resources and process
 environment for the Ray executor (the default; a CPU engine then runs inside the worker's process), in this process
 for ``runtime=inprocess``. The starts and rates go to ``<paths.cache_dir>/engine_modes.json``
-(:mod:`pipeline.judge.engine_mode`), where ``judge.engine.enforce_eager=auto`` reads them; the crossover is printed.
+(:mod:`pipeline.judge.vllm.mode`), where ``judge.engine.enforce_eager=auto`` reads them; the crossover is printed.
 
     python -m pipeline.benchmarks.engine_modes [--prompts 256] [--passes 4] [overrides ...]
 """
@@ -26,8 +26,10 @@ from typing import Any
 
 from pipeline import PROJECT_ROOT
 from pipeline.benchmarks.timing import bench_config, workspace
-from pipeline.judge.cores import worker_process_env
-from pipeline.judge.engine_mode import (
+from pipeline.judge.hardware import read_cpu
+from pipeline.judge.vllm.cores import worker_process_env
+from pipeline.judge.vllm.engine import VLLMEngine
+from pipeline.judge.vllm.mode import (
     KEY,
     Measured,
     ModeRecord,
@@ -35,9 +37,6 @@ from pipeline.judge.engine_mode import (
     machine_key,
     remember,
 )
-from pipeline.judge.hardware import read_cpu
-from pipeline.judge.prefill import per_prompt
-from pipeline.judge.vllm_engine import VLLMEngine
 from pipeline.prompts.pairs import generate_prompts, split_shards
 from pipeline.run.context import run
 from pipeline.runtime.logs import console
@@ -80,17 +79,10 @@ class Meter:
         self.engine = VLLMEngine(replace(spec, engine={**spec.engine, KEY: eager}))
         self.prompts, self.frame = prompts, plan.frame
         self.request = plan.requests()[plan.templates[0].id]
-        first = self.engine.answer(prompts, self.frame, self.request)  # from an empty prefix cache
-        self.computed = sum(r.prompt_tokens - r.cached_tokens for r in first) / max(len(first), 1)
+        self.engine.answer(prompts, self.frame, self.request)  # from an empty prefix cache
 
     def start(self) -> float:
         return self.engine.start_seconds
-
-    def work(self) -> tuple[int, float, float | None]:
-        """The engine's prefix-cache block (the granularity of its hits), the tokens a prompt of the sample made it
-        compute, and the same estimated as a run's are (:mod:`pipeline.judge.prefill`)."""
-        block = self.engine.cache_block
-        return block, self.computed, per_prompt(self.frame.encode(self.engine.tokenizer, self.prompts), block)
 
     def rate(self) -> float:
         """One timed pass from an empty prefix cache (else it would time cache hits, where the compiled engine's faster
@@ -126,8 +118,8 @@ class Started:
         return (
             ray.remote(Meter)
             .options(
-                num_cpus=cfg.judge.num_cpus_per_actor,
-                num_gpus=cfg.judge.num_gpus_per_actor,
+                num_cpus=spec.placement.num_cpus,
+                num_gpus=spec.placement.num_gpus,
                 runtime_env={"env_vars": worker_process_env(spec)},
             )
             .remote(spec, plan, prompts, eager)
@@ -160,7 +152,7 @@ def rounds(meters: dict[str, Any], passes: int) -> dict[str, list[float]]:
     return rates
 
 
-def room_for_two(cfg, record: ModeRecord) -> bool:
+def room_for_two(cfg, spec, record: ModeRecord) -> bool:
     """Whether two judge workers fit at once (the run's executor is Ray, and the cluster's CPUs and GPUs hold two:
     nothing else runs here), so that both modes' engines stay alive and their passes alternate."""
     if not record.in_actor:
@@ -171,45 +163,33 @@ def room_for_two(cfg, record: ModeRecord) -> bool:
     cluster = ray.cluster_resources()
     return all(
         cluster.get(kind, 0.0) >= 2 * need
-        for kind, need in (("CPU", cfg.judge.num_cpus_per_actor), ("GPU", cfg.judge.num_gpus_per_actor))
+        for kind, need in (("CPU", spec.placement.num_cpus), ("GPU", spec.placement.num_gpus))
     )
 
 
 def measure_modes(
     cfg, record: ModeRecord, spec, plan, prompts: list[str], passes: int
-) -> tuple[dict[str, Measured], dict[str, list[float]], bool, dict[str, Any]]:
-    """Each mode's start and median rate over ``passes`` timed passes (with the tokens a prompt of the sample computes,
-    as a run's are estimated, and the cache's block), every pass's rate, whether the passes alternated, and the
-    sample's work (:meth:`Meter.work`: the block, the tokens a prompt computed, and as estimated). The compiled
-    engine starts once first to fill vLLM's compile cache (the start a run sees is the next one). Both engines then alive at once where two workers fit (:func:`room_for_two`; a host whose speed moved one
+) -> tuple[dict[str, Measured], dict[str, list[float]], bool]:
+    """Each mode's start and median rate over ``passes`` timed passes, every pass's rate, and whether the passes
+    alternated. The compiled engine starts once first to fill vLLM's compile cache (the start a run sees is the next
+    one). Both engines then alive at once where two workers fit (:func:`room_for_two`; a host whose speed moved one
     pass's rate by 30% from one minute to the next moved the measured gain more than the gain itself, BENCHMARKS.md),
     else one after the other."""
     Started(cfg, record, spec, plan, prompts, False).close()  # fills the compile cache
     modes = {"eager": True, "compiled": False}
-    together = room_for_two(cfg, record)
+    together = room_for_two(cfg, spec, record)
     starts: dict[str, float] = {}
     rates: dict[str, list[float]] = {}
-    work: dict[str, Any] = {}
     for group in [list(modes)] if together else [[mode] for mode in modes]:
         meters = {mode: Started(cfg, record, spec, plan, prompts, modes[mode]) for mode in group}
         try:
             starts |= {mode: meter.start for mode, meter in meters.items()}
-            if not work:
-                block, computed, tokens = next(iter(meters.values())).call("work")
-                work = {"block": block, "computed": computed, "tokens": tokens}
             rates |= rounds(meters, passes)
         finally:
             for meter in meters.values():
                 meter.close()
-    sample = (work["tokens"], work["block"]) if work["tokens"] else (None, None)
-    measured = {mode: Measured(starts[mode], statistics.median(rates[mode]), *sample) for mode in modes}
-    return measured, rates, together, work
-
-
-def _estimated(tokens: float | None) -> str:
-    if tokens is None:
-        return "no exact tokenizer here to estimate a run's: rates carried over per prompt"
-    return f"{tokens:.1f} estimated, as a run's are: rates carried over per computed token"
+    measured = {mode: Measured(starts[mode], statistics.median(rates[mode])) for mode in modes}
+    return measured, rates, together
 
 
 def _rates(rates: list[float]) -> str:
@@ -239,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     if len(prompts) < args.prompts:
         out.write(f"engine modes: measured on {len(prompts)} prompts (the config makes no more)\n")
     record = mode_record(cfg, PROJECT_ROOT)
-    modes, passes, together, work = measure_modes(cfg, record, spec, plan, prompts, args.passes)
+    modes, passes, together = measure_modes(cfg, record, spec, plan, prompts, args.passes)
     eager, compiled = modes["eager"], modes["compiled"]
     remember(record, spec, True, eager)
     remember(record, spec, False, compiled)
@@ -254,8 +234,6 @@ def main(argv: list[str] | None = None) -> None:
                 f"eager:    start {eager.start:5.1f} s, {eager.rate:6.2f} prompts/s (passes {_rates(passes['eager'])})",
                 f"compiled: start {compiled.start:5.1f} s, {compiled.rate:6.2f} prompts/s "
                 f"({compiled.rate / eager.rate:.2f}x eager; passes {_rates(passes['compiled'])})",
-                f"prefix cache: blocks of {work['block']} tokens; a prompt of the sample computed "
-                f"{work['computed']:.1f} tokens ({_estimated(work['tokens'])}), the rest from the cache",
                 f"the compiled engine pays from {point:,} prompts"
                 if point is not None
                 else "compiled never pays",

@@ -40,7 +40,7 @@ from pipeline.judge.generators import Generator, generator_judge_config, generat
 from pipeline.judge.hardware import read_cpu
 from pipeline.judge.hf_engine import HFEngine
 from pipeline.judge.models import resolve_judge
-from pipeline.judge.vllm_engine import VLLMEngine
+from pipeline.judge.vllm.engine import VLLMEngine
 from pipeline.prompts.generation import generation_prompts, generator_frame
 from pipeline.runtime.logs import console
 from pipeline.stages.generation import generation_step

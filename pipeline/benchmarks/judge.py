@@ -50,11 +50,11 @@ from pipeline.benchmarks.timing import (
     time_split,
     workspace,
 )
-from pipeline.judge.cores import engine_inside
 from pipeline.judge.hardware import read_cpu
 from pipeline.judge.hf_engine import HFEngine
 from pipeline.judge.spec import ApiEndpoint, JudgeSpec
-from pipeline.judge.vllm_engine import VLLMEngine
+from pipeline.judge.vllm.cores import engine_inside
+from pipeline.judge.vllm.engine import VLLMEngine
 from pipeline.methods.verdicts.win_probability import p_a_wins, side_logprobs
 from pipeline.prompts.pairs import generate_prompts, split_shards
 from pipeline.run.context import run
@@ -66,9 +66,7 @@ log = logging.getLogger("pipeline.benchmarks.judge")
 
 def run_pipeline(cfg, shards, plan, spec, log_dir: Path) -> tuple[Timing, pa.Table]:
     """The pair and judge steps on Ray Data, timed from the actor's engine being ready to the last row."""
-    steps = judge_steps(
-        cfg.pairs, cfg.judge, cfg.runtime.pair_chunk_rows, plan, spec, worker=TimedJudgeWorker
-    )
+    steps = judge_steps(cfg.pairs, cfg.runtime.pair_chunk_rows, plan, spec, worker=TimedJudgeWorker)
     table, timing = stream_timed(cfg.runtime, shards, steps, log_dir)
     return replace(timing, cache_share=cache_share(table)), table
 
@@ -114,7 +112,7 @@ def run_hf(spec, plan, ids: list[list[int]], dtype: str) -> tuple[Timing, np.nda
 def run_api(cfg, shards, plan, spec, dtype: str, rounds: int, work: Path) -> tuple[list[Timing], pa.Table]:
     """The pipeline with its judge behind a local vLLM server on the same checkpoint and dtype (no reply cache:
     every round sends every prompt); timed as :func:`run_pipeline`, the server's start-up excluded."""
-    from pipeline.judge.serve import LocalVLLMServer
+    from pipeline.testing.serve import LocalVLLMServer
 
     served = "bench-judge"
     with LocalVLLMServer(spec.model_path, work / "vllm-server.log", served, dtype=dtype) as server:

@@ -32,7 +32,7 @@ from pipeline.benchmarks.timing import Timing, round_lines
 from pipeline.config.hydra import compose
 from pipeline.judge.hardware import read_cpu
 from pipeline.judge.reasoning import ReasoningEngine
-from pipeline.judge.vllm_engine import VLLMEngine
+from pipeline.judge.vllm.engine import VLLMEngine
 from pipeline.run.context import run
 from pipeline.runtime.logs import console
 from pipeline.scoring.jury_table import jury_tables

@@ -36,7 +36,7 @@ def pipeline(s: Any, spec: Any, workers: int) -> Timing:
         judge=replace(s.cfg.judge, num_actors=workers, num_cpus_per_actor=0.5),
         runtime=replace(s.cfg.runtime, num_cpus=max(2, workers + 1)),
     )
-    steps = judge_steps(cfg.pairs, cfg.judge, cfg.runtime.pair_chunk_rows, s.plan, spec, worker=StandinWorker)
+    steps = judge_steps(cfg.pairs, cfg.runtime.pair_chunk_rows, s.plan, spec, worker=StandinWorker)
     table, timing = stream_timed(cfg.runtime, s.shards, steps, s.work / "logs")
     if table.num_rows != s.pairs.num_rows:
         raise RuntimeError(f"the pipeline judged {table.num_rows} of {s.pairs.num_rows} prompts")

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipeline.judge.worker import JudgeWorker, Task
+from pipeline.judge.hosting.worker import JudgeWorker, Task
 from pipeline.runtime.logs import capture_process_output, setup_logging
 
 

@@ -114,8 +114,8 @@ class TemplateConfig:
 class PromptConfig:
     templates: list[TemplateConfig] = field(default_factory=lambda: [TemplateConfig()])
     # auto: use the model's chat template when it has one; true: require it; false: plain text. YAML/CLI
-    # booleans are accepted (`prompt.chat_template=false`); :func:`to_run_config` turns the value into a
-    # :class:`ChatTemplate`.
+    # booleans are accepted (`prompt.chat_template=false`); :func:`pipeline.config.hydra.to_run_config` turns the value into a
+    # :class:`pipeline.config.enums.ChatTemplate`.
     chat_template: str | bool = "auto"
     # The system message (chat template), or the first paragraph of a plain-text prompt.
     system_prompt: str | None = None

@@ -56,7 +56,7 @@ class Trait(Flag):
     # it can rate a candidate on its own (``absolute.modes``)
     ABSOLUTE = auto()
     # its CPU engine may run inside the judge worker's process, whose environment (threads bound, OpenMP
-    # preloaded) is set as the process starts (:func:`pipeline.judge.cores.worker_process_env`)
+    # preloaded) is set as the process starts (:func:`pipeline.judge.vllm.cores.worker_process_env`)
     WORKER_ENV = auto()
     # a model on this machine that reads log-probabilities of text prompts, prefills, generates and rates (the
     # default of an entry that declares none)

@@ -87,10 +87,11 @@ def rating_identity(cfg: RunConfig) -> dict:
     } | reasoning_identity(cfg.judge)
 
 
-def jurors(cfg: RunConfig) -> list[JudgeConfig]:
-    """The jury's further judges (``jury.judges``), each merged over ``judge``'s settings: what a juror does not
-    set it takes from ``judge``, but its name (its own, else its model's) and ``engine`` unless it has ``judge``'s
-    backend. An entry that is not a judge config is refused, naming it."""
+def typed_jurors(cfg: RunConfig) -> list[JudgeConfig]:
+    """The jury's further judges (``jury.judges`` as written), each merged over ``judge``'s settings, once, when the
+    config is converted: what a juror does not set it takes from ``judge``, but its name (its own, else its model's)
+    and ``engine`` unless it has ``judge``'s backend. An entry that is not a judge config is refused, naming it; one
+    typed already is merged again to itself."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -99,6 +100,8 @@ def jurors(cfg: RunConfig) -> list[JudgeConfig]:
     out = []
     for k, own in enumerate(cfg.jury.judges):
         key = f"jury.judges[{k}]"
+        if isinstance(own, JudgeConfig):
+            own = {k: (str(v) if isinstance(v, StrEnum) else v) for k, v in asdict(own).items()}
         if not isinstance(own, Mapping):
             raise ConfigError(
                 f"config {key} must be a judge config (backend, model, name, api, ...), got {own!r}"

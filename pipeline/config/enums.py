@@ -85,7 +85,7 @@ class EngineProcess(StrEnum):
     of the worker (Ray replaces it).
 
     own: vLLM's default, the engine in processes of its own beside the worker, which watches them
-    (pipeline.judge.watchdog); on a GPU they overlap scheduling with the model.
+    (pipeline.judge.hosting.watchdog); on a GPU they overlap scheduling with the model.
 
     auto: worker for a CPU engine on a Ray actor (the actor is the engine's own process), own elsewhere (on a
     GPU, and in a process that may host several engines: in-process runs, notebooks, tests)."""

@@ -9,6 +9,7 @@ from typing import Any
 
 from pipeline import PROJECT_ROOT
 from pipeline.config.assessment import CriterionOption
+from pipeline.config.derived import typed_jurors
 from pipeline.config.enums import ChatTemplate
 from pipeline.config.keys import base_node, refuse, required_missing, unknown_keys
 from pipeline.config.run import RunConfig
@@ -63,6 +64,7 @@ def to_run_config(cfg: Any, choices: dict[str, Any] | None = None) -> RunConfig:
         raise ConfigError(f"config: {exc}") from exc
     assert isinstance(run_cfg, RunConfig)
     run_cfg.prompt.chat_template = ChatTemplate.parse(run_cfg.prompt.chat_template)
+    run_cfg.jury.judges = typed_jurors(run_cfg)
     run_cfg.criteria_options = {
         name: [_option(name, o) for o in options] for name, options in run_cfg.criteria_options.items()
     }

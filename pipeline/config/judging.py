@@ -143,8 +143,9 @@ class JuryConfig:
     takes what it does not set from ``judge`` (``engine`` only when it has ``judge``'s backend); its ``name``
     must differ from every other judge's."""
 
-    # As written (partial judge configs); pipeline.config.derived.jurors gives each one merged over ``judge``.
-    judges: list[dict[str, Any]] = field(default_factory=list)
+    # As written, partial judge configs; typed once, at conversion, into a JudgeConfig each merged over ``judge``
+    # (pipeline.config.derived.typed_jurors): past conversion every entry is a JudgeConfig.
+    judges: list[Any] = field(default_factory=list)
 
 
 @dataclass

@@ -16,7 +16,7 @@ from pipeline.config.checks import (
     positive,
     within,
 )
-from pipeline.config.derived import judge_label, jurors
+from pipeline.config.derived import judge_label
 from pipeline.config.enums import (
     BOTH_ORDERINGS,
     MULTIPROCESSING_ENV,
@@ -214,10 +214,7 @@ def judge_config_problems(judge: JudgeConfig, key: str, cfg: RunConfig) -> list[
 def jury_problems(cfg: RunConfig) -> list[str]:
     """The jury: its further judges (``jury.judges``), each a judge config over ``judge``'s, with a name of its
     own; the workflows a jury of judges runs in; and ``scoring.jury``'s need of two jurors."""
-    try:
-        extra = jurors(cfg)
-    except ConfigError as exc:
-        return [str(exc)]
+    extra = cfg.jury.judges
     problems: list[str] = []
     for k, juror in enumerate(extra):
         problems += judge_config_problems(juror, f"jury.judges[{k}]", cfg)

@@ -139,7 +139,7 @@ class Engine(Protocol):
     @property
     def inside(self) -> bool | None:
         """Where the engine computes: True inside this process; False in processes of its own, which the judge
-        worker watches (:meth:`processes` names them); None elsewhere (behind an endpoint)."""
+        worker watches (its ``processes()`` names them); None elsewhere (behind an endpoint)."""
         ...
 
     @property

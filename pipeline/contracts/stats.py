@@ -46,10 +46,12 @@ class JudgeStats:
     # same name: judge drift)
     served_models: tuple[tuple[str, str, int], ...] = ()
     # what the run lost and judged again, by kind (nodes, workers, engine deaths, drained workers, prompts judged
-    # again; pipeline.judge.watchdog.Interruptions), those that happened
+    # again; pipeline.judge.hosting.watchdog.Interruptions), those that happened
     interruptions: tuple[tuple[str, int], ...] = ()
-    # judge.engine.enforce_eager=auto: the engine's mode chosen for the run, and why (pipeline.judge.engine_mode)
+    # judge.engine.enforce_eager=auto: the engine's mode chosen for the run, and why (pipeline.judge.vllm.mode)
     engine_mode: str = ""
+    # the mode itself (eager, else compiled), for the stages that start the same engine after it; None: not chosen
+    engine_eager: bool | None = None
 
     def models_by_judge(self) -> dict[str, tuple[tuple[str, int], ...]]:
         """Per judge, the models its replies say served them and how many answers each."""
@@ -97,8 +99,8 @@ class JudgeStats:
             **{f"judge/api_failed_attempts/{kind}": float(n) for kind, n in self.failed_attempts},
             **({"judge/api_cost": self.money} if self.money is not None else {}),
             **(
-                {"judge/engine_compiled": float(self.engine_mode.startswith("compiled"))}
-                if self.engine_mode
+                {"judge/engine_compiled": float(not self.engine_eager)}
+                if self.engine_eager is not None
                 else {}
             ),
         }

@@ -47,8 +47,8 @@ def endpoint_judge_problems(judge: JudgeConfig, key: str) -> list[str]:
 VLLM = BackendEntry(
     name="vllm",
     traits=Trait.LOCAL | Trait.TOKEN_IDS | Trait.WORKER_ENV,
-    engine="pipeline.judge.vllm_engine:VLLMEngine",
-    resolve="pipeline.judge.vllm_engine:resolve",
+    engine="pipeline.judge.vllm.engine:VLLMEngine",
+    resolve="pipeline.judge.vllm.engine:resolve",
     runs="in-process vLLM: inside the judge worker's process, or in engine processes of its own that the worker "
     "watches (judge.engine_process)",
     summary="vLLM in-process (batched, prefix-cached): the product",

@@ -12,7 +12,6 @@ from typing import Any
 from pipeline.config.backends import Trait, generator_backend
 from pipeline.config.judging import ApiConfig, GeneratorConfig, JudgeConfig
 from pipeline.contracts.engine import Request
-from pipeline.judge.engine_mode import device_default
 from pipeline.judge.spec import JudgeSpec
 
 
@@ -57,7 +56,7 @@ def generator_judge_config(cfg: GeneratorConfig, judge: JudgeConfig) -> JudgeCon
         return JudgeConfig(**common, num_gpus_per_actor=0.0, api=cfg.api or ApiConfig())
     return JudgeConfig(
         **common,
-        engine=device_default({**judge.engine, **cfg.engine}, judge.num_gpus_per_actor > 0),
+        engine={**judge.engine, **cfg.engine},
         engine_process=judge.engine_process,
         num_gpus_per_actor=judge.num_gpus_per_actor,
     )

@@ -10,8 +10,8 @@ from typing import Any
 from pipeline.contracts.engine import Request, Result
 from pipeline.contracts.frame import PromptFrame
 from pipeline.judge.builtin_backends import HFSettings
-from pipeline.judge.cores import apply_env
 from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.vllm.cores import apply_env
 
 
 class HFEngine:

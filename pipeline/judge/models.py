@@ -13,7 +13,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline.config.backends import backend
@@ -22,7 +22,7 @@ from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.errors import ConfigError, ModelError
 from pipeline.judge.endpoint.sampled import SUFFIX as SAMPLED
 from pipeline.judge.hardware import engine_dtype
-from pipeline.judge.spec import ApiEndpoint, JudgeSpec, Secret
+from pipeline.judge.spec import ApiEndpoint, JudgeSpec, Placement, Secret
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,9 @@ def resolve_model(spec: str, cache_dir: Path, key: str = "judge.model") -> Resol
 def resolve_judge(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -> JudgeSpec:
     """The judge as its engines will run it, by its backend's resolver (:mod:`pipeline.config.backends`).
     ``key``: the config key that names the model (for messages; a generator's is ``generate.models...``)."""
-    return backend(cfg.backend).resolver()(cfg, cache_dir, key)
+    spec = backend(cfg.backend).resolver()(cfg, cache_dir, key)
+    placement = Placement(cfg.actors, cfg.num_cpus_per_actor, cfg.num_gpus_per_actor, cfg.batch_size)
+    return replace(spec, placement=placement)
 
 
 def resolve_local(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -> JudgeSpec:

@@ -27,7 +27,7 @@ RESOURCE_ONLY_ENGINE_KEYS = frozenset(
         "pipeline_parallel_size",
         "data_parallel_size",
         "threads",
-        # eager or compiled: the same answers within the engine's noise, chosen per run (pipeline.judge.engine_mode)
+        # eager or compiled: the same answers within the engine's noise, chosen per run (pipeline.judge.vllm.mode)
         "enforce_eager",
     }
 )
@@ -82,6 +82,17 @@ class ApiEndpoint:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where a judge's engines run and how they are fed: workers (least, most), each one's CPUs and GPUs, and the
+    rows of a batch (``judge.num_actors``, ``num_cpus_per_actor``, ``num_gpus_per_actor``, ``batch_size``)."""
+
+    workers: tuple[int, int] = (1, 1)
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    batch_size: int = 256
+
+
+@dataclass(frozen=True)
 class JudgeSpec:
     """Everything an engine needs (picklable, shipped to the judge actors)."""
 
@@ -105,6 +116,8 @@ class JudgeSpec:
     dtype_reason: str = ""
     # backend=api: the endpoint (its settings, the served model name and the key); None in-process.
     api: ApiEndpoint | None = None
+    # where its workers run (set where the judge is resolved: pipeline.judge.models.resolve_judge); not an answer's
+    placement: Placement = field(default_factory=Placement)
 
     @property
     def dtype(self) -> str:

@@ -22,7 +22,7 @@ import pyarrow as pa
 from pipeline.config.backends import Trait, backend
 from pipeline.contracts.engine import ANSWER_FIELDS, Result
 from pipeline.contracts.keys import PROMPT_KEY
-from pipeline.judge.worker import Task, responses
+from pipeline.judge.hosting.worker import Task, responses
 from pipeline.prompts.labels import Labels
 from pipeline.storage.judgements import JudgementStore
 

@@ -107,7 +107,7 @@ def prompts_per_context(
 ) -> int:
     """Exact number of prompts a context of n candidates produces (before skipping judged ones): its comparisons
     for ``n_templates`` comparative templates and every attribute, and ``n_absolute`` absolute prompts per
-    candidate (:meth:`pipeline.prompts.PromptPlan.rated_per_candidate`)."""
+    candidate (:meth:`pipeline.prompts.plan.PromptPlan.rated_per_candidate`)."""
     rated = n * n_absolute
     if not n_templates:
         return rated
@@ -256,32 +256,6 @@ def generate_prompts(
                         rows = {name: [] for name in PROMPTS.names}
     if rows["prompt"]:
         yield pa.table(rows, schema=PROMPTS)
-
-
-def sample_prompts(
-    contexts: pa.Table,
-    pairs: PairsConfig,
-    plan: PromptPlan,
-    given: Mapping[str, np.ndarray] | None = None,
-    n: int = 16,
-    most: int = 4096,
-) -> list[str]:
-    """The prompts of ``n`` contexts spread evenly over a CONTEXTS table (every context where it has fewer), each
-    context's first prompts in judging order (at most ``most`` in all, shared evenly: one context of 100,000 items
-    is not made whole), as :func:`generate_prompts` makes them: a sample of a run's prompts with the prefixes they
-    share (its engine's work per prompt, :mod:`pipeline.judge.prefill`), made without the rest."""
-    rows = contexts.num_rows
-    picked = sorted({(k * rows) // n for k in range(n)}) if rows > n else list(range(rows))
-    each = max(1, most // max(len(picked), 1))
-    sample: list[str] = []
-    for row in picked:
-        own: list[str] = []
-        for chunk in generate_prompts(contexts.slice(row, 1), pairs, plan, chunk_rows=each, given=given):
-            own += chunk.column("prompt").to_pylist()[: each - len(own)]
-            if len(own) >= each:
-                break
-        sample += own
-    return sample
 
 
 def _context_pairs(pairs: PairsConfig, plan: PromptPlan, key: int, n: int) -> tuple[np.ndarray, np.ndarray]:

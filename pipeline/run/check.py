@@ -26,13 +26,12 @@ import pyarrow.compute as pc
 
 from pipeline import PROJECT_ROOT
 from pipeline.config.backends import Trait, backend
-from pipeline.config.derived import jurors
 from pipeline.config.run import RunConfig
 from pipeline.config.workflows import workflow as workflow_entry
 from pipeline.contracts.keys import COMPARE
 
 if TYPE_CHECKING:
-    from pipeline.judge.engine_mode import ModeRecord, Work
+    from pipeline.stages.judging import Judge
 
 log = logging.getLogger("pipeline")
 
@@ -154,7 +153,6 @@ def check(cfg: RunConfig, root: Path = PROJECT_ROOT) -> Plan:
     from pipeline.runtime.jobs import check_job_storage
     from pipeline.stages.base import run_stages
     from pipeline.workflows.catalog import build
-    from pipeline.workflows.segments import engine_modes
 
     check_job_storage(cfg, root)
     cfg = resolve_latest(cfg, root)
@@ -184,20 +182,22 @@ def check(cfg: RunConfig, root: Path = PROJECT_ROOT) -> Plan:
         run_stages((flow.stage("resolve_judge"),), ctx, values)
     else:
         run_stages(flow.segment("input").stages + flow.segment("prompts").stages, ctx, values)
-        from pipeline.judge.prefill import work_of
+        _judged(cfg, values, plan, rounds=entry.rounds)
+        from pipeline.stages.judging import Judge
+        from pipeline.stages.rounds import Rounds
 
-        sample = _judged(cfg, values, plan, rounds=entry.rounds)
-        work = work_of(values["judge"], values["prompt_plan"].frame, lambda: sample)
-        _engine_mode(values["judge"], plan, engine_modes(cfg, root), work)
+        last = flow.segment("judge").stages[-1]  # the judge stage, or the rounds' that it judges with
+        stage = last.judge_stage if isinstance(last, Rounds) else last
+        assert isinstance(stage, Judge)
+        _engine_mode(values["judge"], plan, stage)
     plan.judges = _judges(cfg, values, plan)
     _cost(cfg, plan)
     return plan
 
 
-def _judged(cfg: RunConfig, values: dict[str, Any], plan: Plan, rounds: bool) -> list[str]:
-    """The prompts the judge stage would make, counted, and their tokens estimated; the prompts of a sample of its
-    contexts returned (as the judge stage samples them for its engine's mode)."""
-    from pipeline.prompts.pairs import generate_prompts, sample_prompts
+def _judged(cfg: RunConfig, values: dict[str, Any], plan: Plan, rounds: bool) -> None:
+    """The prompts the judge stage would make, counted, and their tokens estimated."""
+    from pipeline.prompts.pairs import generate_prompts
     from pipeline.stages.judging import ShardContexts
 
     candidates = values["candidates"]
@@ -232,18 +232,16 @@ def _judged(cfg: RunConfig, values: dict[str, Any], plan: Plan, rounds: bool) ->
     chars = sum(len(t) for t in texts)
     plan.prompt_tokens = round(chars / (per_token or CHARS_PER_TOKEN))
     plan.completion_tokens = _generated_tokens(cfg, plan.by_mode)
-    return sample_prompts(contexts, pairs, values["prompt_plan"])
 
 
-def _engine_mode(judge: Any, plan: Plan, record: ModeRecord | None, work: Work) -> None:
-    """The engine mode the judge stage would choose for these prompts (``enforce_eager=auto``), and why; the time
-    they take from this machine's measurements (``make engine-modes``) where it has them, else the backend's stated
-    rate, or one second a request behind an endpoint at its concurrency."""
-    from pipeline.judge.engine_mode import choose, is_auto
-
+def _engine_mode(judge: Any, plan: Plan, stage: Judge) -> None:
+    """The engine mode the judge stage chooses for these prompts (``enforce_eager=auto``: its own
+    :meth:`~pipeline.stages.judging.Judge.mode`), and why; the time they take from this machine's measurements
+    (``make engine-modes``) where it has them, else the backend's stated rate, or one second a request behind an
+    endpoint at its concurrency."""
     entry = backend(judge.backend)
-    if plan.prompts and is_auto(judge) and entry.engine:
-        choice = choose(judge, plan.prompts, record, work)
+    choice = stage.mode(judge, plan.prompts) if entry.engine else None
+    if choice is not None:
         plan.notes.append(f"engine mode (judge.engine.enforce_eager=auto): {choice.reason}")
         if choice.seconds is not None:
             plan.seconds, plan.timing = (
@@ -329,7 +327,7 @@ def _generated(cfg: RunConfig, tasks: pa.Table, plan: Plan) -> None:
 
 
 def _judges(cfg: RunConfig, values: dict[str, Any], plan: Plan) -> list[JudgePlan]:
-    configs = [cfg.judge, *jurors(cfg)]
+    configs = [cfg.judge, *cfg.jury.judges]
     names = list(values.get("judges") or ())
     out = []
     for k, judge in enumerate(configs):

@@ -70,7 +70,7 @@ class MapStep:
     # and gives its reasons starts one engine.
     keep_alive: bool = False
     # A class on Ray: the environment its worker processes start with, for what a process reads as it loads
-    # (``LD_PRELOAD``, see pipeline.judge.cores.worker_process_env). The local executor runs the step in this
+    # (``LD_PRELOAD``, see pipeline.judge.vllm.cores.worker_process_env). The local executor runs the step in this
     # process, already started, and cannot apply it.
     env: Mapping[str, str] = field(default_factory=dict)
     # A class: its one instance runs in the driver's process on every executor, Ray's too (an endpoint's client:

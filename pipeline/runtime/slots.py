@@ -51,7 +51,7 @@ class Slot:
     starting: Any
     worker: str = ""
     node: str = ""
-    target: str = ""  # the node it was sent to (:meth:`ActorPool._start`)
+    target: str = ""  # the node it was sent to (:meth:`pipeline.runtime.pool.ActorPool._start`)
     held: dict = field(default_factory=dict)  # ObjectRef of a call -> its batch
     draining: bool = False
     # when the batch it runs began: its last result, or a batch sent while it held none

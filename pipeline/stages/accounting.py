@@ -12,9 +12,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.config.judging import GenerateConfig
+from pipeline.config.judging import ApiConfig, GenerateConfig
 from pipeline.contracts.errors import UserError
-from pipeline.judge.watchdog import Interruptions, interruptions
+from pipeline.judge.hosting.watchdog import Interruptions, interruptions
 from pipeline.runtime.logs import FILE_ONLY
 from pipeline.stages.base import StageContext
 from pipeline.storage.events import read_events
@@ -77,14 +77,12 @@ class ApiUsage:
             ):
                 self.models[key] = self.models.get(key, 0) + 1
 
-    def money(
-        self, price_input: float | None, price_output: float | None, batch_discount: float = 1.0
-    ) -> float | None:
-        """The price of the billed tokens (per million), those of batch jobs at ``batch_discount`` times the
-        price; None without prices."""
-        if price_input is None and price_output is None:
+    def money(self, api: ApiConfig | None) -> float | None:
+        """The price of the billed tokens at the endpoint's prices (per million), those of batch jobs at its
+        ``batch_discount`` times the price; None without an endpoint or its prices."""
+        if api is None or (api.price_input is None and api.price_output is None):
             return None
-        pin, pout = price_input or 0.0, price_output or 0.0
+        pin, pout, batch_discount = api.price_input or 0.0, api.price_output or 0.0, api.batch_discount
         direct = (self.prompt_tokens - self.batch_prompt_tokens) * pin + (
             self.completion_tokens - self.batch_completion_tokens
         ) * pout
@@ -149,7 +147,7 @@ def report_generator_usage(
         for kind, n in u.failures.items():
             total.failures[kind] = total.failures.get(kind, 0) + n
         api = prices.get(name)
-        cost = u.money(api.price_input, api.price_output, api.batch_discount) if api else None
+        cost = u.money(api)
         if cost is not None:
             money = (money or 0.0) + cost
     metrics["generate/api_requests"] = float(total.requests)
@@ -174,7 +172,7 @@ def report_generator_usage(
 
 
 # The run folder's record of the engines' starts and deaths and the judge workers' batches
-# (pipeline.judge.watchdog), under logs/.
+# (pipeline.judge.hosting.watchdog), under logs/.
 ENGINE_EVENTS = "engine_events.jsonl"
 
 

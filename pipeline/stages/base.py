@@ -65,7 +65,7 @@ class Port:
 
 
 class StageContext(Protocol):
-    """What a stage may use besides its inputs (given by :class:`pipeline.run.RunContext`)."""
+    """What a stage may use besides its inputs (given by :class:`pipeline.run.context.RunContext`)."""
 
     @property
     def run_dir(self) -> Path:

@@ -27,10 +27,10 @@ from pipeline.judge.generators import (
     generator_judge_config,
     generator_request,
 )
+from pipeline.judge.hosting.worker import JudgeWorker, Task
 from pipeline.judge.models import resolve_judge
 from pipeline.judge.stored import closing_front, on_the_driver
 from pipeline.judge.tokenizers import load_tokenizer
-from pipeline.judge.worker import JudgeWorker, Task
 from pipeline.prompts.generation import generation_prompts, generator_frame
 from pipeline.runtime import MapStep
 from pipeline.runtime.progress import Progress
@@ -88,7 +88,7 @@ class Generate(Stage):
     cache_dir: Path
     identity: dict[str, Any]
     # The judgement store (pipeline.storage.judgements) in front of in-process generators; None: off.
-    store_path: Path | None = None
+    judgement_store: Path | None = None
     # The engines stay up after the stage (the judge's model among the generators': the judge stage uses its engine).
     keep_workers: bool = False
 
@@ -165,8 +165,7 @@ class Generate(Stage):
                 group,
                 frames,
                 size,
-                self.judge,
-                self.store_path,
+                self.judgement_store,
                 events=ctx.run_dir / "logs" / ENGINE_EVENTS,
                 keep_alive=self.keep_workers,
             )
@@ -207,7 +206,7 @@ class Generate(Stage):
                 "before)",
                 done.reused,
                 done.generated,
-                self.store_path,
+                self.judgement_store,
             )
 
 
@@ -276,7 +275,6 @@ def generation_step(
     group: Sequence[Generator],
     frames: Mapping[str, PromptFrame],
     batch_size: int,
-    judge: JudgeConfig,
     store: Path | None = None,
     worker: type | None = None,
     events: Path | None = None,
@@ -288,6 +286,4 @@ def generation_step(
     spec = group[0].spec
     task = Task(spec, {g.name: g.request for g in group}, frames[group[0].name], dict(frames))
     front = on_the_driver(task, store)
-    return engine_step(
-        "generate", spec, judge, task, front, events, keep_alive, worker or JudgeWorker, batch_size
-    )
+    return engine_step("generate", spec, task, front, events, keep_alive, worker or JudgeWorker, batch_size)

@@ -28,7 +28,7 @@ from pipeline.prompts.preflight import check_prompt_lengths
 from pipeline.runtime.logs import FILE_ONLY
 from pipeline.stages import ports
 from pipeline.stages.base import Stage, StageContext
-from pipeline.storage.parts import JudgmentStore, RatingStore
+from pipeline.storage.parts import JudgmentParts, RatingParts
 
 log = logging.getLogger("pipeline")
 
@@ -261,10 +261,10 @@ class OpenStore(Stage):
         rating_identity = {**self.rating_identity, "judge": judge.identity()}
         words = prompt_plan.labels.words
         # refused before the run folder is opened, so its config.json and MLflow history stay those of its judgments
-        JudgmentStore(ctx.planned_run_dir / "judgments", identity, words).check_identity()
-        RatingStore(ctx.planned_run_dir / "ratings", rating_identity).check_identity()
-        store = JudgmentStore(ctx.run_dir / "judgments", identity, words)
-        rating_store = RatingStore(ctx.run_dir / "ratings", rating_identity)
+        JudgmentParts(ctx.planned_run_dir / "judgments", identity, words).check_identity()
+        RatingParts(ctx.planned_run_dir / "ratings", rating_identity).check_identity()
+        store = JudgmentParts(ctx.run_dir / "judgments", identity, words)
+        rating_store = RatingParts(ctx.run_dir / "ratings", rating_identity)
         judged = pa.concat_tables([store.judged(), rating_store.judged()]).select(JUDGED_KEYS.names)
         if judged.num_rows:
             log.info("%d prompts already judged in %s: skipped", judged.num_rows, ctx.run_dir)

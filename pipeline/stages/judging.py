@@ -4,7 +4,6 @@ folder's stores.
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
 from collections.abc import Mapping
@@ -18,25 +17,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.config.assessment import PairsConfig
-from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.errors import UserError
 from pipeline.contracts.stats import JudgeStats
 from pipeline.data.contexts import group_by_context
-from pipeline.judge.cores import worker_process_env
 from pipeline.judge.endpoint.batch import RECORD_FILE, batch_states
-from pipeline.judge.engine_mode import ModeRecord, is_auto
-from pipeline.judge.engine_mode import choose as choose_mode
-from pipeline.judge.engine_mode import resolved as resolved_mode
-from pipeline.judge.prefill import work_of
+from pipeline.judge.hosting.worker import JudgeWorker, Task, engine_spec
 from pipeline.judge.recorded.answers import SOURCE as RECORDED
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.stored import closing_front, on_the_driver
-from pipeline.judge.worker import JudgeWorker, Task, engine_spec
+from pipeline.judge.vllm.cores import worker_process_env
+from pipeline.judge.vllm.mode import Choice, ModeRecord, is_auto, settled
+from pipeline.judge.vllm.mode import choose as choose_mode
 from pipeline.prompts.pairs import (
     build_contexts,
     generate_prompts,
     k_adjustments,
-    sample_prompts,
     split_shards,
 )
 from pipeline.prompts.plan import PromptPlan
@@ -56,7 +51,7 @@ from pipeline.stages.accounting import (
 )
 from pipeline.stages.base import Stage, StageContext
 from pipeline.storage.events import read_events
-from pipeline.storage.parts import JudgmentStore, RatingStore
+from pipeline.storage.parts import JudgmentParts, RatingParts
 
 log = logging.getLogger("pipeline")
 
@@ -108,7 +103,6 @@ class ShardContexts(Stage):
 
 def judge_steps(
     pairs: PairsConfig,
-    judge: JudgeConfig,
     chunk_rows: int,
     plan: PromptPlan,
     spec: JudgeSpec,
@@ -118,12 +112,13 @@ def judge_steps(
     store: Path | None = None,
     given: Mapping[str, np.ndarray] | None = None,
     keep_alive: bool = False,
+    eager: bool | None = None,
 ) -> list[MapStep]:
     """The streamed chain: prompt generation per shard (on the driver as the judge's pool reads it: far lighter
     than a task), then the judge (one engine per actor), one engine batch per call so results reach the driver and
-    the store batch by batch. The judgement ``store`` is consulted and written on the driver (:class:`StoreFront`:
+    the store batch by batch. The judgement ``store`` is consulted and written on the driver (:class:`pipeline.judge.stored.StoreFront`:
     close it after the stream). A worker whose engine dies records it in ``events`` and is replaced at most
-    ``max_restarts`` times (its batch judged again)."""
+    ``max_restarts`` times (its batch judged again); ``eager``: the engine's mode (:func:`pipeline.judge.vllm.mode.settled`)."""
     task = Task(spec, plan.requests(), plan.frame)
     return [
         MapStep(
@@ -133,8 +128,8 @@ def judge_steps(
             on_driver=True,
         ),
         engine_step(
-            "judge", spec, judge, task, on_the_driver(task, store, plan.labels), events, keep_alive, worker,
-            max_restarts=max_restarts,
+            "judge", spec, task, on_the_driver(task, store, plan.labels), events, keep_alive, worker,
+            max_restarts=max_restarts, eager=eager,
         ),
     ]  # fmt: skip
 
@@ -142,7 +137,6 @@ def judge_steps(
 def engine_step(
     name: str,
     spec: JudgeSpec,
-    judge: JudgeConfig,
     task: Task,
     front: Mapping[str, Any],
     events: Path | None,
@@ -150,22 +144,25 @@ def engine_step(
     worker: type = JudgeWorker,
     batch_size: int | None = None,
     max_restarts: int | None = None,
+    eager: bool | None = None,
 ) -> MapStep:
     """The one worker step of a judge's engine (judging, generating, giving reasons, adaptive rounds): an actor pool
-    of ``worker`` with the judge's placement, its exact batches, ``task`` asked of every batch, what the driver
-    answers itself (``front``: :func:`pipeline.judge.stored.on_the_driver`), the engine's events and process env."""
+    of ``worker`` with the judge's placement (``spec.placement``), its exact batches, ``task`` asked of every batch,
+    what the driver answers itself (``front``: :func:`pipeline.judge.stored.on_the_driver`), the engine's events and
+    process env, its mode settled (``eager``, else vLLM's default for the device)."""
     where = str(events) if events else None
+    place = spec.placement
     return MapStep(
         name,
         worker,
-        {"spec": engine_spec(spec), "events": where},
+        {"spec": engine_spec(settled(spec, eager)), "events": where},
         call_kwargs={"task": task},
-        batch_size=batch_size or judge.batch_size,
+        batch_size=batch_size or place.batch_size,
         exact_batches=True,
-        workers=judge.actors[0],
-        max_workers=judge.actors[1],
-        num_cpus=judge.num_cpus_per_actor,
-        num_gpus=judge.num_gpus_per_actor,
+        workers=place.workers[0],
+        max_workers=place.workers[1],
+        num_cpus=place.num_cpus,
+        num_gpus=place.num_gpus,
         max_restarts=max_restarts,
         keep_alive=keep_alive,
         env=worker_process_env(spec),
@@ -181,24 +178,27 @@ class Judge(Stage):
     Parquet parts in the run folder as they arrive."""
 
     pairs: PairsConfig
-    judge: JudgeConfig
     chunk_rows: int
     max_restarts: int = 3
     # The judgement store (pipeline.storage.judgements); None: off.
-    store_path: Path | None = None
+    judgement_store: Path | None = None
     # The pairs to judge per context (candidate index rows, slot A then B), chosen by adaptive rounds; None: the
     # pairs config's selection.
     given: Mapping[str, np.ndarray] | None = None
     # The judge workers (their engines) stay up after the stage for the next call (adaptive rounds).
     keep_workers: bool = False
-    # This machine's measurements of the engine's modes (pipeline.judge.engine_mode), for enforce_eager=auto; None:
+    # This machine's measurements of the engine's modes (pipeline.judge.vllm.mode), for enforce_eager=auto; None:
     # none read (auto is the generators' mode).
     engine_modes: ModeRecord | None = None
 
     name = "judge"
     reads = (ports.CONTEXTS, ports.PROMPT_PLAN, ports.JUDGE, ports.STORE, ports.RATING_STORE)
-    # the judge again: with the engine's mode chosen (enforce_eager=auto), for the stages after it
-    writes = (ports.JUDGMENTS, ports.RATINGS, ports.JUDGE_STATS, ports.JUDGE)
+    writes = (ports.JUDGMENTS, ports.RATINGS, ports.JUDGE_STATS)
+
+    def mode(self, judge: JudgeSpec, prompts: int) -> Choice | None:
+        """The engine's mode for ``prompts`` prompts where the judge's is ``auto`` (the run's and ``make check``'s
+        one call of :func:`pipeline.judge.vllm.mode.choose`); None: set in the config, or nothing to judge."""
+        return choose_mode(judge, prompts, self.engine_modes) if is_auto(judge) and prompts else None
 
     def run(
         self,
@@ -207,20 +207,14 @@ class Judge(Stage):
         contexts: pa.Table,
         prompt_plan: PromptPlan,
         judge: JudgeSpec,
-        store: JudgmentStore,
-        rating_store: RatingStore,
+        store: JudgmentParts,
+        rating_store: RatingParts,
     ) -> dict[str, Any]:
         remaining = column_total(contexts, "n_prompts")
         shards = split_shards(contexts)
         log.info("%d prompts to judge in %d shard(s)", remaining, len(shards))
-        choice = None
-        if is_auto(judge) and remaining:
-            sample = functools.partial(sample_prompts, contexts, self.pairs, prompt_plan, self.given)
-            choice = choose_mode(
-                judge, remaining, self.engine_modes, work_of(judge, prompt_plan.frame, sample)
-            )
+        choice = self.mode(judge, remaining)
         if choice is not None:
-            judge = resolved_mode(judge, choice)
             log.info("engine mode %s", choice.reason)
         progress = Progress(remaining)
         tally = Tally()
@@ -229,15 +223,15 @@ class Judge(Stage):
         if remaining:
             steps = judge_steps(
                 self.pairs,
-                self.judge,
                 self.chunk_rows,
                 prompt_plan,
                 judge,
                 events=events,
                 max_restarts=self.max_restarts,
-                store=self.store_path,
+                store=self.judgement_store,
                 given=self.given,
                 keep_alive=self.keep_workers,
+                eager=choice.eager if choice is not None else None,
             )
             try:
                 with closing_front(steps[-1]), closing(ctx.executor.stream(shards, steps)) as batches:
@@ -270,12 +264,13 @@ class Judge(Stage):
             raise_failed(pa.concat_tables(tally.failed), store.folder.parent)
         judgments, ratings = store.read(), rating_store.read()
         stats = replace(
-            self._stats(judgments, ratings, progress, tally, ctx.run_dir),
+            self._stats(judge, judgments, ratings, progress, tally, ctx.run_dir),
             interruptions=tuple((k, n) for k, n in lost.counts() if n),
             engine_mode=choice.reason if choice is not None else "",
+            engine_eager=choice.eager if choice is not None else None,
         )
         ctx.metrics.update(stats.metrics())
-        return {"judgments": judgments, "ratings": ratings, "judge_stats": stats, "judge": judge}
+        return {"judgments": judgments, "ratings": ratings, "judge_stats": stats}
 
     def _log(self, progress: Progress, reused: int) -> None:
         if progress.total:
@@ -287,12 +282,18 @@ class Judge(Stage):
                 "before: by an earlier run, or for candidates with the same texts); %d judged now",
                 reused,
                 progress.done,
-                self.store_path,
+                self.judgement_store,
                 progress.done - reused,
             )
 
     def _stats(
-        self, judgments: pa.Table, ratings: pa.Table, progress: Progress, tally: Tally, run_dir: Path
+        self,
+        judge: JudgeSpec,
+        judgments: pa.Table,
+        ratings: pa.Table,
+        progress: Progress,
+        tally: Tally,
+        run_dir: Path,
     ) -> JudgeStats:
         """What the stage judged and what it cost, over the run folder's judgments and ratings."""
         api = tally.api
@@ -308,9 +309,7 @@ class Judge(Stage):
             cached_replies=api.cached,
             billed_prompt_tokens=api.prompt_tokens,
             billed_completion_tokens=api.completion_tokens,
-            money=api.money(
-                self.judge.api.price_input, self.judge.api.price_output, self.judge.api.batch_discount
-            ),
+            money=api.money(judge.api.settings if judge.api else None),
             logprobs_read=api.logprobs_read,
             missing_logprobs=api.missing,
             api_paths=tuple(sorted(p.removeprefix("api/") for p in api.paths)),
@@ -333,7 +332,7 @@ class Tally:
     reused: int = 0
     recorded: int = 0
 
-    def add(self, batch: pa.Table, plan: PromptPlan, store: JudgmentStore, rating_store: RatingStore) -> None:
+    def add(self, batch: pa.Table, plan: PromptPlan, store: JudgmentParts, rating_store: RatingParts) -> None:
         self.api.add(batch)
         self.reused += pc.sum(pc.equal(batch.column("source"), "store")).as_py() or 0
         self.recorded += pc.sum(pc.equal(batch.column("source"), RECORDED)).as_py() or 0

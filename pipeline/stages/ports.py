@@ -12,7 +12,7 @@ from pipeline.data.source import DatasetInfo
 from pipeline.judge.spec import JudgeSpec
 from pipeline.prompts.plan import PromptPlan
 from pipeline.stages.base import Port
-from pipeline.storage.parts import JudgmentStore, RatingStore
+from pipeline.storage.parts import JudgmentParts, RatingParts
 
 CANDIDATES = Port(
     "candidates",
@@ -46,7 +46,7 @@ PROMPT_PLAN = Port(
 STORE = Port(
     "store",
     "the run folder's judgments on disk, checked against this run's judging identity",
-    type=JudgmentStore,
+    type=JudgmentParts,
 )
 JUDGED = Port("judged", "the prompts already judged in the run folder (skipped)", schema=schemas.JUDGED_KEYS)
 LEFT_OUT = Port(
@@ -131,7 +131,7 @@ SUMMARY = Port("summary", "the table printed at the end (summary.txt)", type=str
 RATING_STORE = Port(
     "rating_store",
     "the run folder's absolute ratings on disk, checked against this run's rating identity",
-    type=RatingStore,
+    type=RatingParts,
 )
 RATINGS = Port(
     "ratings",

@@ -11,13 +11,13 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.config.enums import ReasonSample
-from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.engine import Request
 from pipeline.contracts.schemas import REASONS
+from pipeline.contracts.stats import JudgeStats
+from pipeline.judge.hosting.worker import Task
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.stored import closing_front, on_the_driver
 from pipeline.judge.tokenizers import load_tokenizer
-from pipeline.judge.worker import Task
 from pipeline.prompts.plan import PromptPlan
 from pipeline.prompts.reasons import REASON, choose, reason_prompts
 from pipeline.stages import ports
@@ -37,12 +37,11 @@ class Reasons(Stage):
     sample: tuple[str, ...]
     max_tokens: int
     seed: int
-    judge_cfg: JudgeConfig
     # The judgement store (pipeline.storage.judgements) in front of an in-process judge; None: off.
-    store_path: Path | None = None
+    judgement_store: Path | None = None
 
     name = "reasons"
-    reads = (ports.COMPARISONS, ports.CANDIDATES, ports.PROMPT_PLAN, ports.JUDGE)
+    reads = (ports.COMPARISONS, ports.CANDIDATES, ports.PROMPT_PLAN, ports.JUDGE, ports.JUDGE_STATS)
     writes = (ports.REASONS,)
 
     def run(
@@ -53,6 +52,7 @@ class Reasons(Stage):
         candidates: pa.Table,
         prompt_plan: PromptPlan,
         judge: JudgeSpec,
+        judge_stats: JudgeStats,
     ) -> dict[str, Any]:
         # the run's judge's comparisons: a jury's other judges have prompts of their own
         own = pl.from_arrow(comparisons).filter(pl.col("judge") == judge.name)
@@ -63,12 +63,11 @@ class Reasons(Stage):
         prompts = reason_prompts(
             chosen, candidates, prompt_plan, load_tokenizer(judge), as_messages=bool(judge.api)
         )
-        # the judge's workers of the judge stage where they were kept (one engine per model and run)
+        # the judge's workers of the judge stage where they were kept (one engine per model and run: its mode too)
         task = Task(judge, {REASON: Request(max_tokens=self.max_tokens)}, prompt_plan.frame)
-        front = on_the_driver(task, self.store_path)
-        step = engine_step(
-            "reasons", judge, self.judge_cfg, task, front, ctx.run_dir / "logs" / ENGINE_EVENTS, True
-        )
+        front = on_the_driver(task, self.judgement_store)
+        events = ctx.run_dir / "logs" / ENGINE_EVENTS
+        step = engine_step("reasons", judge, task, front, events, True, eager=judge_stats.engine_eager)
         log.info("asking the judge why for %d comparison(s)", prompts.num_rows)
         with closing_front(step):
             answers = pa.concat_tables(list(ctx.executor.stream([prompts], [step])))

@@ -65,7 +65,7 @@ from pipeline.stages.rounds_files import (
     write_rounds,
 )
 from pipeline.storage.events import read_events
-from pipeline.storage.parts import JudgmentStore, RatingStore
+from pipeline.storage.parts import JudgmentParts, RatingParts
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +97,8 @@ class Rounds(Stage):
         human_scores: pa.Table,
         prompt_plan: PromptPlan,
         judge: JudgeSpec,
-        store: JudgmentStore,
-        rating_store: RatingStore,
+        store: JudgmentParts,
+        rating_store: RatingParts,
     ) -> dict[str, Any]:
         if len(prompt_plan.attributes) != 1:
             raise ConfigError(
@@ -133,8 +133,8 @@ class RoundsIO:
         human_scores: pa.Table,
         plan: PromptPlan,
         judge: JudgeSpec,
-        store: JudgmentStore,
-        rating_store: RatingStore,
+        store: JudgmentParts,
+        rating_store: RatingParts,
     ):
         self.stage, self.adaptive, self.ctx = stage, stage.adaptive, ctx
         self.contexts, self.plan, self.judge, self.store, self.rating_store = (

@@ -25,7 +25,7 @@ from pipeline.contracts.schemas import CONTEXTS, ROUND_PAIRS, ROUNDS, check_sche
 from pipeline.contracts.stats import JudgeStats
 from pipeline.data.contexts import Context
 from pipeline.prompts.plan import PromptPlan
-from pipeline.storage.parts import JudgmentStore, RatingStore
+from pipeline.storage.parts import JudgmentParts, RatingParts
 
 ROUNDS_DIR = "rounds"
 
@@ -77,8 +77,8 @@ def chosen_pairs(chosen: pa.Table, contexts: Mapping[str, Context]) -> dict[str,
 def round_contexts(
     contexts: Mapping[str, Context],
     given: Mapping[str, NDArray[np.int64]],
-    store: JudgmentStore,
-    rating_store: RatingStore,
+    store: JudgmentParts,
+    rating_store: RatingParts,
     plan: PromptPlan,
 ) -> pa.Table:
     """A CONTEXTS table for the judge stage: every context with prompts left among ``given`` (and its absolute

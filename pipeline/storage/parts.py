@@ -164,7 +164,7 @@ def with_reasoning_columns(table: pa.Table) -> pa.Table:
     return table
 
 
-class JudgmentStore(PartStore):
+class JudgmentParts(PartStore):
     """The comparisons: JUDGMENTS parts in ``<run>/judgments``, with the label words in their metadata."""
 
     what = "judgments"
@@ -193,7 +193,7 @@ class JudgmentStore(PartStore):
         return tuple(raw.decode().split("\x1f")) if raw else None
 
 
-class RatingStore(PartStore):
+class RatingParts(PartStore):
     """The absolute ratings: RATINGS parts in ``<run>/ratings``."""
 
     what = "ratings"

@@ -11,7 +11,7 @@ from pipeline.testing.scorers import scorer_checks
 
 def parametrize_with_checks(entries: Sequence[Any]) -> Any:
     """A pytest decorator: one case per (scorer entry, check), its id ``<scorer>-<check>``; the test takes ``entry``
-    and ``check`` and calls ``check(entry)``. (A backend's checks need its spec: :func:`check_backend`.)"""
+    and ``check`` and calls ``check(entry)``. (A backend's checks need its spec: :func:`pipeline.testing.backends.check_backend`.)"""
     import pytest
 
     cases, ids = [], []

@@ -18,13 +18,12 @@ from typing import Any
 
 from pipeline.config.backends import Trait, generator_backend
 from pipeline.config.derived import judge_label, judge_templates, judging_identity, resolve_path
-from pipeline.config.derived import jurors as derived_jurors
 from pipeline.config.enums import Executor
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
 from pipeline.config.workflows import workflow
-from pipeline.judge.engine_mode import RECORD as ENGINE_MODES
-from pipeline.judge.engine_mode import ModeRecord
+from pipeline.judge.vllm.mode import RECORD as ENGINE_MODES
+from pipeline.judge.vllm.mode import ModeRecord
 from pipeline.methods.scorers import poe_logit
 from pipeline.scoring.leaderboard import Board
 from pipeline.stages.answers import CheckAnswers
@@ -41,7 +40,7 @@ from pipeline.stages.rounds import Rounds
 from pipeline.stages.scoring import Combine, Correlate, Cost, Leaderboard, Rate, Reduce, Score
 from pipeline.stages.trust import Certify, CheckTrust, DrawLabels, PPIBoard
 from pipeline.workflows.core import Segment
-from pipeline.workflows.settings import judgement_store, leaderboard_methods, reasons_per_group
+from pipeline.workflows.settings import judgement_store_path, leaderboard_methods, reasons_per_group
 
 
 def cache_dir(cfg: RunConfig, root: Path) -> Path:
@@ -63,7 +62,12 @@ def generated_input(cfg: RunConfig, root: Path) -> Segment:
             LoadTasks(cfg.generate, root, cache),
             # the generators' engines kept for the judge stage: the judge's model among them starts once
             Generate(
-                cfg.generate, cfg.judge, cache, identity, judgement_store(cfg, root, cache), keep_workers=True
+                cfg.generate,
+                cfg.judge,
+                cache,
+                identity,
+                judgement_store_path(cfg, root, cache),
+                keep_workers=True,
             ),
             MakeCandidates(cfg.generate, dict(cfg.criteria)),
         ),
@@ -104,10 +108,9 @@ def judge_stage(cfg: RunConfig, root: Path, judge: JudgeConfig | None = None) ->
     judge = judge or cfg.judge
     return Judge(
         cfg.pairs,
-        judge,
         cfg.runtime.pair_chunk_rows,
         cfg.runtime.max_engine_restarts,
-        judgement_store(cfg, root, cache_dir(cfg, root), judge),
+        judgement_store_path(cfg, root, cache_dir(cfg, root), judge),
         # the run's judge's engines kept for its reasons (one engine per model and run)
         keep_workers=own and reasons_per_group(cfg) > 0,
         engine_modes=engine_modes(cfg, root),
@@ -140,7 +143,7 @@ def juror_seats(
     templates and reasoning; shard; judge every prompt once)."""
     cache = cache_dir(cfg, root)
     seats = []
-    for juror in derived_jurors(cfg):
+    for juror in cfg.jury.judges:
         judging = {**judging_identity(cfg, juror), **identity}
         seats.append(
             Juror(
@@ -205,8 +208,7 @@ def scoring(cfg: RunConfig, root: Path, logit: poe_logit.Settings = poe_logit.DE
                 tuple(str(s) for s in cfg.reasons.sample),
                 cfg.reasons.max_tokens,
                 cfg.reasons.seed,
-                cfg.judge,
-                judgement_store(cfg, root, cache_dir(cfg, root)),
+                judgement_store_path(cfg, root, cache_dir(cfg, root)),
             ),
             Score(methods, cfg.scoring.debias, logit, cfg.scoring.calibrate, cfg.scoring.options),
             Rate(),
@@ -228,7 +230,7 @@ def own_systems(cfg: RunConfig) -> dict[str, tuple[str, ...]]:
     """Per judge (the run's and the jury's), the generators that run on its own model in-process: where a judge
     compares its own outputs with others', its card measures its self-preference."""
     out = {}
-    for judge in [cfg.judge, *derived_jurors(cfg)]:
+    for judge in [cfg.judge, *cfg.jury.judges]:
         own = tuple(
             g.name
             for g in cfg.generate.models

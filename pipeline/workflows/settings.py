@@ -33,7 +33,7 @@ def leaderboard_methods(cfg: RunConfig) -> list[str]:
     return comparative + [str(m) for m in cfg.absolute.modes]
 
 
-def judgement_store(
+def judgement_store_path(
     cfg: RunConfig, root: Path, cache_dir: Path, judge: JudgeConfig | None = None
 ) -> Path | None:
     """Where an in-process judge (``judge``, default ``cfg.judge``) keeps its answers across runs

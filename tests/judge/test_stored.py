@@ -1,7 +1,7 @@
 """The judgement store in front of the workers, on the driver (pipeline.judge.stored.StoreFront): the workers'
 answers kept row for row as they come back, failed ones and unseeded samples never; what is stored answered on the
 driver with the same fields (source "store", this process as the worker); answers that are not row for row the
-prompts sent are refused. No engine: the answers are built as a worker builds them (pipeline.judge.worker)."""
+prompts sent are refused. No engine: the answers are built as a worker builds them (pipeline.judge.hosting.worker)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import pytest
 from pipeline.contracts.engine import Request, Result
 from pipeline.contracts.frame import PromptFrame
 from pipeline.contracts.schemas import PROMPTS
+from pipeline.judge.hosting.worker import Task, responses
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.stored import DRIVER, StoreFront
-from pipeline.judge.worker import Task, responses
 
 GREEDY = Request(token_ids=(1, 2), max_tokens=1)
 SAMPLED = Request(max_tokens=8, temperature=1.0, n=2)

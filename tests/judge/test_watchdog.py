@@ -1,4 +1,4 @@
-"""The dead-engine watch (pipeline.judge.watchdog) on real processes: a watched child that dies is seen and
+"""The dead-engine watch (pipeline.judge.hosting.watchdog) on real processes: a watched child that dies is seen and
 recorded, an engine left behind by a killed worker is ended by the reaper, and the events of a stage say which
 batches were cut short and how many prompts were judged again."""
 
@@ -13,7 +13,7 @@ import time
 
 import psutil
 
-from pipeline.judge.watchdog import (
+from pipeline.judge.hosting.watchdog import (
     EngineWatch,
     Reaper,
     descendants,
@@ -136,7 +136,7 @@ def test_the_reaper_ends_the_engine_when_its_worker_is_killed(tmp_path):
     pid_file = tmp_path / "engine.pid"
     worker_code = f"""
 import subprocess, sys, time
-from pipeline.judge.watchdog import Reaper
+from pipeline.judge.hosting.watchdog import Reaper
 engine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
 Reaper([engine.pid])
 open({str(pid_file)!r}, "w").write(str(engine.pid))

@@ -54,7 +54,7 @@ class Recording:
 
 
 def record(case: str, work: Path, out: Path) -> dict:
-    from pipeline.judge import worker
+    from pipeline.judge.hosting import worker
     from pipeline.run import run
 
     captured: list[dict] = []

@@ -16,11 +16,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.judge.serve import LocalVLLMServer
 from pipeline.methods.scorers.poe_gaussian import poe_gaussian
 from pipeline.run.context import run
 from pipeline.stages.accounting import ENGINE_EVENTS
 from pipeline.storage.events import read_events
+from pipeline.testing.serve import LocalVLLMServer
 from tests.conftest import compose, run_table
 
 pytestmark = [pytest.mark.api, pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]

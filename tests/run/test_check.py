@@ -85,9 +85,7 @@ def test_the_plan_says_which_engine_mode_auto_would_choose_and_why(capsys, tmp_p
     re-chosen."""
     from pipeline import PROJECT_ROOT
     from pipeline.config.hydra import compose
-    from pipeline.judge.engine_mode import Measured, ModeRecord, remember
-    from pipeline.judge.prefill import work_of
-    from pipeline.prompts.pairs import sample_prompts
+    from pipeline.judge.vllm.mode import Measured, ModeRecord, remember
     from pipeline.run.context import run
     from pipeline.workflows import segments
 
@@ -109,25 +107,6 @@ def test_the_plan_says_which_engine_mode_auto_would_choose_and_why(capsys, tmp_p
     remember(record, judge, False, Measured(11.0, 20.0))  # compiled: 11 s + 1.2 s: pays from 21 prompts
     assert "compiled: 24 prompts take about 12 s with its start against 12 s eager" in plan_line()
     assert plan_line("judge.engine.enforce_eager=true") == ""
-    # measured with the tokens a prompt of the sample computed: the rates carry over per computed token, to the
-    # run's own prompts as the judge stage samples them (for blocks of 128)
-    prompts = sample_prompts(values["contexts"], cfg.pairs, values["prompt_plan"])
-    tokens = work_of(judge, values["prompt_plan"].frame, lambda: prompts)(128)
-    assert tokens is not None and tokens > 1
-    remember(record, judge, True, Measured(10.0, 10.0, tokens, 128))
-    remember(
-        record, judge, False, Measured(11.0, 20.0, tokens, 128)
-    )  # the run's prompts as the sample's: as before
-    line = plan_line()
-    assert "compiled: 24 prompts take about 12 s with its start against 12 s eager" in line
-    assert (
-        f"these prompts compute about {tokens:.0f} tokens each against {tokens:.0f} in the measured sample"
-        in line
-    )
-    # a sample whose prompts computed 100 times as many tokens: the run's judge 100 times faster, and the start decides
-    remember(record, judge, True, Measured(10.0, 10.0, 100 * tokens, 128))
-    remember(record, judge, False, Measured(11.0, 20.0, 100 * tokens, 128))
-    assert "eager: 24 prompts take about 10 s with its start against 11 s compiled" in plan_line()
 
 
 def test_the_adaptive_workflow_prints_its_plan_with_every_pair_as_the_bound(capsys, tmp_path):

@@ -50,17 +50,17 @@ def outputs(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def demo_run(outputs, ray_cluster):
-    from pipeline.storage.parts import JudgmentStore
+    from pipeline.storage.parts import JudgmentParts
 
     cfg = compose([*OVERRIDES, f"paths.output_root={outputs}"])
-    add = JudgmentStore.add
+    add = JudgmentParts.add
 
     def record(self, batch):
         ARRIVED.append(batch.num_rows)
         add(self, batch)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(JudgmentStore, "add", record)
+        patch.setattr(JudgmentParts, "add", record)
         result = run(cfg)
     return cfg, result
 

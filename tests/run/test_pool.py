@@ -32,17 +32,17 @@ QUESTIONS = [
 
 
 def test_a_pool_spreads_over_two_actors(tmp_path, monkeypatch, ray_cluster):
-    from pipeline.storage.parts import JudgmentStore
+    from pipeline.storage.parts import JudgmentParts
 
     # the driver's view of the stream: rows must arrive one engine batch at a time, not at the end of a task
     arrived: list[int] = []
-    add = JudgmentStore.add
+    add = JudgmentParts.add
 
     def record(self, batch):
         arrived.append(batch.num_rows)
         add(self, batch)
 
-    monkeypatch.setattr(JudgmentStore, "add", record)
+    monkeypatch.setattr(JudgmentParts, "add", record)
 
     data = tmp_path / "pool.jsonl"
     record = {

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.contracts.engine import Request
-from pipeline.judge.vllm_engine import VLLMEngine
+from pipeline.judge.vllm.engine import VLLMEngine
 from pipeline.run.context import run
 from tests.conftest import compose
 

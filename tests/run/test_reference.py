@@ -51,7 +51,7 @@ def judge_spec(cache_dir):
 
 @pytest.fixture(scope="module")
 def engine(judge_spec):
-    from pipeline.judge.vllm_engine import VLLMEngine
+    from pipeline.judge.vllm.engine import VLLMEngine
 
     made = VLLMEngine(judge_spec)
     yield made
@@ -115,37 +115,3 @@ def test_every_table_computed_from_the_reference_answers_equals_the_reference(
     for name in sorted(want):
         reference = pl.read_parquet(folder(case) / "tables" / f"{name}.parquet")
         assert_tables_equal(name, table_frame(result.values[name]), reference)
-
-
-def test_the_prefill_estimate_is_the_engine_s_own_count_of_computed_tokens(
-    engine, judge_spec, datasets, tmp_path
-):
-    """A SummEval article's first 64 prompts, sampled as the judge stage samples a run's and judged from an empty
-    prefix cache: the tokens the engine computed for each (its prompt tokens less those its cache served) are those the
-    estimate counts for the engine's cache block."""
-    from pipeline.judge.prefill import computed_tokens
-    from pipeline.prompts.pairs import sample_prompts
-    from pipeline.run.context import run
-
-    cfg = compose(
-        [
-            *COMMON,
-            f"paths.output_root={tmp_path}",
-            "experiment=summeval_3ctx",
-            "dataset.max_contexts=1",
-            f"dataset.path={datasets / 'summeval' / 'summeval.jsonl'}",
-            "runtime=inprocess",
-        ]
-    )
-    values = run(cfg, ROOT, stop_after="shard_contexts").values
-    plan = values["prompt_plan"]
-    # the first four candidates in slot A against the 15 others, then the fifth's first four
-    prompts = sample_prompts(values["contexts"], cfg.pairs, plan, most=64)
-    assert len(prompts) == 64
-    ids = plan.frame.encode(engine.tokenizer, prompts)
-    engine.llm.reset_prefix_cache()
-    results = engine.run(ids, plan.requests()[plan.templates[0].id])
-    block = engine.cache_block
-    counted = [r.prompt_tokens - r.cached_tokens for r in results]
-    assert sum(counted) < sum(r.prompt_tokens for r in results) / 2  # the cache served most of them
-    assert computed_tokens(ids, block) == counted

@@ -12,7 +12,7 @@ PROBE = """
 import json, os, sys, time
 import ray
 from pipeline.config.run import RuntimeConfig
-from pipeline.judge.watchdog import descendants
+from pipeline.judge.hosting.watchdog import descendants
 from pipeline.runtime.ray_data import init_ray
 
 

@@ -21,7 +21,6 @@ from pipeline.benchmarks import adaptive_arms as bench
 from pipeline.config.adaptive_rounds import AdaptiveConfig, BudgetConfig, StopConfig
 from pipeline.config.assessment import PairsConfig, PromptConfig
 from pipeline.config.enums import RoundStrategy
-from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.engine import Result
 from pipeline.contracts.keys import content_key, context_key
 from pipeline.contracts.schemas import (
@@ -31,8 +30,8 @@ from pipeline.contracts.schemas import (
     check_schema,
 )
 from pipeline.data.words import PromptWords
-from pipeline.judge.spec import JudgeSpec
-from pipeline.judge.worker import responses
+from pipeline.judge.hosting.worker import responses
+from pipeline.judge.spec import JudgeSpec, Placement
 from pipeline.methods.simulation.simulate import PoolJudge, pool_truth
 from pipeline.prompts.labels import Labels
 from pipeline.prompts.plan import plan_prompts
@@ -40,7 +39,7 @@ from pipeline.runtime.local import LocalExecutor
 from pipeline.stages.judging import Judge
 from pipeline.stages.rounds import Rounds
 from pipeline.stages.rounds_files import ROUNDS_DIR, read_round_pairs
-from pipeline.storage.parts import JudgmentStore, RatingStore
+from pipeline.storage.parts import JudgmentParts, RatingParts
 from pipeline.testing.stages import Context
 
 N, CALLS_PER_ITEM = 40, 4
@@ -124,8 +123,8 @@ def stage_choices(
     plan = plan_prompts(
         PromptConfig(chat_template=False), ["quality"], words, PlainTokenizer(), LABELS, "sim"
     )
-    spec = JudgeSpec("vllm", "sim", "", "sim", 512)  # type: ignore[arg-type]
-    judge_stage = Judge(PairsConfig(), JudgeConfig(batch_size=64), 4096, 0, None)
+    spec = JudgeSpec("vllm", "sim", "", "sim", 512, placement=Placement(batch_size=64))  # type: ignore[arg-type]
+    judge_stage = Judge(PairsConfig(), 4096, 0, None)
     identity = {"test": "rounds"}
     ctx = Context(folder, SimulatedExecutor(judge))
     Rounds(adaptive, judge_stage).run(
@@ -134,8 +133,8 @@ def stage_choices(
         human_scores=human,
         prompt_plan=plan,
         judge=spec,
-        store=JudgmentStore(folder / "judgments", identity, LABELS.words),
-        rating_store=RatingStore(folder / "ratings", identity),
+        store=JudgmentParts(folder / "judgments", identity, LABELS.words),
+        rating_store=RatingParts(folder / "ratings", identity),
     )
     chosen = read_round_pairs(folder / ROUNDS_DIR)
     out = []

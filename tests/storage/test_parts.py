@@ -6,7 +6,7 @@ import pytest
 
 from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.schemas import JUDGMENTS, SchemaError
-from pipeline.storage.parts import JudgmentStore
+from pipeline.storage.parts import JudgmentParts
 from tests.conftest import judgments_table
 
 LABELS = (" A", "A", " B", "B")
@@ -19,7 +19,7 @@ def judgments(n: int, offset: int = 0):
 
 
 def test_parts_flush_and_read_back(tmp_path):
-    store = JudgmentStore(tmp_path / "j", IDENTITY, LABELS, flush_rows=5)
+    store = JudgmentParts(tmp_path / "j", IDENTITY, LABELS, flush_rows=5)
     store.add(judgments(3))
     assert store.parts() == []  # buffered
     store.add(judgments(3, offset=3))
@@ -38,9 +38,9 @@ def test_parts_flush_and_read_back(tmp_path):
 
 
 def test_a_new_store_continues_numbering(tmp_path):
-    first = JudgmentStore(tmp_path, IDENTITY, LABELS, flush_rows=1)
+    first = JudgmentParts(tmp_path, IDENTITY, LABELS, flush_rows=1)
     first.add(judgments(2))
-    second = JudgmentStore(tmp_path, IDENTITY, LABELS, flush_rows=1)
+    second = JudgmentParts(tmp_path, IDENTITY, LABELS, flush_rows=1)
     second.check_identity()
     second.add(judgments(2, offset=2))
     assert [p.name for p in second.parts()] == ["part-000000.parquet", "part-000001.parquet"]
@@ -48,15 +48,15 @@ def test_a_new_store_continues_numbering(tmp_path):
 
 
 def test_another_engine_dtype_is_refused(tmp_path):
-    JudgmentStore(tmp_path, IDENTITY, LABELS, flush_rows=1).add(judgments(2))
+    JudgmentParts(tmp_path, IDENTITY, LABELS, flush_rows=1).add(judgments(2))
     other = {**IDENTITY, "judge": {"model": "m", "engine": {"dtype": "bfloat16", "seed": 0}}}
     with pytest.raises(ConfigError, match=r"judge\.engine\.dtype \(\"float32\" -> \"bfloat16\"\)"):
-        JudgmentStore(tmp_path, other, LABELS).check_identity()
+        JudgmentParts(tmp_path, other, LABELS).check_identity()
     # an empty folder takes any identity
-    JudgmentStore(tmp_path / "empty", other, LABELS).check_identity()
+    JudgmentParts(tmp_path / "empty", other, LABELS).check_identity()
 
 
 def test_bad_rows_are_refused(tmp_path):
-    store = JudgmentStore(tmp_path, IDENTITY, LABELS)
+    store = JudgmentParts(tmp_path, IDENTITY, LABELS)
     with pytest.raises(SchemaError, match="missing column"):
         store.add(judgments(2).drop(["logprob_a"]))

@@ -48,7 +48,7 @@ def provider_id(custom_id: str) -> str:
 
 
 class MessageBatches(BatchJobs):
-    """Batch judging through Anthropic's Message Batches (module docstring); :meth:`post` as :class:`BatchJobs`."""
+    """Batch judging through Anthropic's Message Batches (module docstring); ``post`` as :class:`BatchJobs`."""
 
     def _submit(
         self, content: str, digest: str, marker: str, path: str, n: int, job: dict[str, Any]

@@ -1,5 +1,5 @@
 """A judge behind an OpenAI-compatible API: bounded concurrency, retries, a persistent cache, token counts,
-and the engine that answers the judge worker's prompts through it (:class:`ApiEngine`, two paths).
+and the engine that answers the judge worker's prompts through it (:class:`pipeline.judge.openai.engine.ApiEngine`, two paths).
 
 :class:`ApiClient` sends a batch of request bodies to one endpoint with at most ``concurrency`` in flight
 (asyncio + httpx), and returns one :class:`Reply` per body, in order:

@@ -1,6 +1,6 @@
 """A recorded judge's answers, given on the driver by each prompt's key (:class:`RecordedAnswers`).
 
-Before anything is judged, :meth:`RecordedAnswers.left_out` checks the file against the run: the ids it names that
+Before anything is judged, :meth:`RecordedAnswers.check` checks the file against the run: the ids it names that
 the data does not hold, and the prompts of the run it has no answer for. With ``judge.engine.match=exact`` (the
 default) either is refused, naming the file, the line or the prompts (how many, the first few by context and
 candidate); with ``match=partial`` the prompts it lacks are left out (returned: the run counts and reports them) and
@@ -26,9 +26,9 @@ import pyarrow as pa
 from pipeline.contracts.engine import Coverage, Result
 from pipeline.contracts.errors import UserError
 from pipeline.contracts.keys import COMPARE, PROMPT_KEY
+from pipeline.judge.hosting.worker import responses
 from pipeline.judge.recorded.layout import Verdict, VerdictFileError, Verdicts, digest, read_verdicts
 from pipeline.judge.spec import JudgeSpec
-from pipeline.judge.worker import responses
 from pipeline.methods.verdicts.given import probability_logprobs, score_logprobs
 from pipeline.methods.verdicts.sampled import sampled_logprobs
 from pipeline.prompts.labels import Labels

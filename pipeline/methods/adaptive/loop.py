@@ -11,7 +11,7 @@ Strategies (:data:`ROUND_STRATEGIES`): ``"reorder"`` (:mod:`pipeline.methods.ada
 through every item (``N`` pairs, every item in two, the graph connected) or, below ``N`` pairs, a random
 matching and then a prefix of the cycle; ``"locate"`` starts with its own sample instead.
 
-A warm start (:func:`warm_start`) turns absolute scores (one prompt per item) into the prior of the first
+A warm start (:func:`pipeline.methods.scorers.model_fit.warm_start`) turns absolute scores (one prompt per item) into the prior of the first
 round's fit: the scale between absolute and comparative scores is fitted by least squares on the comparisons as
 they come in, so the prior is on the comparisons' scale.
 

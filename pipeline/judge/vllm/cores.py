@@ -107,12 +107,12 @@ def bound_cores(bind: str | None) -> int | None:
 
 # vLLM saves its compiled model and loads it at the next start (``VLLM_USE_AOT_COMPILE``). On the CPU, vLLM 0.32 with
 # torch 2.13 cannot load what it saved ("'function' object has no attribute 'finalize_loading'", a warning) and
-# compiles afresh: 40-55 s of a 51-81 s start on 2 cores. pipeline.judge.compile_cache lets it load, inside this
+# compiles afresh: 40-55 s of a 51-81 s start on 2 cores. pipeline.judge.vllm.compile_cache lets it load, inside this
 # process (14 s starts in a Ray worker on 2 cores) and, as vLLM's plugin, in vLLM's own processes (26 s against
 # 34-47 s); where the plugin does not run there, torch.compile's earlier cache loads instead (off with AOT).
 # BENCHMARKS.md, "The compiled engine's saved model" and "The compiled engine's start". judge.env may set either.
 AOT_COMPILE_ENV = "VLLM_USE_AOT_COMPILE"
-# The vLLM plugin that runs pipeline.judge.compile_cache's loader in every process of vLLM's own (pyproject.toml).
+# The vLLM plugin that runs pipeline.judge.vllm.compile_cache's loader in every process of vLLM's own (pyproject.toml).
 PLUGINS, PLUGIN = "vllm.general_plugins", "ca_compile_cache"
 
 

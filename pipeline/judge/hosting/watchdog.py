@@ -77,7 +77,7 @@ def engine_like(text: str) -> bool:
 
 def engine_processes(pid: int | None = None, known: Sequence[int] = ()) -> list[int]:
     """The engine's own processes below ``pid`` (this process by default): those vLLM records it started (``known``,
-    its engine cores, see :meth:`pipeline.judge.vllm_engine.VLLMEngine.processes`) and those that look like an
+    its engine cores, see :meth:`pipeline.judge.vllm.engine.VLLMEngine.processes`) and those that look like an
     engine's (:func:`engine_like`: the cores' workers, or every one where vLLM keeps no record). None found is
     logged with what is below: the watchdog then cannot see the engine die."""
     pid = os.getpid() if pid is None else pid

@@ -27,10 +27,10 @@ from pipeline.contracts.engine import Engine, Request, Result
 from pipeline.contracts.frame import PromptFrame
 from pipeline.contracts.keys import PROMPT_KEY
 from pipeline.contracts.schemas import PROMPTS, RESPONSES, check_schema
-from pipeline.judge.engines import open_engine
+from pipeline.judge.hosting.engines import open_engine
+from pipeline.judge.hosting.watchdog import EngineWatch, Reaper, engine_processes, record_event
 from pipeline.judge.reasoning import ReasoningEngine
 from pipeline.judge.spec import JudgeSpec
-from pipeline.judge.watchdog import EngineWatch, Reaper, engine_processes, record_event
 
 
 def batch_key(batch: pa.Table) -> str:
@@ -79,7 +79,7 @@ class JudgeWorker:
         self.worker = f"{socket.gethostname()}:{os.getpid()}"
         # the engine's own processes watched (an engine in processes of its own: ``inside`` is False): a dead engine
         # ends this worker instead of hanging it
-        # (pipeline.judge.watchdog); ``events``: the run's file of such deaths
+        # (pipeline.judge.hosting.watchdog); ``events``: the run's file of such deaths
         self.watch = (
             EngineWatch(
                 engine_processes(known=getattr(self.base, "processes", list)()),

@@ -14,10 +14,11 @@ from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.engine import Request, Result
 from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.frame import PromptFrame
-from pipeline.judge.compile_cache import load_saved_models
-from pipeline.judge.cores import AOT_COMPILE_ENV, engine_inside, preloads_openmp, torch_openmp, vllm_env
 from pipeline.judge.models import resolve_local
 from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.vllm.compile_cache import load_saved_models
+from pipeline.judge.vllm.cores import AOT_COMPILE_ENV, engine_inside, preloads_openmp, torch_openmp, vllm_env
+from pipeline.judge.vllm.mode import settled
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +55,10 @@ def check_engine_keys(engine: Mapping[str, Any]) -> None:
 
 
 class VLLMEngine:
-    """One ``vllm.LLM`` per process; ``run`` answers a batch of prompts as one :class:`Read` says."""
+    """One ``vllm.LLM`` per process; ``run`` answers a batch of prompts as one :class:`pipeline.contracts.engine.Request` says."""
 
     def __init__(self, spec: JudgeSpec):
-        from pipeline.judge.watchdog import in_ray_actor
+        from pipeline.judge.hosting.watchdog import in_ray_actor
 
         inside = engine_inside(spec, in_ray_actor())
         env = vllm_env(spec, inside)
@@ -87,24 +88,19 @@ class VLLMEngine:
 
         self._sampling = SamplingParams
         start = time.perf_counter()
-        engine = dict(spec.engine)
-        if (
-            str(engine.get("enforce_eager", "")).lower() == "auto"
-        ):  # a stage that chose no mode: the quick start
-            engine["enforce_eager"] = True
+        engine = dict(
+            settled(spec).engine
+        )  # a mode chosen where the engine was placed, else the device's default
         self.llm = LLM(model=spec.model_path, max_model_len=spec.max_model_len, **engine)
         self.start_seconds = time.perf_counter() - start
         self.tokenizer = self.llm.get_tokenizer()
-        cache = self.llm.llm_engine.vllm_config.cache_config
-        # the granularity of the prefix cache's hits (pipeline.judge.prefill): its block, 128 tokens on the CPU
-        self.cache_block = int(getattr(cache, "cache_hit_alignment_tokens", None) or cache.block_size)
         self._params: dict[Request, Any] = {}
         log.info("vLLM engine for %s ready in %.1f s (%s)", spec.name, self.start_seconds, spec.dtype)
 
     def processes(self) -> list[int]:
         """The processes vLLM records it started for this engine (its engine cores; a core ends when one of its
         workers dies), by their handles rather than their titles (see
-        :func:`pipeline.judge.watchdog.engine_like`); [] for an engine inside this process, or a vLLM that keeps
+        :func:`pipeline.judge.hosting.watchdog.engine_like`); [] for an engine inside this process, or a vLLM that keeps
         no such record."""
         client = getattr(self.llm.llm_engine, "engine_core", None)
         manager = getattr(getattr(client, "resources", None), "engine_manager", None)

@@ -14,13 +14,13 @@ torch.compile's cache (64 s compiling afresh), against 9.8 s eager, and judges e
 
 It changes what a process loads, never what is saved (a file saved here loads elsewhere as it would have), and it
 touches no function that has the method already, so it does nothing where vLLM or torch have fixed the mismatch.
-An engine inside this process installs it itself (:class:`pipeline.judge.vllm_engine.VLLMEngine`); vLLM runs it in
+An engine inside this process installs it itself (:class:`pipeline.judge.vllm.engine.VLLMEngine`); vLLM runs it in
 each process of its own (its engine's, ``vllm serve``) as a plugin of its ``vllm.general_plugins`` group, which the
 project's install registers (``pyproject.toml``): there the compiled engine started in 25.9 s on 2 cores against
 46.6 s with torch.compile's cache (``make engine-modes ARGS="dataset=summeval runtime=inprocess"``). Where the
 plugin does not run (not registered, as in a cluster job's runtime environment that does not install the project, or
 left out by ``VLLM_PLUGINS``), vLLM's own processes keep torch.compile's cache (``VLLM_USE_AOT_COMPILE=0``,
-:func:`pipeline.judge.cores.aot_compile`).
+:func:`pipeline.judge.vllm.cores.aot_compile`).
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ class LocalVLLMServer:
         conf/judge/smollm2_cpu.yaml: two engines on one machine, each on its own cores), else to every core this
         process may use. Binding every core beside another engine bound to one of them spins both engines'
         threads against each other."""
-        from pipeline.judge.cores import resolve_env
+        from pipeline.judge.vllm.cores import resolve_env
 
         bind = os.environ.get("VLLM_CPU_OMP_THREADS_BIND", "all")
         # "auto" claims cores for an engine inside the calling process; the server runs its own: every core
