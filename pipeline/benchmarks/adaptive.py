@@ -71,8 +71,8 @@ from pipeline.benchmarks.adaptive_arms import (
 from pipeline.judge.hardware import read_cpu
 from pipeline.methods.adaptive.locate import select_locate
 from pipeline.methods.adaptive.loop import rank_pool
+from pipeline.methods.adaptive.pairset import PairSet
 from pipeline.methods.adaptive.reorder import select_reorder
-from pipeline.methods.adaptive.selection import PairSet
 from pipeline.methods.adaptive.windowed import select_windowed
 from pipeline.methods.scorers.contradiction import read_orderings
 from pipeline.methods.scorers.model_fit import Model, fit_round

@@ -15,8 +15,8 @@ import numpy as np
 from scipy.stats import kendalltau, spearmanr
 
 from pipeline.config.adaptive_rounds import AdaptiveConfig
+from pipeline.methods.adaptive.greedy import greedy_optimal
 from pipeline.methods.adaptive.loop import RoundRecord, RoundSettings, rank_pool
-from pipeline.methods.adaptive.selection import greedy_optimal
 from pipeline.methods.adaptive.sorting import merge_sort, repeated_quicksort
 from pipeline.methods.scorers._common import single_threaded_blas
 from pipeline.methods.scorers.contradiction import read_orderings

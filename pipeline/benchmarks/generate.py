@@ -88,7 +88,7 @@ def prepare(args: argparse.Namespace) -> Setup:
     tokenizer = AutoTokenizer.from_pretrained(spec.model_path)
     frames = {generator.name: generator_frame(tokenizer, spec.name, generator.system_prompt)}
     prompts = generation_prompts(frames, tasks)
-    step = generation_step([generator], frames, cfg.generate.batch_size, cfg.judge, worker=TimedJudgeWorker)
+    step = generation_step([generator], frames, cfg.generate.batch_size, worker=TimedJudgeWorker)
     return Setup(cfg, spec, request, frames, prompts, step, work)
 
 

@@ -6,9 +6,8 @@
 4. with ``--api``: the pipeline again, its judge behind a local OpenAI-compatible vLLM server (``judge.backend=api``,
    no reply cache) on the same checkpoint and dtype; server and client share this machine's cores;
 5. with ``--variant "OVERRIDES"``: the pipeline again with those Hydra overrides on top of the others (the same
-   prompts), alternated with the other rounds: engine start, judging rate, per-round ratios and answers. ``--own``
-   is ``--variant judge.engine_process=own`` (vLLM's engine processes beside the actor, against the engine inside
-   it); ``--variant runtime.prestart_workers=true`` measures Ray's idle workers beside the engine.
+   prompts), alternated with the other rounds: engine start, judging rate, per-round ratios and answers
+   (``--variant judge.engine_process=own``: vLLM's engine processes beside the actor, against the engine inside it).
 
 The prompts, the judge and its dtype come from the real workflow (its stages up to ``shard_contexts``), so the
 benchmark measures what ``make run`` does on this machine: the dtype chosen for this CPU unless
@@ -16,7 +15,7 @@ benchmark measures what ``make run`` does on this machine: the dtype chosen for 
 the moment its actor's engine is ready to the last judged row arriving at the driver, so every Ray overhead
 during judging is included. The CPU (model and flags) and the dtype are printed with the results.
 
-    python -m pipeline.benchmarks.judge [--contexts 2] [--hf-prompts 48] [--rounds 3] [--api] [--own | --variant OVERRIDES]
+    python -m pipeline.benchmarks.judge [--contexts 2] [--hf-prompts 48] [--rounds 3] [--api] [--variant OVERRIDES]
         [overrides ...]
 """
 
@@ -131,19 +130,10 @@ def run_actors(cfg, shards, plan, spec, actors: int, rounds: int, work: Path) ->
     (``VLLM_CPU_OMP_THREADS_BIND=auto``). Ray's CPUs are scheduling slots: one per actor (the prompts are made on
     the driver)."""
     cores = len(os.sched_getaffinity(0))
-    many = replace(
-        cfg,
-        judge=replace(cfg.judge, num_actors=actors, num_cpus_per_actor=1),
-        runtime=replace(cfg.runtime, num_cpus=actors),
-    )
-    pinned = replace(
-        spec,
-        env={
-            **spec.env,
-            "VLLM_CPU_OMP_THREADS_BIND": "auto",
-            "CA_CORES_PER_WORKER": str(max(1, cores // actors)),
-        },
-    )
+    many = replace(cfg, runtime=replace(cfg.runtime, num_cpus=actors))
+    env = {"VLLM_CPU_OMP_THREADS_BIND": "auto", "CA_CORES_PER_WORKER": str(max(1, cores // actors))}
+    place = replace(spec.placement, workers=(actors, actors), num_cpus=1)
+    pinned = replace(spec, env={**spec.env, **env}, placement=place)
     runs = []
     for round_ in range(rounds):
         timing, table = run_pipeline(many, shards, plan, pinned, work / "logs")
@@ -170,12 +160,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--api", action="store_true", help="also judge through a local vLLM server (judge.backend=api)"
     )
     parser.add_argument(
-        "--own",
-        action="store_true",
-        help="also run the pipeline with judge.engine_process=own (vLLM's engine processes beside the actor); "
-        "the same as --variant judge.engine_process=own",
-    )
-    parser.add_argument(
         "--variant",
         default="",
         help="also run the pipeline with these Hydra overrides (space-separated, on top of the others; the same "
@@ -200,9 +184,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--verbose", action="store_true", help="the engines' and Ray's output on the console")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. judge.batch_size=128")
     args = parser.parse_args(argv)
-    if args.own and args.variant:
-        parser.error("--own is --variant judge.engine_process=own: give one of them")
-    args.variant = ["judge.engine_process=own"] if args.own else args.variant.split()
+    args.variant = args.variant.split()
     return args
 
 

@@ -31,11 +31,8 @@ def direct(spec: Any, plan: Any, prompts: list[str], batch_size: int) -> Timing:
 def pipeline(s: Any, spec: Any, workers: int) -> Timing:
     """The pair and judge steps on Ray Data with ``workers`` stand-in workers (half a CPU slot each: the stand-in
     sleeps as a GPU computes), timed from the first worker ready to the last row at the driver."""
-    cfg = replace(
-        s.cfg,
-        judge=replace(s.cfg.judge, num_actors=workers, num_cpus_per_actor=0.5),
-        runtime=replace(s.cfg.runtime, num_cpus=max(2, workers + 1)),
-    )
+    cfg = replace(s.cfg, runtime=replace(s.cfg.runtime, num_cpus=max(2, workers + 1)))
+    spec = replace(spec, placement=replace(spec.placement, workers=(workers, workers), num_cpus=0.5))
     steps = judge_steps(cfg.pairs, cfg.runtime.pair_chunk_rows, s.plan, spec, worker=StandinWorker)
     table, timing = stream_timed(cfg.runtime, s.shards, steps, s.work / "logs")
     if table.num_rows != s.pairs.num_rows:

@@ -35,6 +35,7 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass, field
+from importlib.resources import files
 
 import polars as pl
 from flask import Flask, Response, abort, redirect, request, url_for
@@ -141,111 +142,9 @@ class ReviewState:
         return reviewer_order(self.sample.ids, reviewer, self.sample.spec.seed)
 
 
-PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>{{ title }}</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<style nonce="{{ nonce }}">
-body { font: 15px/1.45 system-ui, sans-serif; margin: 0 auto; max-width: 1200px; padding: 1em 1.5em; color: #222; }
-header { display: flex; justify-content: space-between; align-items: baseline; border-bottom: 1px solid #ddd; }
-.text { white-space: pre-wrap; background: #f7f7f7; border: 1px solid #ddd; border-radius: 4px; padding: .6em .8em;
-  max-height: 28em; overflow: auto; }
-.pair { display: grid; grid-template-columns: 1fr 1fr; gap: 1em; }
-.criterion { background: #eef4ff; border-left: 4px solid #4a7bd0; padding: .5em .8em; }
-.choices { display: flex; gap: .8em; margin: 1em 0 .5em; }
-.choices button { font-size: 1.05em; padding: .5em 1.2em; cursor: pointer; }
-textarea { width: 100%; box-sizing: border-box; }
-table { border-collapse: collapse; margin: .5em 0 1em; } td, th { border: 1px solid #ddd; padding: .25em .6em; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-kbd { border: 1px solid #bbb; border-radius: 3px; padding: 0 .3em; background: #fafafa; }
-.muted { color: #666; }
-</style></head>
-<body>
-<header><h1>{{ title }}</h1><span class="muted">{{ subtitle }}</span></header>
-{{ body }}
-{% if script %}<script nonce="{{ nonce }}">{{ script }}</script>{% endif %}
-</body></html>
-"""
-
-START = """
-<p>{{ n }} comparisons drawn from {{ pairs }} judged pairs of run <b>{{ run }}</b> ({{ strategy }} sample, seed
-{{ seed }}). You see two texts for an input and a criterion and choose the better one, or a tie. The judge's
-verdict and the models' names are not shown.</p>
-{% if not listed %}<p id="invitation">This review is by invitation: open the personal link you were given.</p>{% endif %}
-{% if progress %}<table><tr><th>reviewer</th><th>answered</th></tr>
-{% for name, done in progress %}<tr><td><a href="{{ url(name) }}">{{ name }}</a></td>
-<td class="num">{{ done }} / {{ n }}</td></tr>{% endfor %}</table>{% endif %}
-{% if open_review %}<form method="get" action="{{ start }}"><label>Your name <input name="reviewer" required
- pattern="[A-Za-z0-9][A-Za-z0-9_.\\-]{0,39}" autofocus></label> <button>Start or continue</button></form>{% endif %}
-{% if listed %}<p><a href="{{ agreement }}">Agreement so far</a></p>{% endif %}
-"""
-
-ITEM = """
-<p class="criterion"><b>{{ attribute }}</b>: {{ criterion }}</p>
-<h3>Input</h3><div class="text" id="context">{{ context }}</div>
-<div class="pair">
-<div><h3>Response 1</h3><div class="text" id="slot1">{{ slot1 }}</div></div>
-<div><h3>Response 2</h3><div class="text" id="slot2">{{ slot2 }}</div></div>
-</div>
-<form method="post" id="answer">
-<input type="hidden" name="item_id" value="{{ item_id }}">
-<input type="hidden" name="token" value="{{ token }}">
-<input type="hidden" name="key" value="{{ key }}">
-<div class="choices">
-<button name="choice" value="1" id="choose-1"><kbd>1</kbd> Response 1 is better</button>
-<button name="choice" value="tie" id="choose-tie"><kbd>t</kbd> Tie</button>
-<button name="choice" value="2" id="choose-2"><kbd>2</kbd> Response 2 is better</button>
-</div>
-<label>Note (optional)<textarea name="note" rows="2" maxlength="{{ max_note }}" id="note"></textarea></label>
-</form>
-<p class="muted">Keys: <kbd>1</kbd> <kbd>2</kbd> <kbd>t</kbd> answer (not while typing a note).</p>
-"""
-
-SCRIPT = """
-const form = document.getElementById('answer');
-form.addEventListener('submit', (e) => {
-  if (form.dataset.sent) { e.preventDefault(); return; }
-  form.dataset.sent = '1';
-});
-document.addEventListener('keydown', (e) => {
-  if (e.ctrlKey || e.metaKey || e.altKey || ['TEXTAREA', 'INPUT'].includes(e.target.tagName)) return;
-  const choice = {'1': '1', '2': '2', 't': 'tie', 'T': 'tie'}[e.key];
-  if (!choice) return;
-  e.preventDefault();
-  document.getElementById('choose-' + choice).click();
-});
-"""
-
-OWN_REPORT = """
-<p><b>{{ done_message }}</b></p>
-{% if table %}
-<table><tr><th>n</th><th>agreement</th><th>kappa</th><th>weighted kappa</th><th>kappa without ties</th></tr>
-{% for row in table %}<tr><td class="num">{{ row.n }}</td><td class="num">{{ row.raw_agreement }}</td>
-<td class="num">{{ row.kappa }}</td><td class="num">{{ row.weighted_kappa }}</td>
-<td class="num">{{ row.kappa_no_ties }}</td></tr>{% endfor %}</table>
-<p class="muted">With 95 % bootstrap intervals over your answers. Thank you.</p>
-{% endif %}
-"""
-
-REPORT = """
-{% if done_message %}<p><b>{{ done_message }}</b></p>{% endif %}
-<p>{{ headline }}</p>
-{% if table %}
-<h3>Agreement with the judge</h3>
-<p class="muted">With 95 % bootstrap intervals over the answered items.</p>
-<table><tr><th>scope</th><th>group</th><th>n</th><th>agreement</th><th>kappa</th><th>weighted kappa</th>
-<th>kappa without ties</th></tr>
-{% for row in table %}<tr><td>{{ row.scope }}</td><td>{{ row.group }}</td><td class="num">{{ row.n }}</td>
-<td class="num">{{ row.raw_agreement }}</td><td class="num">{{ row.kappa }}</td>
-<td class="num">{{ row.weighted_kappa }}</td><td class="num">{{ row.kappa_no_ties }}</td></tr>{% endfor %}</table>
-<h3>The judge's verdict (rows) against the reviewers' answers (columns)</h3>
-<p class="muted">i and j are the pair's two candidates in the run's order, whatever slot they were shown in.</p>
-<table><tr><th>reviewer</th><th>judge</th>{% for l in labels %}<th>{{ l }}</th>{% endfor %}</tr>
-{% for row in confusion %}<tr><td>{{ row[0] }}</td><td>{{ row[1] }}</td>
-{% for c in row[2:] %}<td class="num">{{ c }}</td>{% endfor %}</tr>{% endfor %}</table>
-{% endif %}
-<ul>{% for note in notes %}<li>{{ note }}</li>{% endfor %}</ul>
-<p class="muted">Answers: {{ answers_path }}. Tables: {{ folder }}.</p>
-"""
+# The page's templates (Jinja, autoescaped) and its one script, read from the package.
+TEMPLATES = files("pipeline.review") / "templates"
+SCRIPT = (TEMPLATES / "answer.js").read_text()
 
 
 def create_app(state: ReviewState) -> Flask:
@@ -267,7 +166,8 @@ class Pages:
         self.state = state
         env = Environment(autoescape=True, undefined=StrictUndefined)
         self.page, self.start, self.item_page, self.report_page, self.own_page = (
-            env.from_string(t) for t in (PAGE, START, ITEM, REPORT, OWN_REPORT)
+            env.from_string((TEMPLATES / f"{name}.html").read_text())
+            for name in ("page", "start", "item", "report", "own_report")
         )
         self.run_name = state.sample.run_dir.name
 

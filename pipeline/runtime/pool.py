@@ -22,7 +22,6 @@ process.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections import deque
@@ -44,7 +43,7 @@ from pipeline.runtime.cluster import (
 )
 from pipeline.runtime.local import Feeder, Fronted
 from pipeline.runtime.logs import with_output_to
-from pipeline.runtime.slots import NODE_WINDOW, Kept, Loss, Pace, Slot, runtime_env
+from pipeline.runtime.slots import NODE_WINDOW, Kept, Loss, Pace, Slot, end, runtime_env
 from pipeline.storage.events import record_event
 
 log = logging.getLogger(__name__)
@@ -235,14 +234,11 @@ class ActorPool:
     def _lose(self, slot: Slot, exc: BaseException, again: deque) -> None:
         """An actor gone: its batches back to the front of the queue, its place taken by a new actor, and why it
         went settled as soon as Ray can say (:meth:`_settle`)."""
-        import ray
-
         batches = list(slot.held.values())
         slot.held.clear()
         again.extendleft(reversed(batches))
         self.slots.remove(slot)
-        with contextlib.suppress(Exception):
-            ray.kill(slot.actor, no_restart=True)
+        end(slot.actor, graceful=False)
         # an actor runs its calls in the order they were sent: the oldest it held was being judged (its rows are
         # judged again), the others waited in its queue
         rows = batches[0].num_rows if batches else 0
@@ -334,13 +330,8 @@ class ActorPool:
 
     def _release(self, slot: Slot, event: str) -> None:
         """A drained node's actor that finished its batches: closed, its place taken elsewhere."""
-        import ray
-
         self.slots.remove(slot)
-        with contextlib.suppress(Exception):
-            ray.get(slot.actor.close.remote(), timeout=60)
-        with contextlib.suppress(Exception):
-            ray.kill(slot.actor, no_restart=True)
+        end(slot.actor, graceful=True)
         self._record({"event": event, "worker": slot.worker, "node": slot.node})
         log.info("%s worker %s released: its node is being drained", self.name, slot.worker)
         self._refill()
@@ -383,15 +374,10 @@ class ActorPool:
 
     def _slow(self, slot: Slot, now: float) -> None:
         """Say a worker whose batch runs far longer than batches take (a slow or stuck worker, its node up)."""
-        typical = self.pace.typical()
+        typical, seconds = self.pace.typical(), now - slot.busy_since
         took = "none has finished yet" if typical is None else f"they take {typical:.1f} s"
-        seconds = now - slot.busy_since
         log.warning(
-            "%s worker %s has run one batch for %.0f s (%s): a slow or stuck worker",
-            self.name,
-            slot.worker,
-            seconds,
-            took,
+            f"{self.name} worker {slot.worker} has run one batch for {seconds:.0f} s ({took}): slow or stuck"
         )
         self._record(
             {"event": "worker_slow", "worker": slot.worker, "node": slot.node, "seconds": round(seconds, 1)}
@@ -424,8 +410,6 @@ class ActorPool:
     def _fit(self, total: Resources, free: Resources, waiting: bool) -> None:
         """Grow onto free room while there is work; never keep more starting actors than the cluster holds beside
         the step's tasks (after a node is lost, an actor Ray places later would take the tasks' slot)."""
-        import ray
-
         cap = fits(total, self.need, self.reserve)
         # the surplus let go: starting actors first, then idle ones (a kept pool serving a stream whose tasks need a
         # slot its last stream's did not)
@@ -435,11 +419,7 @@ class ActorPool:
             if len(self.slots) <= max(cap, 1):
                 break
             self.slots.remove(slot)
-            if slot.starting is None:
-                with contextlib.suppress(Exception):
-                    ray.get(slot.actor.close.remote(), timeout=60)
-            with contextlib.suppress(Exception):
-                ray.kill(slot.actor)
+            end(slot.actor, graceful=slot.starting is None)
             log.warning(
                 "%s: the cluster holds %d worker(s) beside the step's tasks: %s let go",
                 self.name,
@@ -460,15 +440,10 @@ class ActorPool:
         import ray
 
         slots, self.slots = self.slots, []
-        for slot in slots:
-            if slot.starting is not None:  # an engine still loading: nothing to close gracefully
-                with contextlib.suppress(Exception):
-                    ray.kill(slot.actor)
-        slots = [s for s in slots if s.starting is None]
+        running = [s for s in slots if s.starting is None]  # an engine still loading has nothing to close
         try:
-            ray.get([s.actor.close.remote() for s in slots], timeout=120)
+            ray.get([s.actor.close.remote() for s in running], timeout=120)
         except Exception as exc:  # a dead actor has nothing to close; its engine's reaper ends the engine
             log.debug("closing the %s workers: %s", self.name, exc)
         for slot in slots:
-            with contextlib.suppress(Exception):
-                ray.kill(slot.actor)
+            end(slot.actor, graceful=False)

@@ -4,6 +4,7 @@ batches take (a paused machine, a hung engine) is said, never waited on in silen
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import statistics
@@ -112,3 +113,15 @@ class Pace:
         for slot in out:
             slot.said_slow = slot.busy_since
         return out
+
+
+def end(actor: Any, graceful: bool) -> None:
+    """End a pool's actor: asked to close first where ``graceful`` (its engine shut down), then killed, not restarted;
+    an actor already gone is ended as it is."""
+    import ray
+
+    if graceful:
+        with contextlib.suppress(Exception):
+            ray.get(actor.close.remote(), timeout=60)
+    with contextlib.suppress(Exception):
+        ray.kill(actor, no_restart=True)

@@ -1,4 +1,4 @@
-"""The public conformance battery: the checks a plugin's author runs on a scorer, a judge backend or a stage.
+"""The public conformance battery: the checks a plugin's author runs on a scorer, a judge backend or a stage; a local `vllm serve` for the tests and benchmarks.
 
 As scikit-learn's ``check_estimator`` does for an estimator, and as the project runs it on its own parts: the promises
 every part of the product keeps, checked on inputs with a known truth.

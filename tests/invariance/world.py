@@ -41,7 +41,7 @@ from pipeline.data.load import Record
 from pipeline.data.records import ValidationRules, validate_records
 from pipeline.data.words import PromptWords
 from pipeline.judge.hosting.worker import responses
-from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.spec import JudgeSpec, Placement
 from pipeline.prompts.absolute import resolve_absolute
 from pipeline.prompts.labels import Labels
 from pipeline.prompts.pairs import generate_prompts, split_shards
@@ -617,7 +617,6 @@ def rounds_run(
     folder, its judge stage streaming prompts in-process with the simulated engine where the engine's worker would
     be, its stores), then the product's score segment with the rounds' settings. Every table with a file."""
     from pipeline.config.assessment import PairsConfig
-    from pipeline.config.judging import JudgeConfig
     from pipeline.methods.scorers import poe_logit
     from pipeline.runtime.local import LocalExecutor
     from pipeline.stages.judging import Judge as JudgeStage
@@ -642,7 +641,7 @@ def rounds_run(
 
     ctx = Context(folder)
     ctx.executor = Executor()
-    spec = JudgeSpec("vllm", "sim", "", names.judges[0], 512)  # type: ignore[arg-type]
+    spec = JudgeSpec("vllm", "sim", "", names.judges[0], 512, placement=Placement(batch_size=16))  # type: ignore[arg-type]
     identity = {"battery": "rounds"}
     values: dict[str, Any] = {
         **inputs,
@@ -652,7 +651,7 @@ def rounds_run(
         "store": JudgmentParts(folder / "judgments", identity, plan.labels.words),
         "rating_store": RatingParts(folder / "ratings", identity),
     }
-    judge_stage = JudgeStage(PairsConfig(), JudgeConfig(batch_size=16), 4096, 0, None)
+    judge_stage = JudgeStage(PairsConfig(), 4096, 0, None)
     cfg = dataclasses.replace(base, adaptive=adaptive)
     a = adaptive
     logit = poe_logit.Settings(a.logit_clip, a.robust, a.censor, a.ridge, a.drop_contradicted)

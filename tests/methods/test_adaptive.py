@@ -19,13 +19,13 @@ from pipeline.methods.adaptive.loop import (
     round_schedule,
     run_rounds,
 )
+from pipeline.methods.adaptive.pairset import PairSet, pair_index
 from pipeline.methods.adaptive.reorder import (
     neighbour_pairs,
     reorder_probability,
     select_reorder,
     take_diverse,
 )
-from pipeline.methods.adaptive.selection import PairSet, pair_index
 from pipeline.methods.adaptive.sorting import merge_sort, repeated_quicksort
 from pipeline.methods.adaptive.stopping import StopRule, criterion, expected_discordant, expected_tau
 from pipeline.methods.adaptive.windowed import select_windowed

@@ -12,7 +12,7 @@ from scipy.stats import spearmanr
 
 from pipeline.methods.adaptive.locate import fix_pairs
 from pipeline.methods.adaptive.loop import RoundSettings, Schedule, rank_pool
-from pipeline.methods.adaptive.selection import PairSet
+from pipeline.methods.adaptive.pairset import PairSet
 from pipeline.methods.scorers.contradiction import MARGIN, contradicted, ordering_bias, read_orderings
 from pipeline.methods.scorers.model_fit import Model, fit_round
 from pipeline.methods.scorers.posterior import Posterior

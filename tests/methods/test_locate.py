@@ -20,7 +20,7 @@ from pipeline.methods.adaptive.locate import (
     star_pairs,
 )
 from pipeline.methods.adaptive.loop import RoundSettings, Schedule, rank_pool
-from pipeline.methods.adaptive.selection import PairSet
+from pipeline.methods.adaptive.pairset import PairSet
 from pipeline.methods.scorers.model_fit import Model, fit_round
 from pipeline.methods.scorers.posterior import Posterior
 from pipeline.methods.simulation.simulate import PoolJudge, pool_truth

@@ -406,7 +406,7 @@ def test_identical_items_score_equal(rng):
 
 
 def test_dense_laplacian_helper_matches_incidence(rng):
-    from pipeline.methods.adaptive.selection import chain_inverse, log_det_information
+    from pipeline.methods.adaptive.greedy import chain_inverse, log_det_information
     from pipeline.methods.scorers._common import dense_laplacian
 
     i, j = random_connected(7, 20, rng)

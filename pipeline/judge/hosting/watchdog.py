@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from pipeline.judge.vllm.cores import in_ray_actor
 from pipeline.storage.events import record_event
 
 log = logging.getLogger(__name__)
@@ -90,18 +91,6 @@ def engine_processes(pid: int | None = None, known: Sequence[int] = ()) -> list[
             "; ".join(f"{child} {text[:60]}" for child, text in below) or "nothing",
         )
     return found
-
-
-def in_ray_actor() -> bool:
-    """Whether this process is a Ray actor's. Ray is loaded in its workers before any code of ours runs, so it is
-    read where it is loaded and never imported here (a process without Ray loaded is no Ray worker)."""
-    ray = sys.modules.get("ray")
-    if ray is None:
-        return False
-    try:
-        return bool(ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None)
-    except Exception:  # not connected
-        return False
 
 
 @dataclass(frozen=True)
@@ -288,7 +277,6 @@ class Reaper:
 
     def __init__(self, pids: list[int]):
         import subprocess
-        import sys
 
         targets = [f"{pid}:{s}" for pid in pids if (s := _start_time(pid)) is not None]
         self.process = None

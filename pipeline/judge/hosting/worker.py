@@ -31,6 +31,7 @@ from pipeline.judge.hosting.engines import open_engine
 from pipeline.judge.hosting.watchdog import EngineWatch, Reaper, engine_processes, record_event
 from pipeline.judge.reasoning import ReasoningEngine
 from pipeline.judge.spec import JudgeSpec
+from pipeline.judge.vllm.mode import KEY, settled
 
 
 def batch_key(batch: pa.Table) -> str:
@@ -114,7 +115,10 @@ class JudgeWorker:
         """The engine that answers ``task``: the worker's, with the reasoning in front when a request asks for it
         (judge.reasoning). The judgement store is the driver's (:class:`pipeline.judge.stored.StoreFront`): no
         worker opens it."""
-        if engine_spec(task.judge) != self.spec:
+        eager = self.spec.engine.get(
+            KEY
+        )  # the mode this worker's engine started in (a task's may be ``auto``)
+        if engine_spec(settled(task.judge, eager if isinstance(eager, bool) else None)) != self.spec:
             raise ValueError(
                 f"judge worker: {task.judge.name} runs on another engine than this worker's ({self.spec.model})"
             )

@@ -9,6 +9,7 @@ import importlib.metadata
 import importlib.util
 import logging
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,18 @@ def resolve_env(env: Mapping[str, str]) -> dict[str, str]:
 def apply_env(env: Mapping[str, str]) -> None:
     """Set the engine's environment (e.g. VLLM_CPU_KVCACHE_SPACE) before the engine is imported here."""
     os.environ.update(resolve_env(env))
+
+
+def in_ray_actor() -> bool:
+    """Whether this process is a Ray actor's. Ray is loaded in its workers before any code of ours runs, so it is
+    read where it is loaded and never imported here (a process without Ray loaded is no Ray worker)."""
+    ray = sys.modules.get("ray")
+    if ray is None:
+        return False
+    try:
+        return bool(ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None)
+    except Exception:  # not connected
+        return False
 
 
 def engine_inside(spec: JudgeSpec, in_actor: bool) -> bool:

@@ -17,7 +17,14 @@ from pipeline.contracts.frame import PromptFrame
 from pipeline.judge.models import resolve_local
 from pipeline.judge.spec import JudgeSpec
 from pipeline.judge.vllm.compile_cache import load_saved_models
-from pipeline.judge.vllm.cores import AOT_COMPILE_ENV, engine_inside, preloads_openmp, torch_openmp, vllm_env
+from pipeline.judge.vllm.cores import (
+    AOT_COMPILE_ENV,
+    engine_inside,
+    in_ray_actor,
+    preloads_openmp,
+    torch_openmp,
+    vllm_env,
+)
 from pipeline.judge.vllm.mode import settled
 
 log = logging.getLogger(__name__)
@@ -58,8 +65,6 @@ class VLLMEngine:
     """One ``vllm.LLM`` per process; ``run`` answers a batch of prompts as one :class:`pipeline.contracts.engine.Request` says."""
 
     def __init__(self, spec: JudgeSpec):
-        from pipeline.judge.hosting.watchdog import in_ray_actor
-
         inside = engine_inside(spec, in_ray_actor())
         env = vllm_env(spec, inside)
         if "OMP_NUM_THREADS" in env and "torch" in sys.modules:

@@ -31,8 +31,8 @@ import math
 import numpy as np
 from numpy.typing import NDArray
 
+from pipeline.methods.adaptive.pairset import PairSet
 from pipeline.methods.adaptive.reorder import select_reorder
-from pipeline.methods.adaptive.selection import PairSet
 from pipeline.methods.scorers.posterior import Posterior, expert_values
 
 __all__ = [

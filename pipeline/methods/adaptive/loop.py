@@ -30,8 +30,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from pipeline.methods.adaptive.locate import sample_pairs, select_locate
+from pipeline.methods.adaptive.pairset import PairSet
 from pipeline.methods.adaptive.reorder import select_reorder
-from pipeline.methods.adaptive.selection import PairSet
 from pipeline.methods.adaptive.stopping import StopRule
 from pipeline.methods.adaptive.windowed import select_windowed
 from pipeline.methods.scorers.contradiction import read_orderings

@@ -27,7 +27,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pipeline.methods.adaptive.selection import PairSet
+from pipeline.methods.adaptive.pairset import PairSet
 from pipeline.methods.scorers.posterior import Posterior
 
 __all__ = ["neighbour_pairs", "reorder_probability", "select_reorder", "take_diverse"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from pipeline.methods.adaptive.selection import PairSet, pair_index, pairs_from_index
+from pipeline.methods.adaptive.pairset import PairSet, pair_index, pairs_from_index
 
 __all__ = ["select_windowed"]
 

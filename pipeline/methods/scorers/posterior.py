@@ -22,60 +22,36 @@ not yet connected. The posterior mean solves ``(W^T C W + diag(w)) s = W^T C f +
 
 Robust fit (``robust=c``)
 -------------------------
-A judge that sometimes answers the opposite of what it means (a flipped label, an ordering that contradicts the
-other) gives a comparison far from every path around it; with Gaussian experts one such answer moves both its
-items by a share of its whole error. ``robust=c`` replaces the Gaussian expert by Huber's (Huber 1964): the fit is
-iteratively reweighted least squares, each comparison weighted ``min(1, c / |t_k|)`` with ``t_k`` its studentised
-residual ``r_k / (scale sqrt(1 - h_k))``, until the weights settle (at most :data:`ROBUST_MAX_ITER` refits).
-``h_k`` is the comparison's leverage ``c_k (1/D_i + 1/D_j)`` (``D`` the weighted degrees plus the prior
-precision: the effective-resistance approximation again) and ``scale`` the normalised median absolute studentised
-residual. A comparison with leverage above :data:`LEVERAGE_MAX` (a bridge: nothing else checks it) keeps its
-weight 1, and so does every comparison while fewer than :data:`ROBUST_MIN_CHECKED` are checked by others.
-:attr:`Posterior.weights` holds the final weights. Huber's expert gives even Gaussian noise a weight below 1 beyond
-``c`` (about 18% of the comparisons at ``c = 1.345``), so :attr:`Posterior.downweighted` counts the comparisons
-weighted below :data:`OUTLIER_WEIGHT` (a studentised residual beyond ``2c``, 0.7% of Gaussian noise): the answers
-the fit treats as contradicted by the others.
+A judge that sometimes answers the opposite of what it means gives a comparison far from every path around it; with
+Gaussian experts one such answer moves both its items by a share of its whole error. ``robust=c`` uses Huber's expert
+(Huber 1964): iteratively reweighted least squares, each comparison weighted ``min(1, c / |t_k|)``, ``t_k`` its
+studentised residual ``r_k / (scale sqrt(1 - h_k))`` (``h_k = c_k (1/D_i + 1/D_j)``, ``D`` the weighted degrees plus
+the prior precision; ``scale`` the normalised median absolute studentised residual), until the weights settle (at most
+:data:`ROBUST_MAX_ITER` refits). A bridge (leverage above :data:`LEVERAGE_MAX`) keeps weight 1, and so does every
+comparison while fewer than :data:`ROBUST_MIN_CHECKED` are checked by others. :attr:`Posterior.downweighted` counts
+those weighted below :data:`OUTLIER_WEIGHT` (a studentised residual beyond ``2c``: 0.7% of Gaussian noise).
 
 Answers at the cap (``censor=True``, logit link)
 ------------------------------------------------
-A confident judge answers a far pair at a probability within ``exp(-clip)`` of 0 or 1, so its log-odds sit at the
-cap whatever the distance: the answer says "``s_i - s_j`` is at least ``clip``", not "it is ``clip``". Read as a
-measurement it pulls every far pair to exactly the cap, compressing the ranking around the items judged against
-far ones. With ``censor`` a capped answer is a one-sided expert, the squared hinge ``max(0, clip - sign(f_k)
-(s_i - s_j))^2`` (a censored Gaussian's mode, as in Tobit regression): it pulls the pair out to the cap when the
-fit has it closer, and not at all once the fit places it beyond. The fit is the active-set iteration: solve with
-the capped answers the fit places beyond the cap at weight 0, recompute which are beyond, until the set (and
-Huber's weights, which only the others get) settles; at most :data:`ROBUST_MAX_ITER` refits.
-:attr:`Posterior.beyond_cap` marks the answers left at weight 0; the expert variance counts them out of the
-degrees of freedom, and the marginal variances do not count them either (an item judged only against far items
-is as uncertain as they leave it).
+A confident judge answers a far pair within ``exp(-clip)`` of 0 or 1: its log-odds sit at the cap whatever the
+distance, so the answer says "``s_i - s_j`` is at least ``clip``". With ``censor`` a capped answer is a one-sided
+expert, the squared hinge ``max(0, clip - sign(f_k) (s_i - s_j))^2`` (a censored Gaussian's mode, as in Tobit
+regression), fitted by an active-set iteration (capped answers the fit places beyond the cap at weight 0, until the
+set and Huber's weights settle). :attr:`Posterior.beyond_cap` marks them; neither the expert variance's degrees of
+freedom nor the marginal variances count them.
 
 Solvers and variances
 ---------------------
-``variance="exact"`` (the default up to ``DENSE_MAX_ITEMS``): dense Cholesky, exact covariance of the scores
-about their mean (kept, so a pair's difference variance is exact, covariance included; the common shift of every
-score, which orders nothing and which only the weak ridge determines, is taken out). Otherwise: preconditioned
-conjugate gradients on the sparse operator (warm-started from the previous round's mean, and from the last
-refit's in the robust fit), and the marginal variances by
-
-- ``"diagonal"`` (default above ``DENSE_MAX_ITEMS``): ``sigma^2 / (d_i + w_i)``, the inverse of the precision
-  matrix's diagonal; O(N) time and memory. Its use is the variance of a difference: ``var_i + var_j`` is
-  ``sigma^2 (1/d_i + 1/d_j)``, the effective-resistance approximation of ``Var(s_i - s_j)``, close on the
-  well-mixed graphs adaptive rounds build (von Luxburg, Radl & Hein 2014); it is not the variance of a score
-  about the mean, which it underestimates.
-- ``"sketch"``: the Johnson-Lindenstrauss estimate of :mod:`pipeline.methods.scorers.poe_gaussian`, here of the
-  centred ``(P M^-1 P)_ii = ||B M^-1 P e_i||^2`` with ``M = B^T B``, ``B = [W; diag(sqrt(w))]``, ``P`` the
-  centring; ``n_probes`` CG solves.
-
-The robust and censored refits go by conjugate gradients in either mode (the dense fit factorises once, with the
-final weights). Conjugate gradients carry information one comparison per iteration, and the ridge is what keeps
-the system well conditioned: long chains of comparisons (a path-like graph, as near-neighbour selection builds)
-with a ridge far below the default can take more than ``maxiter`` iterations. Up to ``DENSE_MAX_ITEMS`` items
-the fit then factorises instead, whatever the variance mode; above, it raises an error that gives the pool's size
-and the ridge to raise.
-
-A pair's difference variance is ``var_i + var_j - 2 cov_ij``; without the covariance (large N) the covariance
-term is dropped.
+``variance="exact"`` (the default up to ``DENSE_MAX_ITEMS``): dense Cholesky, the exact covariance of the scores about
+their mean (a pair's difference variance exact, covariance included). Otherwise preconditioned conjugate gradients on
+the sparse operator (warm-started from the previous round's mean), and the marginal variances by ``"diagonal"``
+(``sigma^2 / (d_i + w_i)``, O(N): ``var_i + var_j`` is the effective-resistance approximation of ``Var(s_i - s_j)``,
+close on well-mixed graphs; von Luxburg, Radl & Hein 2014) or ``"sketch"`` (the Johnson-Lindenstrauss estimate of
+:mod:`pipeline.methods.scorers.poe_gaussian` of the centred ``(P M^-1 P)_ii``, ``n_probes`` CG solves). Robust and
+censored refits go by conjugate gradients in either mode. A path-like graph with a ridge far below the default can
+take more than ``maxiter`` iterations: up to ``DENSE_MAX_ITEMS`` items the fit then factorises instead; above, the
+error gives the pool's size and the ridge to raise. Without the covariance (large N) a pair's difference variance is
+``var_i + var_j``.
 """
 
 from __future__ import annotations

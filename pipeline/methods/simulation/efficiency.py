@@ -32,13 +32,8 @@ from typing import Literal
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from pipeline.methods.adaptive.selection import (
-    _check_k,
-    _check_n,
-    _n_unordered,
-    all_pairs,
-    balanced_random_batch,
-)
+from pipeline.methods.adaptive.pairset import check_k, check_n, n_unordered
+from pipeline.methods.adaptive.selection import all_pairs, balanced_random_batch
 from pipeline.methods.agreement.metrics import grouped_ranks
 from pipeline.methods.scorers import batched
 from pipeline.methods.scorers._common import single_threaded_blas
@@ -129,9 +124,9 @@ def covered_uniform_batch(
     ndarray of int64, shape (n_draws, k)
         Indices into :func:`~pipeline.methods.adaptive.selection.all_pairs`, sorted within each draw.
     """
-    n = _check_n(n_items)
-    m = _n_unordered(n)
-    k = _check_k(k, -(-n // 2), m, "covered_uniform", n, "every candidate in at least one pair")
+    n = check_n(n_items)
+    m = n_unordered(n)
+    k = check_k(k, -(-n // 2), m, "covered_uniform", n, "every candidate in at least one pair")
     pairs = all_pairs(n)
     lo, hi = pairs[:, 0], pairs[:, 1]
     out = np.zeros((n_draws, k), dtype=np.int64)
