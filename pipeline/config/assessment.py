@@ -231,7 +231,7 @@ class AbsoluteConfig:
 
 @dataclass
 class ScoringConfig:
-    # Methods from pipeline.methods.SCORERS.
+    # Methods from pipeline.methods.scorers().
     methods: list[str] = field(
         default_factory=lambda: ["win_ratio", "avg_prob", "bradley_terry", "poe_gaussian"]
     )

@@ -81,17 +81,18 @@ def pairs_problems(cfg: RunConfig) -> list[str]:
 
 
 def scoring_problems(cfg: RunConfig) -> list[str]:
-    """The scoring methods: known (:data:`pipeline.methods.SCORERS`), each once."""
-    from pipeline.methods import SCORERS
+    """The scoring methods: known (:func:`pipeline.methods.scorers`), each once."""
+    from pipeline.methods import scorers
 
+    known = scorers()
     problems: list[str] = []
     methods = cfg.scoring.methods
     if not methods:
-        problems.append("config scoring.methods is empty; choose from " + ", ".join(sorted(SCORERS)))
-    unknown = [m for m in methods if m not in SCORERS]
+        problems.append("config scoring.methods is empty; choose from " + ", ".join(sorted(known)))
+    unknown = [m for m in methods if m not in known]
     if unknown:
         problems.append(
-            f"config scoring.methods: unknown method(s) {unknown}; choose from {', '.join(sorted(SCORERS))}"
+            f"config scoring.methods: unknown method(s) {unknown}; choose from {', '.join(sorted(known))}"
         )
     if len(set(methods)) != len(methods):
         problems.append(f"config scoring.methods lists a method twice: {methods}")
@@ -110,7 +111,7 @@ def scoring_problems(cfg: RunConfig) -> list[str]:
                 f"config scoring.options.{method} is set, but {method} is not among scoring.methods ({methods}); add "
                 "it there, or remove its options"
             )
-        elif method in SCORERS:
+        elif method in known:
             from pipeline.methods.scorers.registry import scorer
 
             try:

@@ -15,8 +15,8 @@ Gales, 2024), with the data convention of ``choix``: ``n_items``, and per compar
 (int64) and ``p[k]`` (float64), the probability that ``i[k]`` beats ``j[k]`` (``i[k]`` in slot A when the
 judge is position-aware). Higher score = better.
 
-This package gives the scorers by name (:func:`score`, :data:`SCORERS`, :func:`scorer`, :func:`scorers`: the registry
-of :mod:`.scorers.registry`, plugins by entry points) and the checks of comparisons (:class:`ComparisonError`,
+This package gives the scorers by name, one way: :func:`scorer` (one, whose ``score`` scores) and :func:`scorers`
+(every one), the registry of :mod:`.scorers.registry` (plugins by entry points), and the checks of comparisons (:class:`ComparisonError`,
 :func:`check_comparisons`); a scorer's module is in :mod:`.scorers` (``from pipeline.methods.scorers import
 poe_gaussian; poe_gaussian.fit(...)``).
 
@@ -25,40 +25,8 @@ Importing this package imports numpy only; scipy is imported inside the function
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-from numpy.typing import ArrayLike, NDArray
-
 from pipeline.methods.scorers.comparison_checks import ComparisonError, check_comparisons
 from pipeline.methods.scorers.poe_gaussian import GaussianFit
-from pipeline.methods.scorers.registry import SCORERS, ScorerEntry, scorer, scorers
+from pipeline.methods.scorers.registry import ScorerEntry, scorer, scorers
 
-__all__ = [
-    "SCORERS",
-    "ComparisonError",
-    "GaussianFit",
-    "ScorerEntry",
-    "check_comparisons",
-    "score",
-    "scorer",
-    "scorers",
-]
-
-
-def score(
-    method: str, n_items: int, i: ArrayLike, j: ArrayLike, p: ArrayLike, **options: Any
-) -> NDArray[np.float64]:
-    """Scores of ``n_items`` items from comparisons with the registered scorer ``method``.
-
-    ``options`` are passed to the scorer (e.g. ``threshold`` for ``"win_ratio"``, ``beta`` for
-    ``"poe_gaussian"``).
-
-    Raises
-    ------
-    ValueError
-        Unknown ``method`` (the message lists the valid names).
-    ComparisonError
-        Invalid comparisons (see :mod:`.scorers.comparison_checks`).
-    """
-    return scorer(method).score(n_items, i, j, p, **options)
+__all__ = ["ComparisonError", "GaussianFit", "ScorerEntry", "check_comparisons", "scorer", "scorers"]

@@ -31,13 +31,13 @@ from hypothesis import strategies as st
 
 from pipeline.config.enums import Debias, LeaderboardGames
 from pipeline.contracts.roles import COMPLEMENT, roles_of
-from pipeline.methods import SCORERS
+from pipeline.methods import scorers
 from pipeline.stages import ports
 from tests.conftest import ROOT, compose
 from tests.invariance.compare import as_set, assert_same, assert_sound, canonical, map_names
 from tests.invariance.world import ABSOLUTE_MODES, Judge, Names, Order, World, quality, run_world
 
-METHODS = tuple(SCORERS)  # every registered scorer
+METHODS = tuple(scorers())  # every registered scorer
 # MLflow metrics a run measures rather than computes (time, rates): never compared.
 MEASURED = ("seconds", "per_s")
 
@@ -406,7 +406,7 @@ def test_invariance_battery_covers_every_table_and_every_registered_scorer():
         f"tables no world reaches: {sorted(every - checked_elsewhere - seen)}"
     )
     scored = set(run_world(widest, base(), METHODS).tables["scores"]["method"].unique())
-    assert set(SCORERS) <= scored, f"registered scorers never scored: {sorted(set(SCORERS) - scored)}"
+    assert set(scorers()) <= scored, f"registered scorers never scored: {sorted(set(scorers()) - scored)}"
 
 
 # --- recorded judges and the meta-evaluation -------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.methods import SCORERS
+from pipeline.methods import scorer, scorers
 
 from .conftest import GOLDEN_DIR, load_golden
 
@@ -14,12 +14,12 @@ CASES = [(name, c) for name in NAMES for c in load_golden(name)]
 
 
 def test_every_registered_scorer_has_golden_cases():
-    assert set(NAMES) == set(SCORERS)
+    assert set(NAMES) == set(scorers())
 
 
 @pytest.mark.parametrize(("name", "case"), CASES, ids=[f"{n}:{c['desc'][:40]}" for n, c in CASES])
 def test_golden(name, case):
-    got = SCORERS[name](
+    got = scorer(name).score(
         case["n_items"],
         np.array(case["i"], dtype=np.int64),
         np.array(case["j"], dtype=np.int64),

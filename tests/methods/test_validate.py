@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.methods import SCORERS, ComparisonError, check_comparisons, score
+from pipeline.methods import ComparisonError, check_comparisons, scorer, scorers
 from pipeline.methods.scorers.comparison_checks import as_comparisons, check_connected, connected_components
 
-ALL = sorted(SCORERS)
+ALL = sorted(scorers())
 NEEDS_CONNECTED = ["bradley_terry", "poe_bt", "poe_gaussian", "poe_gaussian_hard", "poe_laplace"]
 NEEDS_COVERED = ["avg_prob", "ml_ranking", "win_ratio"]
 
@@ -26,7 +26,7 @@ def test_bad_probability_names_comparison_and_field(method, bad):
         ComparisonError,
         match=r"comparison 2 \(i=2, j=3\): p=(nan|-0.1|1.5|inf) is not a probability in \[0, 1\]",
     ):
-        score(method, 4, I_, J_, p)
+        scorer(method).score(4, I_, J_, p)
 
 
 @pytest.mark.parametrize("method", ALL)
@@ -34,7 +34,7 @@ def test_self_comparison(method):
     with pytest.raises(
         ComparisonError, match=r"comparison 1 \(i=1, j=1\): an item cannot be compared with itself"
     ):
-        score(method, 4, I_, np.array([1, 1, 3, 0]), P_)
+        scorer(method).score(4, I_, np.array([1, 1, 3, 0]), P_)
 
 
 @pytest.mark.parametrize("method", ALL)
@@ -42,9 +42,9 @@ def test_index_out_of_range(method):
     with pytest.raises(
         ComparisonError, match=r"comparison 3 \(i=3, j=4\): j=4 is out of range for n_items=4"
     ):
-        score(method, 4, I_, np.array([1, 2, 3, 4]), P_)
+        scorer(method).score(4, I_, np.array([1, 2, 3, 4]), P_)
     with pytest.raises(ComparisonError, match=r"comparison 0 \(i=-1, j=1\): i=-1 is out of range"):
-        score(method, 4, np.array([-1, 1, 2, 3]), J_, P_)
+        scorer(method).score(4, np.array([-1, 1, 2, 3]), J_, P_)
 
 
 def test_shapes_and_dtypes():
@@ -82,7 +82,7 @@ def test_isolated_item_is_named(method):
     with pytest.raises(
         ComparisonError, match=r"item 4 is in no comparison: the comparison graph is disconnected"
     ):
-        score(method, 5, I_, J_, P_)
+        scorer(method).score(5, I_, J_, P_)
 
 
 @pytest.mark.parametrize("method", NEEDS_CONNECTED)
@@ -92,17 +92,17 @@ def test_disconnected_components_are_listed(method):
     with pytest.raises(
         ComparisonError, match=r"disconnected: 2 components, smallest: \{0, 1, 2\} \(3 items\); \{3, 4, 5\}"
     ):
-        score(method, 6, i, j, np.full(4, 0.6))
+        scorer(method).score(6, i, j, np.full(4, 0.6))
 
 
 @pytest.mark.parametrize("method", NEEDS_COVERED)
 def test_coverage_scorers_accept_disconnected_but_not_uncovered(method):
     i = np.array([0, 2])
     j = np.array([1, 3])
-    s = score(method, 4, i, j, np.array([0.8, 0.3]))
+    s = scorer(method).score(4, i, j, np.array([0.8, 0.3]))
     assert s.shape == (4,)
     with pytest.raises(ComparisonError, match=r"item 4 is in no comparison"):
-        score(method, 5, i, j, np.array([0.8, 0.3]))
+        scorer(method).score(5, i, j, np.array([0.8, 0.3]))
 
 
 def test_connected_components_helper():
@@ -114,15 +114,15 @@ def test_connected_components_helper():
 
 def test_unknown_method_lists_valid_names():
     with pytest.raises(ValueError, match=r"unknown scoring method 'elo'; valid: avg_prob, bradley_terry"):
-        score("elo", 2, [0], [1], [0.5])
+        scorer("elo").score(2, [0], [1], [0.5])
 
 
 def test_registry_signature_and_options():
-    for name, f in SCORERS.items():
+    for name, f in ((n, e.score) for n, e in scorers().items()):
         s = f(3, np.array([0, 1, 0]), np.array([1, 2, 2]), np.array([0.7, 0.6, 0.8]))
         assert s.shape == (3,) and np.all(np.isfinite(s)), name
         assert s[0] > s[2], name  # item 0 beats item 2 directly and through item 1
-    np.testing.assert_array_equal(score("win_ratio", 2, [0], [1], [0.55], threshold=0.6), [0.0, 1.0])
+    np.testing.assert_array_equal(scorer("win_ratio").score(2, [0], [1], [0.55], threshold=0.6), [0.0, 1.0])
 
 
 def test_graph_errors_carry_the_items_at_fault():

@@ -259,8 +259,8 @@ def test_the_invariance_battery_takes_a_plugin_scorer_and_stage_up(plugin_path):
     those its worlds reach (roles declared), and both through the names and sides checks."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_path), str(ROOT)])}
     check = (
-        "from pipeline.methods import SCORERS; from tests.invariance.world import TABLE_PORTS; "
-        "assert list(SCORERS)[-1] == 'copeland', list(SCORERS); "
+        "from pipeline.methods import scorers; from tests.invariance.world import TABLE_PORTS; "
+        "assert list(scorers())[-1] == 'copeland', list(scorers()); "
         "assert 'pair_counts' in [p.name for p in TABLE_PORTS]"
     )
     subprocess.run([sys.executable, "-c", check], env=env, cwd=ROOT, check=True)

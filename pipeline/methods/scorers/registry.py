@@ -18,7 +18,7 @@ The entry points are loaded once, the first time the registry is read (:func:`sc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -276,19 +276,3 @@ def ranked(methods: list[str] | tuple[str, ...], rank: Callable[[ScorerEntry], i
     """``methods`` that have a ``rank``, lowest first."""
     found = [(rank(scorer(m)), m) for m in methods]
     return [m for r, m in sorted((r, m) for r, m in found if r is not None)]
-
-
-class _Functions(Mapping[str, Scorer]):
-    """The registry as name -> scoring function (:data:`pipeline.methods.SCORERS`)."""
-
-    def __getitem__(self, name: str) -> Scorer:
-        return scorers()[name].score
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(scorers())
-
-    def __len__(self) -> int:
-        return len(scorers())
-
-
-SCORERS: Mapping[str, Scorer] = _Functions()
