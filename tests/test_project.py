@@ -128,7 +128,7 @@ def test_registry_no_scorers_backends_or_workflows_name_is_compared_outside_its_
     pipeline/config/workflows.py); nothing else branches on its name, and the worker never asks which engine it
     holds."""
     from pipeline.config.backends import backends
-    from pipeline.config.workflows import WORKFLOWS
+    from pipeline.config.workflows import workflows
     from pipeline.methods import scorers
 
     registries = {
@@ -137,7 +137,7 @@ def test_registry_no_scorers_backends_or_workflows_name_is_compared_outside_its_
         "pipeline/judge/builtin_backends.py",
         "pipeline/config/workflows.py",
     }
-    for names in (set(scorers()), set(backends()), {str(w) for w in WORKFLOWS}):
+    for names in (set(scorers()), set(backends()), set(workflows())):
         assert name_comparisons(names, registries) == [], names
     # the check finds what it looks for: literals and enum members alike
     assert name_comparisons({"none"}, set()), "the name check found no comparison of 'none' at all"

@@ -7,20 +7,6 @@ from enum import StrEnum
 from pipeline.contracts.errors import ConfigError
 
 
-class Workflow(StrEnum):
-    """The list of stages a run executes (:mod:`pipeline.workflows`)."""
-
-    comparative = "comparative"
-    # Absolute judging only (one prompt per candidate; ``absolute.modes``), no pairs.
-    absolute = "absolute"
-    # Generate the candidates first: every generator model answers every task input (``generate``), then the
-    # outputs of each input are compared against ``criteria``, and the models ranked on a leaderboard.
-    generate = "generate"
-    # Rank each context (a large pool) in adaptive rounds: fit, choose the pairs worth most, judge them (both
-    # orderings), until a budget is spent or the ranking has settled (``adaptive``).
-    adaptive = "adaptive"
-
-
 class EmptyText(StrEnum):
     """A candidate whose text is empty: refuse the input, judge a placeholder text, or leave it out."""
 

@@ -14,6 +14,7 @@ from pipeline.config.enums import ChatTemplate
 from pipeline.config.keys import base_node, refuse, required_missing, unknown_keys
 from pipeline.config.run import RunConfig
 from pipeline.config.validate import validate
+from pipeline.config.workflows import workflow
 from pipeline.contracts.errors import ConfigError
 
 
@@ -64,6 +65,10 @@ def to_run_config(cfg: Any, choices: dict[str, Any] | None = None) -> RunConfig:
         raise ConfigError(f"config: {exc}") from exc
     assert isinstance(run_cfg, RunConfig)
     run_cfg.prompt.chat_template = ChatTemplate.parse(run_cfg.prompt.chat_template)
+    try:
+        workflow(run_cfg.workflow)
+    except ValueError as exc:
+        raise ConfigError(f"config workflow: {exc}") from exc
     run_cfg.jury.judges = typed_jurors(run_cfg)
     run_cfg.criteria_options = {
         name: [_option(name, o) for o in options] for name, options in run_cfg.criteria_options.items()

@@ -15,7 +15,7 @@ from pipeline.config.assessment import (
     ReasonsConfig,
     ScoringConfig,
 )
-from pipeline.config.enums import Executor, LogLevel, Workflow
+from pipeline.config.enums import Executor, LogLevel
 from pipeline.config.judging import GenerateConfig, JudgeConfig, JuryConfig
 from pipeline.config.trust import TrustConfig
 
@@ -72,7 +72,7 @@ class PathsConfig:
 
 @dataclass
 class RunConfig:
-    workflow: Workflow = Workflow.comparative
+    workflow: str = "comparative"
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     pairs: PairsConfig = field(default_factory=PairsConfig)
     prompt: PromptConfig = field(default_factory=PromptConfig)

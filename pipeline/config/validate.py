@@ -32,7 +32,7 @@ from pipeline.config.keys import unused_settings
 from pipeline.config.run import RunConfig
 from pipeline.config.stage_plugins import stage_plugin
 from pipeline.config.templates import template_problems
-from pipeline.config.workflows import WORKFLOWS, workflow
+from pipeline.config.workflows import workflow, workflows
 from pipeline.contracts.errors import ConfigError
 
 
@@ -229,7 +229,7 @@ def jury_problems(cfg: RunConfig) -> list[str]:
     if extra and not workflow(cfg.workflow).jury:
         problems.append(
             f"config jury.judges: a jury of judges judges comparisons in workflow="
-            f"{' or '.join(str(w) for w, entry in WORKFLOWS.items() if entry.jury)}, not "
+            f"{' or '.join(str(w) for w, entry in workflows().items() if entry.jury)}, not "
             f"workflow={cfg.workflow}"
         )
     ids = [t.id for t in cfg.prompt.templates]

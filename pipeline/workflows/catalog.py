@@ -6,19 +6,17 @@ from the typed config:
 - ``adaptive``: adaptive rounds in the judge segment's place, and the rounds' part of the report.
 
 Adding a judging mode means writing its stages (:mod:`pipeline.stages`), a segment if it needs one, and a function
-here, registered in :mod:`pipeline.config.workflows` with what it does; :func:`build` composes the one ``cfg.workflow``
-names.
+that composes them, registered by an entry point with what it does (:mod:`pipeline.config.workflows`); :func:`build`
+composes the one ``cfg.workflow`` names.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
 from pipeline.config.derived import judging_identity, rating_identity
-from pipeline.config.enums import Workflow as WorkflowName
 from pipeline.config.run import RunConfig
 from pipeline.config.stage_plugins import stage_plugin
 from pipeline.config.workflows import workflow
@@ -106,21 +104,11 @@ def adaptive(cfg: RunConfig, root: Path) -> Workflow:
     )
 
 
-# Each registered workflow's composition (pipeline.config.workflows holds what it derives); a test checks that every
-# registered workflow has one.
-COMPOSE: dict[WorkflowName, Callable[[RunConfig, Path], Workflow]] = {
-    WorkflowName.comparative: assessment,
-    WorkflowName.absolute: assessment,
-    WorkflowName.generate: generate,
-    WorkflowName.adaptive: adaptive,
-}
-
-
 def build(cfg: RunConfig, root: Path) -> Workflow:
     """The workflow ``cfg.workflow`` names, composed by the function its entry registers
     (:mod:`pipeline.config.workflows`), with the stages from outside that ``extra_stages`` names at the end of their
     segments (:mod:`pipeline.config.stage_plugins`)."""
-    composed: Workflow = COMPOSE[workflow(cfg.workflow).name](cfg, root)
+    composed: Workflow = workflow(cfg.workflow).composer()(cfg, root)
     if not cfg.extra_stages:
         return composed
     names = [s.name for s in composed.segments]

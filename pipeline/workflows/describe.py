@@ -57,7 +57,7 @@ def registered() -> str:
     backends with what each supports, the scoring methods with what each gives, and the stages from outside."""
     from pipeline.config.backends import BackendEntry, Trait, backends
     from pipeline.config.stage_plugins import stage_plugins
-    from pipeline.config.workflows import WORKFLOWS
+    from pipeline.config.workflows import workflows
     from pipeline.methods.scorers.registry import scorers
 
     def marks(entry: object, names: tuple[str, ...]) -> str:
@@ -68,7 +68,7 @@ def registered() -> str:
 
     lines = ["Workflows (`workflow=`):", "", "| workflow | what it does | derives |", "|---|---|---|"]
     flags: tuple[str, ...] = ("pairs", "generated", "rounds", "jury")
-    lines += [f"| `{w}` | {e.summary} | {marks(e, flags)} |" for w, e in WORKFLOWS.items()]
+    lines += [f"| `{w}` | {e.summary} | {marks(e, flags)} |" for w, e in workflows().items()]
     lines += [
         "",
         "Judge backends (`judge.backend=`):",

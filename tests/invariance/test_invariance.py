@@ -367,7 +367,7 @@ def test_invariance_battery_covers_every_table_and_every_registered_scorer():
     """Every table port of every workflow has declared roles naming only its own columns; the battery's worlds reach
     every table of the comparative, absolute, combined, generate, jury and card paths; every registered scorer is
     scored."""
-    from pipeline.config.workflows import WORKFLOWS
+    from pipeline.config.workflows import workflows
     from pipeline.workflows.catalog import build
     from tests.invariance.world import TABLE_PORTS
 
@@ -381,7 +381,7 @@ def test_invariance_battery_covers_every_table_and_every_registered_scorer():
     cfg = dataclasses.replace(
         base(), absolute=dataclasses.replace(base().absolute, modes=list(ABSOLUTE_MODES))
     )
-    for name in WORKFLOWS:
+    for name in workflows():
         for stage in build(dataclasses.replace(cfg, workflow=name), ROOT).stages:
             for port in (*stage.reads, *stage.writes):
                 if port.schema is not None and port.file is not None:

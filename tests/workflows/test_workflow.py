@@ -260,11 +260,24 @@ def test_every_port_is_documented_once():
     assert all(p.doc and not re.search(r"\bTODO\b", p.doc) for p in declared)
 
 
-def test_every_registered_workflow_is_composed_in_the_workflows_package():
-    """The registry (pipeline.config.workflows) says what a workflow derives; its composition is the workflows
-    package's own (catalog.COMPOSE), so nothing in the config points up the layers to it."""
-    from pipeline.config import workflows as registry
-    from pipeline.workflows.catalog import COMPOSE
+def test_every_registered_workflow_is_composed_by_the_function_its_entry_names():
+    """Workflows register by entry points as backends and scorers do (pipeline.config.workflows); each names the
+    function composing its segments by text (``module:function``), loaded when the run is built, so nothing in the
+    config imports up the layers; an unknown name is refused when the config is converted, listing the valid ones."""
+    import importlib.metadata
 
-    assert set(COMPOSE) == set(registry.WORKFLOWS)
-    assert "pipeline.workflows.catalog:" not in (ROOT / "pipeline" / "config" / "workflows.py").read_text()
+    from pipeline.config.workflows import workflows
+    from pipeline.workflows import catalog
+
+    entries = workflows()
+    points = importlib.metadata.entry_points(group="llm_comparative_assessment.workflows")
+    assert set(entries) == {"comparative", "absolute", "generate", "adaptive"} == {p.name for p in points}
+    assert {e.name: e.composer() for e in entries.values()} == {
+        "comparative": catalog.assessment,
+        "absolute": catalog.assessment,
+        "generate": catalog.generate,
+        "adaptive": catalog.adaptive,
+    }
+    assert "import pipeline.workflows" not in (ROOT / "pipeline" / "config" / "workflows.py").read_text()
+    with pytest.raises(ConfigError, match="config workflow: unknown workflow 'pairwise'; valid: "):
+        compose(["workflow=pairwise"])
