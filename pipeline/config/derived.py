@@ -1,16 +1,16 @@
-"""Settings derived from the config: paths, the identities a run folder is resumed with, the jury's judges as
-judge configs. (What a stage is built with is derived where the workflows are composed: :mod:`pipeline.workflows.settings`.)
+"""Settings derived from the config wherever it is read: paths, the config as dotted keys, the jury's judges typed
+once, a judge's label. (What a stage is built with is derived where the workflows are composed:
+:mod:`pipeline.workflows.settings`.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pipeline.config.assessment import PromptConfig
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
 from pipeline.contracts.errors import ConfigError
@@ -42,49 +42,6 @@ def to_flat_dict(cfg: RunConfig) -> dict[str, Any]:
 def resolve_path(path: str, root: Path) -> Path:
     p = Path(path).expanduser()
     return p if p.is_absolute() else (root / p)
-
-
-def judging_identity(cfg: RunConfig, judge: JudgeConfig | None = None) -> dict:
-    """The settings that decide what is compared and how it is asked (the judge's own part is added from the
-    resolved judge, dtype included): a run folder's comparisons are only resumed with the same identity. ``judge``:
-    a juror of the jury (default: ``cfg.judge``), whose templates and reasoning are its own."""
-    judge = judge or cfg.judge
-    identity = {section: asdict(getattr(cfg, section)) for section in ("dataset", "pairs")}
-    identity["prompt"] = asdict(judge_templates(cfg.prompt, judge))
-    return identity | reasoning_identity(judge)
-
-
-def reasoning_identity(judge: JudgeConfig) -> dict:
-    """judge.reasoning when it is on (a judgment read after reasoning is not one read without); nothing when off,
-    so that the identity of runs without reasoning is what it was before the setting existed."""
-    return {"reasoning": asdict(judge.reasoning)} if judge.reasoning.enabled else {}
-
-
-def rating_identity(cfg: RunConfig) -> dict:
-    """The settings that decide what is rated and how (absolute modes with the templates they run, sampling,
-    read words, and the prompt frame); the combination settings are not part of it."""
-    from dataclasses import asdict
-
-    absolute = asdict(cfg.absolute)
-    used = {m: absolute["templates"].get(str(m), []) for m in cfg.absolute.modes}
-    absolute["templates"] = used
-    absolute["library"] = {
-        t: absolute["library"][t] for ids in used.values() for t in ids if t in absolute["library"]
-    }
-    for key in ("combine", "combine_weight"):
-        absolute.pop(key)
-    prompt = {
-        k: str(v)
-        for k, v in asdict(cfg.prompt).items()
-        if k in ("chat_template", "system_prompt", "too_long")
-    }
-    options = {name: [asdict(o) for o in opts] for name, opts in cfg.criteria_options.items()}
-    return {
-        "dataset": asdict(cfg.dataset),
-        "absolute": absolute,
-        "prompt": prompt,
-        "criteria_options": options,
-    } | reasoning_identity(cfg.judge)
 
 
 def typed_jurors(cfg: RunConfig) -> list[JudgeConfig]:
@@ -122,10 +79,3 @@ def typed_jurors(cfg: RunConfig) -> list[JudgeConfig]:
 def judge_label(judge: JudgeConfig) -> str:
     """A judge's name as the config gives it (``name``, else its model): the tables use the resolved one."""
     return judge.name or judge.model.rstrip("/").rsplit("/", 1)[-1]
-
-
-def judge_templates(prompt: PromptConfig, judge: JudgeConfig) -> PromptConfig:
-    """``prompt`` with the comparative templates ``judge`` answers (``judge.templates``; None: every one)."""
-    if judge.templates is None:
-        return prompt
-    return replace(prompt, templates=[t for t in prompt.templates if t.id in judge.templates])

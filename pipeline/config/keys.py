@@ -181,6 +181,11 @@ PARTS = (
 )
 
 
+def used(cfg: Any, key: str) -> bool:
+    """Whether the run uses the optional part ``key`` (:data:`PARTS`: the one place that decides it)."""
+    return next(part for part in PARTS if part.key == key).used(cfg)
+
+
 def _section(cfg: Any, key: str) -> Any:
     for part in key.split("."):
         cfg = getattr(cfg, part)

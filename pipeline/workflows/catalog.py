@@ -16,7 +16,6 @@ import logging
 from dataclasses import asdict
 from pathlib import Path
 
-from pipeline.config.derived import judging_identity, rating_identity
 from pipeline.config.run import RunConfig
 from pipeline.config.stage_plugins import stage_plugin
 from pipeline.config.workflows import workflow
@@ -25,7 +24,7 @@ from pipeline.methods.scorers.registry import scorers
 from pipeline.stages.base import Stage, WorkflowError
 from pipeline.workflows import segments
 from pipeline.workflows.core import Segment, Workflow
-from pipeline.workflows.settings import drawn_method
+from pipeline.workflows.settings import drawn_method, judging_identity, rating_identity
 
 log = logging.getLogger("pipeline")
 

@@ -16,16 +16,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pipeline.config.backends import Trait, generator_backend
-from pipeline.config.derived import judge_label, judge_templates, judging_identity, resolve_path
-from pipeline.config.enums import Executor
+from pipeline.config.derived import judge_label
 from pipeline.config.judging import JudgeConfig
+from pipeline.config.keys import used
 from pipeline.config.run import RunConfig
 from pipeline.config.workflows import workflow
-from pipeline.judge.vllm.mode import RECORD as ENGINE_MODES
-from pipeline.judge.vllm.mode import ModeRecord
 from pipeline.methods.scorers import poe_logit
-from pipeline.scoring.leaderboard import Board
 from pipeline.stages.answers import CheckAnswers
 from pipeline.stages.card import Card
 from pipeline.stages.generation import Generate, LoadTasks, MakeCandidates
@@ -40,11 +36,18 @@ from pipeline.stages.rounds import Rounds
 from pipeline.stages.scoring import Combine, Correlate, Cost, Leaderboard, Rate, Reduce, Score
 from pipeline.stages.trust import Certify, CheckTrust, DrawLabels, PPIBoard
 from pipeline.workflows.core import Segment
-from pipeline.workflows.settings import judgement_store_path, leaderboard_methods, reasons_per_group
-
-
-def cache_dir(cfg: RunConfig, root: Path) -> Path:
-    return resolve_path(cfg.paths.cache_dir, root)
+from pipeline.workflows.settings import (
+    cache_dir,
+    engine_modes,
+    judge_templates,
+    judgement_store_path,
+    judging_identity,
+    leaderboard_board,
+    leaderboard_methods,
+    own_systems,
+    ppi_board,
+    reasons_per_group,
+)
 
 
 def dataset_input(cfg: RunConfig, root: Path) -> Segment:
@@ -82,7 +85,7 @@ def prompts(
     judging and rating identities they are resumed under. ``comparative=False``: absolute prompts only."""
     every_pair = workflow(cfg.workflow).rounds  # the rounds may choose any pair
     jury = (PrepareJurors(juror_seats(cfg, root, {}, rating)),) if cfg.jury.judges else ()
-    trust = (CheckTrust(cfg.trust, tuple(t.id for t in cfg.prompt.templates)),) if cfg.trust.enabled else ()
+    trust = (CheckTrust(cfg.trust, tuple(t.id for t in cfg.prompt.templates)),) if used(cfg, "trust") else ()
     return Segment(
         "prompts",
         (
@@ -115,18 +118,6 @@ def judge_stage(cfg: RunConfig, root: Path, judge: JudgeConfig | None = None) ->
         keep_workers=own and reasons_per_group(cfg) > 0,
         engine_modes=engine_modes(cfg, root),
     )
-
-
-def mode_record(cfg: RunConfig, root: Path) -> ModeRecord:
-    """This machine's record of the engine's modes, for the place the run's engine runs: a Ray worker for the Ray
-    executor, this process otherwise (what ``make engine-modes`` measures and writes)."""
-    return ModeRecord(cache_dir(cfg, root) / ENGINE_MODES, in_actor=cfg.runtime.executor == Executor.ray)
-
-
-def engine_modes(cfg: RunConfig, root: Path) -> ModeRecord | None:
-    """The record the judge stage reads for ``enforce_eager=auto`` (:func:`mode_record`); None: a workflow whose
-    generators share the judge's engine keeps their mode (vLLM's default for the device)."""
-    return None if workflow(cfg.workflow).generated else mode_record(cfg, root)
 
 
 def judging(cfg: RunConfig, root: Path) -> Segment:
@@ -181,19 +172,6 @@ def rounds(cfg: RunConfig, root: Path) -> Segment:
     return Segment("judge", (Rounds(cfg.adaptive, judge_stage(cfg, root)),))
 
 
-def leaderboard_board(cfg: RunConfig) -> Board:
-    """How the run's leaderboard is made (``leaderboard``: bootstrap, games, controls)."""
-    board = cfg.leaderboard
-    return Board(
-        board.rounds,
-        board.level,
-        board.seed,
-        str(board.games),
-        tuple(str(c) for c in board.control),
-        board.baseline,
-    )
-
-
 def scoring(cfg: RunConfig, root: Path, logit: poe_logit.Settings = poe_logit.DEFAULTS) -> Segment:
     """Reduce the judgments, ask the judge's reasons, score (comparative, absolute, combined), rank the models,
     correlate with people and cost every approach. ``logit``: how ``poe_logit`` fits."""
@@ -219,26 +197,11 @@ def scoring(cfg: RunConfig, root: Path, logit: poe_logit.Settings = poe_logit.DE
             MetaEvaluate(cfg.leaderboard.level),
             DrawLabels(cfg.trust, templates),
             Certify(cfg.trust, templates),
-            PPIBoard(cfg.trust.enabled and cfg.trust.ppi, cfg.leaderboard.level),
+            PPIBoard(ppi_board(cfg), cfg.leaderboard.level),
             Card(own_systems(cfg), cfg.scoring.signal_alpha, leaderboard_board(cfg)),
             Cost(),
         ),
     )
-
-
-def own_systems(cfg: RunConfig) -> dict[str, tuple[str, ...]]:
-    """Per judge (the run's and the jury's), the generators that run on its own model in-process: where a judge
-    compares its own outputs with others', its card measures its self-preference."""
-    out = {}
-    for judge in [cfg.judge, *cfg.jury.judges]:
-        own = tuple(
-            g.name
-            for g in cfg.generate.models
-            if g.model == judge.model and Trait.ENDPOINT not in generator_backend(g, cfg.judge).traits
-        )
-        if own and workflow(cfg.workflow).generated:
-            out[judge_label(judge)] = own
-    return out
 
 
 def report(
@@ -251,7 +214,7 @@ def report(
             plot_method,
             cfg.leaderboard.level,
             full_leaderboard=full_leaderboard,
-            ppi=cfg.trust.enabled and cfg.trust.ppi,
+            ppi=ppi_board(cfg),
         ),
     )
     if adaptive:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.config.derived import judge_templates, judging_identity, typed_jurors
+from pipeline.config.derived import typed_jurors
 from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.errors import ConfigError
+from pipeline.workflows.settings import judge_templates, judging_identity
 from tests.conftest import compose
 
 API_JUROR = (
