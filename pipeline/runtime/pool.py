@@ -377,7 +377,7 @@ class ActorPool:
         typical, seconds = self.pace.typical(), now - slot.busy_since
         took = "none has finished yet" if typical is None else f"they take {typical:.1f} s"
         log.warning(
-            f"{self.name} worker {slot.worker} has run one batch for {seconds:.0f} s ({took}): slow or stuck"
+            f"{self.name} worker {slot.worker} has run one batch for {seconds:.0f} s ({took}): a slow or stuck worker"
         )
         self._record(
             {"event": "worker_slow", "worker": slot.worker, "node": slot.node, "seconds": round(seconds, 1)}

@@ -66,31 +66,31 @@ def registered() -> str:
     def supports(entry: BackendEntry) -> str:
         return ", ".join((["answers"] if entry.answers else []) + Trait.names(entry.traits)) or "-"
 
-    lines = ["Workflows (`workflow=`):", "", "| workflow | what it does | derives |", "|---|---|---|"]
-    flags: tuple[str, ...] = ("pairs", "generated", "rounds", "jury")
-    lines += [f"| `{w}` | {e.summary} | {marks(e, flags)} |" for w, e in workflows().items()]
-    lines += [
+    def table(title: str, head: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+        rows = rows or [("-", "none installed", *("-",) * (len(head) - 2))]
+        return [
+            title,
+            "",
+            f"| {' | '.join(head)} |",
+            "|" + "---|" * len(head),
+            *(f"| {' | '.join(r)} |" for r in rows),
+        ]
+
+    flags: tuple[str, ...] = ("stderr", "ties", "contradictions", "batched", "leaderboard")
+    shape = ("pairs", "generated", "rounds", "jury")
+    lines = [
+        *table("Workflows (`workflow=`):", ("workflow", "what it does", "derives"),
+               [(f"`{w}`", e.summary, marks(e, shape)) for w, e in workflows().items()]),
         "",
-        "Judge backends (`judge.backend=`):",
+        *table("Judge backends (`judge.backend=`):", ("backend", "what it is", "supports", "where it runs"),
+               [(f"`{n}`", e.summary, supports(e), e.runs) for n, e in backends().items()]),
         "",
-        "| backend | what it is | supports | where it runs |",
-    ]
-    lines += ["|---|---|---|---|"]
-    lines += [f"| `{n}` | {e.summary} | {supports(e)} | {e.runs} |" for n, e in backends().items()]
-    lines += [
+        *table("Scoring methods (`scoring.methods=`):", ("method", "what it is", "gives"),
+               [(f"`{n}`", e.summary, marks(e, flags)) for n, e in scorers().items()]),
         "",
-        "Scoring methods (`scoring.methods=`):",
-        "",
-        "| method | what it is | gives |",
-        "|---|---|---|",
-    ]
-    flags = ("stderr", "ties", "contradictions", "batched", "leaderboard")
-    lines += [f"| `{n}` | {e.summary} | {marks(e, flags)} |" for n, e in scorers().items()]
-    lines += ["", "Stages from outside (`extra_stages=`):", "", "| stage | what it does | joins segment |"]
-    lines += ["|---|---|---|"]
-    lines += [f"| `{n}` | {e.summary} | {e.segment} |" for n, e in stage_plugins().items()] or [
-        "| - | none installed | - |"
-    ]
+        *table("Stages from outside (`extra_stages=`):", ("stage", "what it does", "joins segment"),
+               [(f"`{n}`", e.summary, e.segment) for n, e in stage_plugins().items()]),
+    ]  # fmt: skip
     return "\n".join(lines)
 
 
