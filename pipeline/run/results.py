@@ -1,4 +1,4 @@
-"""Open a finished run's folder: its tables as Polars frames (for notebooks and scripts)."""
+"""Open a finished run's folder: its config and every table it wrote, as Polars frames (for notebooks and scripts)."""
 
 from __future__ import annotations
 
@@ -9,53 +9,24 @@ from pathlib import Path
 import polars as pl
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunTables:
+    """A finished run: its folder, its config, and each table of ``tables/`` by name as an attribute
+    (``run.scores``, ``run.judge_card``, ``run.accepted``...): an empty frame for a table the run did not write (an
+    absolute-only run's comparisons, an older run's newer tables); :meth:`names` lists those it wrote."""
+
     run_dir: Path
     config: dict
-    judgments: pl.DataFrame
-    comparisons: pl.DataFrame
-    position_bias: pl.DataFrame
-    scores: pl.DataFrame
-    correlations: pl.DataFrame
-    candidates: pl.DataFrame
-    human_scores: pl.DataFrame
-    # Absolute assessment (empty frames for a comparative-only run).
-    ratings: pl.DataFrame
-    cost: pl.DataFrame
-    assessment: pl.DataFrame
-    # Models (the candidates' system) with intervals, the judge's reasons, generated outputs (empty if none).
-    leaderboard: pl.DataFrame
-    reasons: pl.DataFrame
-    generations: pl.DataFrame
-    # The judge's report card and its reliability diagrams (empty for runs made before them).
-    judge_card: pl.DataFrame
-    judge_reliability: pl.DataFrame
+
+    def names(self) -> list[str]:
+        return sorted(p.stem for p in (self.run_dir / "tables").glob("*.parquet"))
+
+    def __getattr__(self, name: str) -> pl.DataFrame:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        path = self.run_dir / "tables" / f"{name}.parquet"
+        return pl.read_parquet(path) if path.exists() else pl.DataFrame()
 
 
 def load_run(run_dir: Path) -> RunTables:
-    tables = run_dir / "tables"
-
-    def read(name: str) -> pl.DataFrame:
-        path = tables / f"{name}.parquet"
-        return pl.read_parquet(path) if path.exists() else pl.DataFrame()
-
-    return RunTables(
-        run_dir=run_dir,
-        config=json.loads((run_dir / "config.json").read_text()),
-        judgments=read("judgments"),
-        comparisons=read("comparisons"),
-        position_bias=read("position_bias"),
-        scores=read("scores"),
-        correlations=read("correlations"),
-        candidates=read("candidates"),
-        human_scores=read("human_scores"),
-        ratings=read("ratings"),
-        cost=read("cost"),
-        assessment=read("assessment"),
-        leaderboard=read("leaderboard"),
-        reasons=read("reasons"),
-        generations=read("generations"),
-        judge_card=read("judge_card"),
-        judge_reliability=read("judge_reliability"),
-    )
+    return RunTables(Path(run_dir), json.loads((Path(run_dir) / "config.json").read_text()))

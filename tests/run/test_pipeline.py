@@ -226,6 +226,10 @@ def test_notebook_runs_on_the_finished_run(demo_run, monkeypatch):
     namespace = run_notebook(result.run_dir, monkeypatch)
     assert namespace["run"].scores.height > 0 and namespace["fig1"] is not None
     assert namespace["card"].height >= 1 and namespace["fig_card"] is not None  # the judge's report card
+    # every table the run wrote, by name; one it did not write is an empty frame
+    tables = namespace["run"]
+    assert {"scores", "comparisons", "judge_card", "leaderboard"} <= set(tables.names())
+    assert tables.judge_card.height >= 1 and tables.no_such_table.is_empty()
 
 
 def test_the_notebook_runs_in_its_jupyter_kernel(demo_run, monkeypatch):
