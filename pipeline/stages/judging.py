@@ -116,9 +116,10 @@ def judge_steps(
 ) -> list[MapStep]:
     """The streamed chain: prompt generation per shard (on the driver as the judge's pool reads it: far lighter
     than a task), then the judge (one engine per actor), one engine batch per call so results reach the driver and
-    the store batch by batch. The judgement ``store`` is consulted and written on the driver (:class:`pipeline.judge.stored.StoreFront`:
-    close it after the stream). A worker whose engine dies records it in ``events`` and is replaced at most
-    ``max_restarts`` times (its batch judged again); ``eager``: the engine's mode (:func:`pipeline.judge.vllm.mode.settled`)."""
+    the store batch by batch. The judgement ``store`` is consulted and written on the driver
+    (:class:`pipeline.judge.stored.StoreFront`: close it after the stream). A worker whose engine dies records it in
+    ``events`` and is replaced at most ``max_restarts`` times (its batch judged again); ``eager``: the engine's mode
+    (:func:`pipeline.judge.vllm.mode.settled`)."""
     task = Task(spec, plan.requests(), plan.frame)
     return [
         MapStep(

@@ -191,6 +191,8 @@ def combine_stats(stats: list[JudgeStats], prompts: int, seconds: float) -> Judg
     judged = sum(s.judged_now for s in stats)
     judge_seconds = sum(s.seconds for s in stats)
     money = [s.money for s in stats if s.money is not None]
+    # the mode of the last round that started an engine: the workers kept for the stages after (the reasons)
+    chose = next((s for s in reversed(stats) if s.engine_eager is not None), stats[-1])
     return dataclasses.replace(
         stats[-1],
         prompts=prompts,
@@ -205,6 +207,8 @@ def combine_stats(stats: list[JudgeStats], prompts: int, seconds: float) -> Judg
         billed_prompt_tokens=sum(s.billed_prompt_tokens for s in stats),
         billed_completion_tokens=sum(s.billed_completion_tokens for s in stats),
         money=sum(money) if money else None,
+        engine_mode=chose.engine_mode,
+        engine_eager=chose.engine_eager,
         logprobs_read=sum(s.logprobs_read for s in stats),
         missing_logprobs=sum(s.missing_logprobs for s in stats),
         usage_unknown=sum(s.usage_unknown for s in stats),
