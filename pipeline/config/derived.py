@@ -11,8 +11,10 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from pipeline.config.backends import Trait, backend
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
+from pipeline.config.workflows import workflow
 from pipeline.contracts.errors import ConfigError
 
 
@@ -79,3 +81,15 @@ def typed_jurors(cfg: RunConfig) -> list[JudgeConfig]:
 def judge_label(judge: JudgeConfig) -> str:
     """A judge's name as the config gives it (``name``, else its model): the tables use the resolved one."""
     return judge.name or judge.model.rstrip("/").rsplit("/", 1)[-1]
+
+
+def reasons_per_group(cfg: RunConfig) -> int:
+    """How many comparisons per attribute and template get the judge's reasons (``reasons.n``, or the workflow's
+    default where the judge's backend can generate them)."""
+    if cfg.reasons.n is not None:
+        return cfg.reasons.n
+    try:
+        generates = Trait.GENERATION in backend(cfg.judge.backend).traits
+    except ValueError:  # an unknown backend: refused, with its key, by the judge's own check
+        return 0
+    return workflow(cfg.workflow).reasons if generates else 0

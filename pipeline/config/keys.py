@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.config.derived import reasons_per_group
 from pipeline.config.workflows import workflow
 from pipeline.contracts.errors import ConfigError
 
@@ -172,7 +173,7 @@ PARTS = (
     ),
     Part(
         "reasons",
-        lambda c: c.reasons.n is not None or workflow(c.workflow).reasons > 0,
+        lambda c: reasons_per_group(c) > 0,
         "the judge's reasons",
         "set reasons.n=<pairs>",
         ("n",),

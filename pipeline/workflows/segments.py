@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pipeline.config.derived import judge_label
+from pipeline.config.derived import judge_label, reasons_per_group
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.keys import used
 from pipeline.config.run import RunConfig
@@ -46,7 +46,6 @@ from pipeline.workflows.settings import (
     leaderboard_methods,
     own_systems,
     ppi_board,
-    reasons_per_group,
 )
 
 

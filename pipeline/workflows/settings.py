@@ -25,14 +25,6 @@ from pipeline.methods.scorers.registry import ranked, scorers
 from pipeline.scoring.leaderboard import Board
 
 
-def reasons_per_group(cfg: RunConfig) -> int:
-    """How many comparisons per attribute and template get the judge's reasons (``reasons.n``, or the workflow's
-    default where the judge's backend can generate them)."""
-    if cfg.reasons.n is not None:
-        return cfg.reasons.n
-    return workflow(cfg.workflow).reasons if Trait.GENERATION in backend(cfg.judge.backend).traits else 0
-
-
 def leaderboard_methods(cfg: RunConfig) -> list[str]:
     """The methods whose mean scores the leaderboard reports (``leaderboard.methods``, or its default)."""
     if cfg.leaderboard.methods is not None:
