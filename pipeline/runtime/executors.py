@@ -1,5 +1,5 @@
-"""The executor a run streams its work through (``runtime.executor``): imported by the run, never by a stage, as it is
-the one module of the package that reaches Ray (:mod:`pipeline.runtime.ray_data`)."""
+"""The executor a run streams its work through (``runtime.executor``): imported by the run, never by a stage; the way
+the run reaches Ray (:mod:`pipeline.runtime.ray_data`, whose pool and cluster modules import it)."""
 
 from __future__ import annotations
 
