@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, fields
+from dataclasses import fields
 from datetime import datetime
 from pathlib import Path
 
-from pipeline.config.derived import resolve_path
+from pipeline.config.derived import recorded, resolve_path
 from pipeline.config.judging import JudgeConfig
 from pipeline.config.run import RunConfig
 from pipeline.config.workflows import workflow
+from pipeline.contracts.errors import UserError
+from pipeline.contracts.values import name_part
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,7 @@ def _compared(config: dict) -> dict:
 def latest_matching_run(cfg: RunConfig, root: Path) -> Path | None:
     """The newest run folder under ``<output_root>/runs`` whose ``config.json`` is this configuration (apart
     from where and how it runs: paths, runtime, tracking, logging, the judge's placement)."""
-    wanted = _compared(json.loads(json.dumps(asdict(cfg), default=str)))
+    wanted = _compared(recorded(cfg))
     folders = sorted(
         (resolve_path(cfg.paths.output_root, root) / "runs").glob("*/*/config.json"),
         key=lambda p: p.stat().st_mtime,
@@ -68,14 +70,40 @@ def resolve_latest(cfg: RunConfig, root: Path) -> RunConfig:
     )
 
 
+def is_run_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a run's: its config.json is a run's config (a model's checkpoint has a config.json too)."""
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and {"workflow", "dataset", "judge"} <= config.keys()
+
+
+def check_run_dir(folder: Path) -> Path:
+    """``folder`` if a run may write there: a run's folder (to continue it; one killed before its config.json too),
+    or a new or empty one. A folder of
+    anything else (a model's checkpoint, a data set) is refused: a run would overwrite its config.json and mix its
+    tables into it."""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        raise UserError(f"config paths.run_dir={folder} is not a folder")
+    begun = {".run.lock", "tables", "run.log"}  # what a run makes before its config.json
+    if folder.exists() and not is_run_folder(folder) and any(p.name not in begun for p in folder.iterdir()):
+        raise UserError(
+            f"config paths.run_dir={folder} holds files that are not a run's (no run's config.json); give a run's "
+            "folder to continue it, or a new or empty one"
+        )
+    return folder
+
+
 def plan_run_dir(cfg: RunConfig, root: Path) -> Path:
-    """This run's folder: ``paths.run_dir``, or a new ``<output_root>/runs/<date>/<time>-<dataset>``."""
+    """This run's folder: ``paths.run_dir`` (a run's folder, or a new or empty one: :func:`check_run_dir`), or a new
+    ``<output_root>/runs/<date>/<time>-<dataset>``."""
     if cfg.paths.run_dir:
-        return resolve_path(cfg.paths.run_dir, root)
+        return check_run_dir(resolve_path(cfg.paths.run_dir, root))
     now = datetime.now()
     base = resolve_path(cfg.paths.output_root, root) / "runs" / now.strftime("%Y-%m-%d")
     label = str(cfg.workflow) if workflow(cfg.workflow).generated else cfg.dataset.name
-    name = f"{now.strftime('%H-%M-%S')}-{label}"
+    name = f"{now.strftime('%H-%M-%S')}-{name_part(label)}"  # a name cannot leave the output root
     run_dir, n = base / name, 1
     while run_dir.exists():
         n += 1

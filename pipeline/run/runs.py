@@ -3,7 +3,7 @@ folder's name or its MLflow run id (the review's ``RUN=``), and the MLflow store
 
 A run's status is read from its folder: ``running`` while a process holds its lock (:mod:`pipeline.run.lock`),
 ``finished`` once its summary is written, ``failed`` when its log says so, else ``stopped`` (killed, or ended before
-its summary).
+its summary); ``unreadable`` when its config.json is empty or torn (listed and named, never chosen as ``latest``).
 """
 
 from __future__ import annotations
@@ -79,24 +79,40 @@ def _card(folder: Path) -> Any:
     return pl.read_parquet(path, columns=columns) if path.exists() else None
 
 
+def _json(path: Path) -> dict | None:
+    """A JSON object file's content; None when it is missing, empty, torn or not an object."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def info(folder: Path) -> RunInfo:
-    """A run folder's status and key numbers."""
-    config = json.loads((folder / "config.json").read_text())
-    tracking = folder / "tracking.json"
-    run_id = json.loads(tracking.read_text()).get("run_id") if tracking.exists() else None
-    judge = config.get("judge", {})
-    card = _card(folder)
-    spearman, method = _best(folder, card)
+    """A run folder's status and key numbers; a folder whose config.json cannot be read (empty, torn: a run killed
+    while writing it, or not a run's) has the status ``unreadable`` and nothing else."""
+    config = _json(folder / "config.json")
+    if config is None:
+        return RunInfo(folder, "unreadable", "", "", "", 0, None, None, None)
+    run_id = (_json(folder / "tracking.json") or {}).get("run_id")
+    judge = config.get("judge") if isinstance(config.get("judge"), dict) else {}
+    dataset = config.get("dataset") if isinstance(config.get("dataset"), dict) else {}
+    try:
+        card = _card(folder)
+        spearman, method = _best(folder, card)
+        judgments = _rows(folder / "tables" / "judgments.parquet")
+    except Exception:  # a torn table: the run's status is still worth listing
+        card, spearman, method, judgments = None, None, "(a table is unreadable)", 0
     return RunInfo(
         folder=folder,
         status=_status(folder),
         workflow=str(config.get("workflow", "")),
-        dataset=str(config.get("dataset", {}).get("name", "")),
+        dataset=str(dataset.get("name", "")),
         judge=str(judge.get("name") or judge.get("model", "")),
-        judgments=_rows(folder / "tables" / "judgments.parquet"),
+        judgments=judgments,
         spearman=spearman,
         method=method,
-        mlflow_run_id=run_id,
+        mlflow_run_id=run_id if isinstance(run_id, str) else None,
         informative=None if card is None else (int(card["informative"].sum()), card.height),
     )
 
@@ -114,8 +130,8 @@ def find_run(ref: str | None, output_root: Path) -> Path:
     ``latest`` for the latest finished run. :class:`UserError` naming what was looked at when none matches."""
     if ref and Path(ref).is_dir():
         folder = Path(ref).resolve()
-        if not (folder / "config.json").exists():
-            raise UserError(f"{folder} is not a run folder (no config.json)")
+        if _json(folder / "config.json") is None:
+            raise UserError(f"{folder} is not a run folder (no readable config.json)")
         return folder
     known = runs(output_root)
     if not ref or ref == "latest":
@@ -123,7 +139,9 @@ def find_run(ref: str | None, output_root: Path) -> Path:
         if not finished:
             raise UserError(f"no finished run under {output_root / 'runs'}; run `make run` first")
         return finished[-1].folder
-    matches = [r.folder for r in known if ref in (r.folder.name, r.mlflow_run_id)]
+    matches = [
+        r.folder for r in known if ref in (r.folder.name, r.mlflow_run_id) and r.status != "unreadable"
+    ]
     if len(matches) == 1:
         return matches[0]
     if matches:
