@@ -9,7 +9,8 @@ invite  print each reviewer's personal link (``--reviewer ann --reviewer bob``, 
         the owner's link to the agreement page; the links hold keys made from the review folder's secret.
 report  the agreement of every answer so far with the judge and between reviewers: printed, written to
         ``RUN_DIR/review/agreement.csv``, ``confusion.csv`` and ``labels.csv``, and logged to MLflow (a child run
-        of the run's own).
+        of the run's own, in the store ``--tracking-uri`` names or the project's own: never the one the run
+        folder's ``tracking.json`` names).
 
 RUN_DIR is a run folder, a folder's name or an MLflow run id (``make runs`` lists them), under ``--root`` (default
 ``paths.output_root`` as configured); it defaults to the latest finished run there. Errors a user can fix print their message and
@@ -31,9 +32,15 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 def _run_dir(value: str | None, root: str | None) -> Path:
     """The run folder ``value`` names (a folder, a folder's name or an MLflow run id; default the latest finished
     run) under ``root`` (default ``paths.output_root`` as configured)."""
-    from pipeline.run.runs import configured_root, find_run
+    from pipeline.run.runs import find_run
 
-    return find_run(value, Path(root).resolve() if root else configured_root())
+    return find_run(value, _root(root))
+
+
+def _root(root: str | None) -> Path:
+    from pipeline.run.runs import configured_root
+
+    return Path(root).resolve() if root else configured_root()
 
 
 def _count(least: int):
@@ -71,6 +78,11 @@ def parser() -> argparse.ArgumentParser:
             "--root", help="the output root the runs are under (default: paths.output_root as configured)"
         )
         sub.add_argument("--folder", help="the review folder (default: RUN_DIR/review)")
+        sub.add_argument(
+            "--tracking-uri",
+            help="the MLflow store to log the agreement to (default: the project's own, tracking.tracking_uri or "
+            "the local store under the output root; never the one a run folder names)",
+        )
         if name == "invite":
             sub.add_argument(
                 "--reviewer", action="append", required=True, help="a reviewer (repeat for more)"
@@ -118,6 +130,9 @@ def _main(args: argparse.Namespace) -> int:
     from pipeline.review.sample import Strategy, open_sample
 
     run_dir = _run_dir(args.run_dir, args.root)
+    uri = args.tracking_uri or results.own_tracking_uri(
+        run_dir, Path(args.root).resolve() if args.root else None
+    )
     folder = Path(args.folder).resolve() if args.folder else run_dir / "review"
     if args.command == "invite":
         from pipeline.review.keys import personal_links, review_secret
@@ -137,7 +152,7 @@ def _main(args: argparse.Namespace) -> int:
         print(result.text())
         print(f"\ntables: {', '.join(str(p) for p in files)}")
         try:
-            child = results.log_to_mlflow(result, files)
+            child = results.log_to_mlflow(result, files, uri)
         except Exception as exc:  # the tables are written; say why MLflow is not up to date
             print(f"error: could not log to MLflow: {exc}", file=sys.stderr)
             return 1
@@ -151,7 +166,7 @@ def _main(args: argparse.Namespace) -> int:
     invited = [check_reviewer(r.strip()) for r in (args.reviewers or "").split(",") if r.strip()]
     strategy = Strategy(args.strategy) if args.strategy else None
     sample = open_sample(run_dir, folder, strategy, args.n, args.seed)
-    state = ReviewState.open(sample, args.reviewer, open_review=args.open)
+    state = ReviewState.open(sample, args.reviewer, open_review=args.open, tracking_uri=uri)
     if args.host not in LOOPBACK:
         print(
             f"warning: serving on {args.host}: anyone who can reach this machine can read the run's texts"

@@ -62,6 +62,8 @@ class ReviewState:
     reviewer: str | None = None  # the reviewer named on the command line, if any
     # an open review: anyone who reaches the page may answer under any name (no keys)
     open_review: bool = False
+    # where the agreement is logged: the user's tracking URI or the project's own (review.results.own_tracking_uri)
+    tracking_uri: str | None = None
     # one publication at a time (two reviewers finishing together must not create two MLflow child runs)
     publishing: threading.Lock = field(default_factory=threading.Lock)
     # the last agreement computed and the answers it was computed from (the bootstrap is not free)
@@ -102,7 +104,11 @@ class ReviewState:
 
     @classmethod
     def open(
-        cls, sample: ReviewSample, reviewer: str | None = None, open_review: bool = False
+        cls,
+        sample: ReviewSample,
+        reviewer: str | None = None,
+        open_review: bool = False,
+        tracking_uri: str | None = None,
     ) -> ReviewState:
         import json
 
@@ -125,7 +131,17 @@ class ReviewState:
             )
         contexts = dict(candidates.select("context_id", "context").unique("context_id").iter_rows())
         log_ = AnswerLog(sample.folder / "answers.jsonl")
-        return cls(sample, log_, config, review_secret(sample.folder), contexts, texts, reviewer, open_review)
+        return cls(
+            sample,
+            log_,
+            config,
+            review_secret(sample.folder),
+            contexts,
+            texts,
+            reviewer,
+            open_review,
+            tracking_uri,
+        )
 
     def token(self, reviewer: str, item: str) -> str:
         """A form's token: an HMAC in a domain of its own ("token"), so that no token is ever another reviewer's key
@@ -348,7 +364,7 @@ def publish(state: ReviewState) -> report.Agreement:
         result = state.agreement()
         files = results.write(result)
         try:
-            results.log_to_mlflow(result, files)
+            results.log_to_mlflow(result, files, state.tracking_uri)
         except Exception:  # the tables are on disk; `review report` brings MLflow up to date later
             log.exception("could not log the review to MLflow; the tables are in %s", state.sample.folder)
         return result

@@ -1,5 +1,5 @@
 """Where the review's agreement goes: the review folder's tables (``agreement.csv``, ``confusion.csv``, ``labels.csv``,
-the reviewers' notes neutralised against spreadsheet formulas) and a child run of the run's MLflow run."""
+every text cell neutralised against spreadsheet formulas) and a child run of the run's MLflow run."""
 
 from __future__ import annotations
 
@@ -7,79 +7,76 @@ import json
 import logging
 from pathlib import Path
 
-import polars as pl
-
 from pipeline.review.agreement import Agreement
+from pipeline.run.runs import configured_root
+from pipeline.storage.csv import write_csv
 
 log = logging.getLogger(__name__)
 
 
-# A cell that a spreadsheet would read as a formula starts with one of these; the reviewers' free text (their notes)
-# is written with a leading apostrophe there (OWASP's neutralisation of CSV injection), so that opening labels.csv runs
-# nothing. Ids and names are not free text (checked where they are made) and are written as they are.
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-FREE_TEXT = ("note",)
-
-
-def neutralised(frame: pl.DataFrame) -> pl.DataFrame:
-    """``frame`` with every free-text cell that starts like a formula prefixed with an apostrophe."""
-    return frame.with_columns(
-        pl.when(pl.any_horizontal([pl.col(c).str.starts_with(p) for p in FORMULA_START]))
-        .then(pl.lit("'") + pl.col(c))
-        .otherwise(pl.col(c))
-        .alias(c)
-        for c in FREE_TEXT
-        if c in frame.columns
-    )
-
-
 def write(result: Agreement) -> list[Path]:
-    """``agreement.csv``, ``confusion.csv`` and ``labels.csv`` (its notes neutralised) in the review folder."""
+    """``agreement.csv``, ``confusion.csv`` and ``labels.csv`` in the review folder (every text cell neutralised:
+    :mod:`pipeline.storage.csv`)."""
     folder = result.sample.folder
-    paths = [folder / "agreement.csv", folder / "confusion.csv", folder / "labels.csv"]
-    frames = (result.table, result.confusion, neutralised(result.labels))
-    for frame, path in zip(frames, paths, strict=True):
-        tmp = path.with_suffix(".tmp")
-        frame.write_csv(tmp)
-        tmp.replace(path)
-    return paths
+    frames = {"agreement.csv": result.table, "confusion.csv": result.confusion, "labels.csv": result.labels}
+    return [write_csv(frame, folder / name) for name, frame in frames.items()]
 
 
-def _parent_run(run_dir: Path) -> tuple[str, str] | None:
-    """(tracking URI, MLflow run id) of the run, from its ``tracking.json``, or else the run folder's tag in the
-    local store beside it (runs written before ``tracking.json`` existed); None without MLflow."""
-    recorded = run_dir / "tracking.json"
-    if recorded.exists():
-        meta = json.loads(recorded.read_text())
-        return meta["tracking_uri"], meta["run_id"]
-    config = json.loads((run_dir / "config.json").read_text())
-    tracking = config.get("tracking") or {}
-    if not tracking.get("enabled", True):
-        return None
-    db = run_dir.parent.parent.parent / "mlflow" / "mlflow.db"
-    uri = tracking.get("tracking_uri") or (f"sqlite:///{db.resolve()}" if db.exists() else None)
-    if uri is None:
-        return None
+def own_tracking_uri(run_dir: Path, output_root: Path | None) -> str | None:
+    """The project's own tracking store: ``tracking.tracking_uri`` as configured, else the local store of the output
+    root (``--root``; else the one the run folder is under, ``<root>/runs/<date>/<run>``; else the configured one),
+    None when there is none. Never the URI a run folder's ``tracking.json`` names: a folder received from someone
+    else would send the review's labels and notes to their server."""
+    from pipeline.config.hydra import compose
+
+    configured = compose([]).tracking.tracking_uri
+    if configured:
+        return configured
+    roots = [output_root] if output_root else [run_dir.parent.parent.parent, configured_root()]
+    db = next((r / "mlflow" / "mlflow.db" for r in roots if (r / "mlflow" / "mlflow.db").exists()), None)
+    return f"sqlite:///{db.resolve()}" if db else None
+
+
+def _parent_run(run_dir: Path, uri: str) -> str | None:
+    """The run's MLflow run id in the store at ``uri``: the one its ``tracking.json`` names when it is there, else
+    the run tagged with the run folder (runs written before ``tracking.json`` existed); None when it has none."""
+    from mlflow.exceptions import MlflowException
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
+    try:
+        recorded = json.loads((run_dir / "tracking.json").read_text()).get("run_id")
+    except (OSError, ValueError, AttributeError):
+        recorded = None
+    if isinstance(recorded, str):
+        try:
+            return client.get_run(recorded).info.run_id
+        except MlflowException:
+            pass  # not in this store
     experiments = [e.experiment_id for e in client.search_experiments()]
-    runs = client.search_runs(experiments, filter_string=f"tags.run_dir = '{run_dir}'", max_results=1)
-    return (uri, runs[0].info.run_id) if runs else None
+    folder = str(run_dir)
+    quote = next((q for q in "'\"" if q not in folder), None)
+    if quote is None:  # a path holding both quotes: no filter can name it, look through the tagged runs
+        tagged = client.search_runs(experiments, filter_string="tags.run_dir != ''", max_results=50_000)
+        found = [r for r in tagged if r.data.tags.get("run_dir") == folder]
+    else:
+        found = client.search_runs(experiments, f"tags.run_dir = {quote}{folder}{quote}", max_results=1)
+    return found[0].info.run_id if found else None
 
 
-def log_to_mlflow(result: Agreement, files: list[Path]) -> str | None:
-    """Log the metrics and files to the review's child run of the run's MLflow run; its id (None without one)."""
-    parent = _parent_run(result.sample.run_dir)
-    if parent is None:
-        log.info("the run has no MLflow run: the agreement is in %s only", result.sample.folder)
+def log_to_mlflow(result: Agreement, files: list[Path], uri: str | None) -> str | None:
+    """Log the metrics and files to the review's child run of the run's MLflow run in the store at ``uri`` (the
+    user's, or :func:`own_tracking_uri`); its id (None when the store has no run of it)."""
+    parent_id = _parent_run(result.sample.run_dir, uri) if uri else None
+    if parent_id is None:
+        log.info("the run has no MLflow run in %s: the agreement is in %s only", uri, result.sample.folder)
         return None
-    uri, parent_id = parent
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
     record = result.sample.folder / "mlflow.json"
-    child_id = json.loads(record.read_text())["run_id"] if record.exists() else None
+    known = json.loads(record.read_text()) if record.exists() else {}
+    child_id = known.get("run_id") if known.get("tracking_uri") == uri else None
     if child_id is None:
         experiment = client.get_run(parent_id).info.experiment_id
         child = client.create_run(

@@ -25,6 +25,7 @@ from pipeline.reporting.summary import absolute_text, mlflow_metrics, summary_te
 from pipeline.reporting.trust_report import ppi_text, risk_coverage_figure, trust_text
 from pipeline.stages import ports
 from pipeline.stages.base import Stage, StageContext
+from pipeline.storage.csv import write_csv
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,7 @@ class Report(Stage):
             ppi=pl.from_arrow(ppi_leaderboard),
         )
         for name, frame in t.csv_files().items():
-            frame.write_csv(run_dir / name)
-            ctx.files.append(run_dir / name)
+            ctx.files.append(write_csv(frame, run_dir / name))
         counts = {k: float(v) for k, v in input_report.counts().items()}
         ctx.metrics.update(mlflow_metrics(t.correlations, t.bias, counts))
         summary = self._summary(t, judge_stats)
@@ -284,8 +284,7 @@ class ReportRounds(Stage):
         summary = "\n\n".join(p for p in parts if p)
         for name, table in (("rounds.csv", frame), ("ranking.csv", ranking)):
             if table.height:
-                table.write_csv(run_dir / name)
-                ctx.files.append(run_dir / name)
+                ctx.files.append(write_csv(table, run_dir / name))
         if self.plots:
             plot_dir = run_dir / "plots"
             plot_dir.mkdir(exist_ok=True)

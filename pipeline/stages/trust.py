@@ -21,6 +21,7 @@ from pipeline.scoring.ppi_board import ppi_board
 from pipeline.scoring.trust_table import ESCALATED, cascade_jurors, certify, data_labels, review_labels
 from pipeline.stages import ports
 from pipeline.stages.base import Stage, StageContext
+from pipeline.storage.csv import read_csv
 
 log = logging.getLogger("pipeline")
 
@@ -131,7 +132,7 @@ class DrawLabels(Stage):
                 f"trust.labels=review: no review answers at {answers}: review a random sample of the run "
                 "(make review RUN=<run folder> ARGS='--strategy random'), then `make review-report` writes them"
             )
-        frame = pl.read_csv(answers, schema_overrides={"inclusion": pl.Float64, "context_id": pl.String})
+        frame = read_csv(answers, {"inclusion": pl.Float64})  # ids as the run wrote them: text
         return review_labels(frame, pl.read_parquet(every) if every.exists() else None, comparisons)
 
 

@@ -651,3 +651,30 @@ def test_a_seed_or_size_that_cannot_be_used_is_refused_before_anything_is_read(a
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and f"argument {argument[0]}: {argument[1]!r} is not an integer" in err
     assert "Traceback" not in err
+
+
+def test_the_report_goes_to_the_projects_own_store_never_the_one_a_run_folder_names(tmp_path):
+    """A run folder received from someone else names their tracking server in tracking.json: the report logs to the
+    store the user gives (or the project's own), found there by the run folder's tag, whatever quotes its path holds;
+    their store is never written."""
+    import mlflow
+
+    root = tmp_path / 'it\'s "mine"'
+    run_dir = make_run(root, many_pairs())
+    theirs = tmp_path / "theirs.db"
+    (run_dir / "tracking.json").write_text(
+        json.dumps({"run_id": "0" * 32, "tracking_uri": f"sqlite:///{theirs}"})
+    )
+    own = f"sqlite:///{tmp_path / 'own.db'}"
+    client = mlflow.tracking.MlflowClient(own)
+    experiment = client.create_experiment("runs", artifact_location=(tmp_path / "artifacts").as_uri())
+    parent = client.create_run(experiment, tags={"run_dir": str(run_dir)}).info.run_id
+    sample = open_sample(run_dir, run_dir / "review", Strategy.RANDOM, 4, 0)
+    log = AnswerLog(run_dir / "review" / "answers.jsonl")
+    for item in sample.ids:
+        log.add({**answer(sample, "ann", item, "i"), "note": "=cmd|' /C calc'!A0"})
+    result = report.agreement(sample, log.read())
+    child = results.log_to_mlflow(result, results.write(result), own)
+    assert client.get_run(child).data.tags["mlflow.parentRunId"] == parent
+    assert not theirs.exists()
+    assert results.own_tracking_uri(run_dir, None) != f"sqlite:///{theirs}"

@@ -28,6 +28,7 @@ from pipeline.review.answers import AnswerLog
 from pipeline.review.results import write
 from pipeline.review.sample import Strategy, open_sample, shown
 from pipeline.run.context import run
+from pipeline.storage.csv import write_csv
 from tests.conftest import DATASETS, compose
 
 SKYWORK, O1 = "Skywork-Reward-Gemma-2-27B", "o1-mini-2024-09-12"
@@ -237,6 +238,19 @@ def test_labels_from_another_run_are_refused_naming_the_pair(trust_run, tmp_path
         run(cfg)
 
 
+def test_review_labels_without_their_inclusion_file_are_refused_saying_what_to_do(trust_run, tmp_path):
+    """labels.csv beside no inclusion.parquet (copied alone): refused naming the missing file, never a column error;
+    its ids are read as the text the run wrote, whatever they look like."""
+    attribute, context, a, b = table(trust_run, "comparisons").select(PAIR).row(0)
+    pair = (attribute, context, min(a, b), max(a, b))
+    folder = tmp_path / "review"
+    folder.mkdir()
+    frame = pl.DataFrame([(*pair, "i", 0.5)], schema=[*PAIR, "human", "inclusion"], orient="row")
+    write_csv(frame, folder / "labels.csv")
+    with pytest.raises(UserError, match="labels.csv has no inclusion.parquet beside it"):
+        run(reviewed(folder, tmp_path))
+
+
 @pytest.mark.parametrize(
     "override,message",
     [
@@ -334,7 +348,8 @@ def test_labels_from_part_of_the_run_certify_that_part_only(tmp_path):
 def test_a_review_without_its_sample_frame_is_refused_by_name(trust_run, tmp_path):
     folder = tmp_path / "review"
     folder.mkdir()
-    pair = table(trust_run, "comparisons").select(PAIR).row(0)
+    attribute, context, a, b = table(trust_run, "comparisons").select(PAIR).row(0)
+    pair = (attribute, context, min(a, b), max(a, b))
     pl.DataFrame(
         {**{k: [v] for k, v in zip(PAIR, pair, strict=True)}, "human": ["i"], "inclusion": [0.5]}
     ).write_csv(folder / "labels.csv")
