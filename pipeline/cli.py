@@ -3,7 +3,8 @@
 The console shows the pipeline's own lines (input, judge, progress with rate and ETA, where the outputs went,
 the summary table); the engines' and Ray's output goes to the run folder (``run.log``, ``logs/``), unless
 ``verbose=true``. Expected errors (a config value, the input data, the judge model) print their message and
-exit with status 2; anything else keeps its traceback and exits with status 1.
+exit with status 2; anything else keeps its traceback and exits with status 1. A run whose outputs are all written
+but whose results MLflow did not take (its server down, a key refused) says so and exits with status 3.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from pipeline.runtime.logs import (
 )
 
 register_configs()
-# Exit status of an expected error (config, input, model) and of anything else.
-USER_ERROR, FAILURE = 2, 1
+# Exit status of an expected error (config, input, model), of anything else, and of a run whose outputs are written but
+# not logged to MLflow.
+USER_ERROR, FAILURE, NOT_LOGGED = 2, 1, 3
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
@@ -56,6 +58,11 @@ def _main(cfg: DictConfig) -> None:
     if result.mlflow_run_id:
         out.write(f"MLflow run {result.mlflow_run_id} in {result.tracking_uri}\n")
     out.flush()
+    if result.reporting_error:
+        _report(
+            f"error: the outputs are written, but MLflow did not take them: {result.reporting_error}",
+            NOT_LOGGED,
+        )
 
 
 def main() -> None:

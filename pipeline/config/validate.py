@@ -34,6 +34,7 @@ from pipeline.config.stage_plugins import stage_plugin
 from pipeline.config.templates import template_problems
 from pipeline.config.workflows import workflow, workflows
 from pipeline.contracts.errors import ConfigError
+from pipeline.contracts.values import MAX_ID_CHARS, identifier, name_part, shown
 
 
 def validate(cfg: RunConfig) -> None:
@@ -165,7 +166,7 @@ def judge_problems(cfg: RunConfig) -> list[str]:
 
 def judge_config_problems(judge: JudgeConfig, key: str, cfg: RunConfig) -> list[str]:
     """What is wrong with one judge's config at ``key`` (``judge``, or a juror's ``jury.judges[k]``)."""
-    problems: list[str] = []
+    problems = named(f"{key}.name", judge.name)
     for name in ("max_model_len", "batch_size"):
         counting(problems, f"{key}.{name}", getattr(judge, name))
     actors = judge.num_actors
@@ -243,9 +244,24 @@ def jury_problems(cfg: RunConfig) -> list[str]:
     return problems
 
 
+def named(key: str, value: str | None, segment: bool = False) -> list[str]:
+    """A name given in the config (a judge's, a data set's): non-blank, without control characters, at most
+    MAX_ID_CHARS long; ``segment``: also one plain segment of a path (it names a folder)."""
+    if value is None:
+        return []
+    if identifier(value) is None or (segment and name_part(value) != value):
+        what = (
+            "a plain name (letters, digits, _ - . and spaces)"
+            if segment
+            else "a name without control characters"
+        )
+        return [f"config {key}={shown(value)} is not {what}, of at most {MAX_ID_CHARS} characters"]
+    return []
+
+
 def dataset_problems(cfg: RunConfig) -> list[str]:
-    """The data set's limits and the runtime's sizes."""
-    problems: list[str] = []
+    """The data set's name, its limits and the runtime's sizes."""
+    problems = named("dataset.name", cfg.dataset.name, segment=True)
     for key, value in (
         ("dataset.max_contexts", cfg.dataset.max_contexts),
         ("dataset.max_candidates", cfg.dataset.max_candidates),

@@ -14,12 +14,12 @@ import contextlib
 import json
 import logging
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pipeline import PROJECT_ROOT
-from pipeline.config.derived import resolve_path, to_flat_dict
+from pipeline.config.derived import recorded, resolve_path, to_flat_dict
 from pipeline.config.run import RunConfig
 from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.stats import JudgeStats
@@ -42,6 +42,8 @@ class RunResult:
     mlflow_run_id: str | None
     tracking_uri: str | None
     judge_stats: JudgeStats | None = None
+    # Why the run's results could not be logged to MLflow (its outputs are written all the same); None: they were.
+    reporting_error: str | None = None
     # Every port's value (tables as Arrow, settled objects as they are).
     values: dict[str, Any] = field(default_factory=dict)
 
@@ -72,6 +74,7 @@ class RunContext:
         self._stack = contextlib.ExitStack()
         self._pending: list[tuple[Port, Any]] = []
         self._executor = None
+        self.reporting_error: str | None = None
 
     # --- what stages see -------------------------------------------------------------------------------
     @property
@@ -115,7 +118,7 @@ class RunContext:
         (run_dir / "tables").mkdir(parents=True, exist_ok=True)
         self._stack.enter_context(run_folder_lock(run_dir))  # one run at a time in a folder
         self.log.open(run_dir / "run.log")
-        (run_dir / "config.json").write_text(json.dumps(asdict(self.cfg), indent=2, default=str))
+        (run_dir / "config.json").write_text(json.dumps(recorded(self.cfg), indent=2))
         log.info("run folder %s", run_dir)
         self.tracker = self._stack.enter_context(
             tracked_run(self.cfg.tracking, self.output_root, to_flat_dict(self.cfg), run_dir.name)
@@ -141,6 +144,22 @@ class RunContext:
         else:
             self.files.append(path)
 
+    def _log_outputs(self, error: BaseException | None) -> None:
+        self.tracker.log_metrics({k: v for k, v in self.metrics.items() if math.isfinite(v)})
+        self.tracker.log_artifacts(self._run_dir / "tables", "tables")
+        for path in dict.fromkeys([*self.files, self._run_dir / "config.json"]):
+            if path.is_dir():
+                self.tracker.log_artifacts(path, path.name)
+            elif path.exists():
+                self.tracker.log_artifact(path)
+        if error is None:
+            log.info("outputs in %s", self._run_dir)
+            if self.tracker.run_id:
+                log.info("MLflow run %s in %s", self.tracker.run_id, self.tracker.tracking_uri)
+        if self.log.file is not None:
+            self.log.file.flush()
+        self.tracker.log_artifact(self._run_dir / "run.log")
+
     def close(self, error: BaseException | None) -> None:
         """Log metrics and artifacts to MLflow (the run is FAILED if ``error``), close the log."""
         try:
@@ -152,20 +171,15 @@ class RunContext:
             if self.opened:
                 if error is not None:  # into run.log with its traceback; the caller reports it on the console
                     log.error("run failed: %s", error, exc_info=error, extra=FILE_ONLY)
-                self.tracker.log_metrics({k: v for k, v in self.metrics.items() if math.isfinite(v)})
-                self.tracker.log_artifacts(self._run_dir / "tables", "tables")
-                for path in dict.fromkeys([*self.files, self._run_dir / "config.json"]):
-                    if path.is_dir():
-                        self.tracker.log_artifacts(path, path.name)
-                    elif path.exists():
-                        self.tracker.log_artifact(path)
-                if error is None:
-                    log.info("outputs in %s", self._run_dir)
-                    if self.tracker.run_id:
-                        log.info("MLflow run %s in %s", self.tracker.run_id, self.tracker.tracking_uri)
-                if self.log.file is not None:
-                    self.log.file.flush()
-                self.tracker.log_artifact(self._run_dir / "run.log")
+                try:
+                    self._log_outputs(error)
+                except Exception as exc:  # the outputs are on disk: a run that has judged does not fail here
+                    self.reporting_error = f"{type(exc).__name__}: {str(exc)[:500]}"
+                    log.error(
+                        "MLflow: the run's results could not be logged (%s); its outputs are in %s",
+                        self.reporting_error,
+                        self._run_dir,
+                    )
         finally:
             exc_info = (type(error), error, error.__traceback__) if error is not None else (None, None, None)
             try:
@@ -198,6 +212,7 @@ def run(cfg: RunConfig, root: Path = PROJECT_ROOT, stop_after: str | None = None
         summary=values.get("summary", ""),
         mlflow_run_id=ctx.tracker.run_id,
         tracking_uri=ctx.tracker.tracking_uri,
+        reporting_error=ctx.reporting_error,
         judge_stats=values.get("judge_stats"),
         values=values,
     )

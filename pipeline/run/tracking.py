@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config.run import TrackingConfig
+from pipeline.contracts.values import tracking_key
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,8 @@ def local_store(output_root: Path) -> tuple[str, str]:
 
 
 class Tracker:
-    """Thin wrapper so the pipeline does not depend on MLflow's global state beyond this module."""
+    """Thin wrapper so the pipeline does not depend on MLflow's global state beyond this module. Every key goes
+    through :func:`pipeline.contracts.values.tracking_key` (any name a run accepts makes a valid, distinct key)."""
 
     def __init__(self, run_id: str | None, tracking_uri: str | None):
         self.run_id = run_id
@@ -37,7 +39,7 @@ class Tracker:
             return
         import mlflow
 
-        mlflow.log_metrics({k: float(v) for k, v in metrics.items()}, step=step)
+        mlflow.log_metrics({tracking_key(k): float(v) for k, v in metrics.items()}, step=step)
 
     def log_artifacts(self, folder: Path, artifact_path: str | None = None) -> None:
         if self.run_id is None:
@@ -58,7 +60,7 @@ class Tracker:
             return
         import mlflow
 
-        mlflow.set_tags(tags)
+        mlflow.set_tags({tracking_key(k): v for k, v in tags.items()})
 
 
 @contextmanager
@@ -83,7 +85,7 @@ def tracked_run(
         experiment_id = experiment.experiment_id
     with mlflow.start_run(experiment_id=experiment_id, run_name=cfg.run_name or run_name) as run:
         clipped = {
-            k: (str(v)[: MAX_PARAM_CHARS - 3] + "...") if len(str(v)) > MAX_PARAM_CHARS else v
+            tracking_key(k): (str(v)[: MAX_PARAM_CHARS - 3] + "...") if len(str(v)) > MAX_PARAM_CHARS else v
             for k, v in params.items()
         }
         mlflow.log_params(clipped)

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.contracts.errors import ConfigError
+from pipeline.contracts.values import name_part
 from pipeline.judge.spec import JudgeSpec
 from pipeline.stages import ports
 from pipeline.stages.base import (
@@ -80,13 +81,13 @@ class JurorContext:
 
     @property
     def run_dir(self) -> Path:
-        folder = self.parent.run_dir / "jurors" / self.name
+        folder = self.parent.run_dir / "jurors" / name_part(self.name)
         folder.mkdir(parents=True, exist_ok=True)
         return folder
 
     @property
     def planned_run_dir(self) -> Path:
-        return self.parent.planned_run_dir / "jurors" / self.name
+        return self.parent.planned_run_dir / "jurors" / name_part(self.name)
 
     @property
     def executor(self) -> Any:
