@@ -140,7 +140,7 @@ def test_the_judges_name_comes_from_the_file(file, given, name):
         (['{"context_id": "q", "first": "a", "second": "b", "scores": [1.0, NaN]}'],
          ["line 1, field 'scores': [1.0, nan] is not two finite numbers"]),
         ([{"context_id": "q", "first": "a", "second": "b", "scores": [1, 10**400]}],
-         ["line 1, field 'scores'", "is not two finite numbers"]),
+         ["line 1: is not valid JSON within the limits (bad_number: an integer of 401 digits"]),
         ([{"context_id": "q", "first": "a", "second": "b"}], ["line 1: gives none of"]),
         ([{"context_id": "q", "first": "a", "second": "b", "verdict": "first", "p_first": 0.3}],
          ["line 1: gives ['verdict', 'p_first']"]),
@@ -173,6 +173,53 @@ def test_every_problem_of_a_file_names_the_file_the_line_and_the_field(tmp_path,
     assert str(path) in message
     for fragment in fragments:
         assert fragment in message, message
+
+
+CRAFTED = {
+    "a 5,000-digit integer": (b'{"context_id": "q", "first": "a", "second": "b", "p_first": ' + b"1" * 5000 + b"}",
+                              "(bad_number: an integer of 5000 digits"),
+    "a byte that is not UTF-8": (b'{"context_id": "q\xff", "first": "a", "second": "b", "verdict": "first"}',
+                                 "line 1: is not UTF-8 text (byte 0xff at 17)"),
+    "a lone surrogate": (b'{"context_id": "q", "first": "a", "second": "b", "verdict": "first", "judge": "\\ud800"}',
+                         "(bad_text: a string holding a lone surrogate"),
+    "a judge named /": (b'{"context_id": "q", "first": "a", "second": "b", "verdict": "first", "judge": "/"}',
+                        "line 1, field 'judge': not a judge's name: '/'"),
+    "a 20 MB id": (b'{"context_id": "' + b"x" * 20_000_000 + b'", "first": "a", "second": "b", "verdict": "first"}',
+                   "line 1: is longer than"),
+    "a 100 kB id": (b'{"context_id": "' + b"x" * 100_000 + b'", "first": "a", "second": "b", "verdict": "first"}',
+                    "line 1, field 'context_id': missing or not an id: 'xxxx"),
+    "a deep nest": (b'{"context_id": "q", "first": "a", "second": "b", "verdict": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+                    "line 1: is not valid JSON within the limits"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(CRAFTED))
+def test_a_crafted_line_is_refused_by_kind_with_a_short_message(tmp_path, case):
+    """Lines built to break a reader (the security review's): each refused naming the line and what it is, in a
+    message that does not repeat the value back, never another exception."""
+    raw, fragment = CRAFTED[case]
+    path = tmp_path / "crafted.jsonl"
+    path.write_bytes(
+        raw + b"\n" + json.dumps({"context_id": "q", "first": "b", "second": "a", "verdict": "tie"}).encode()
+    )
+    with pytest.raises(VerdictFileError) as info:
+        read_verdicts(path)
+    assert fragment in str(info.value) and len(str(info.value)) < 2_000, str(info.value)[:500]
+
+
+def test_a_file_of_bad_lines_is_read_in_memory_bounded_by_what_it_holds(tmp_path):
+    """4 MB of bad lines: every problem counted, a few kept (not one string per line)."""
+    import tracemalloc
+
+    line = json.dumps({"context_id": "q" * 200, "first": "a", "second": "b", "verdict": "maybe"}) + "\n"
+    path = tmp_path / "bad.jsonl"
+    path.write_text(line * (4_000_000 // len(line)))
+    tracemalloc.start()
+    with pytest.raises(VerdictFileError, match=rf"{4_000_000 // len(line)} problem\(s\)") as info:
+        read_verdicts(path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 4_000_000 and str(info.value).count("\n  - ") == 20
 
 
 def test_every_problem_is_listed_at_once(tmp_path):

@@ -57,10 +57,12 @@ def recorded_problems(judge: JudgeConfig, key: str) -> list[str]:
 
 
 def judge_name(path: Path, given: str | None) -> str:
-    """The judge's name from its file: the name the file gives (a model id's last part), else the file's name, where
+    """The judge's name from its file: the name the file gives (a model id's last part; a name that has none, such as
+    ``/``, is not one), else the file's name, where
     JudgeBench's (``<judge>:<org>_<model>.jsonl``, ``...,judge_model=<org>_<model>.jsonl``) gives the model's."""
-    if given:
-        return given.rstrip("/").rsplit("/", 1)[-1]
+    last = given.rstrip("/").rsplit("/", 1)[-1] if given else ""
+    if last.strip():
+        return last
     stem = path.stem
     model = re.split(r"judge_model=|:", stem)[-1] if re.search(r"judge_model=|:", stem) else None
     if model is None:

@@ -32,19 +32,27 @@ and the decision beside them must agree with them (where they differ).
 Every problem of a file is collected and refused at once (:class:`VerdictFileError`), each naming the file, the
 line and the field: a line that is not JSON, a missing or wrong field, a verdict that is not one, a probability
 outside [0, 1] or a score that is not a finite number, a judge name that changes, two lines for one ordering.
+
+A line is read within the limits a server's reply is (:mod:`pipeline.judge.endpoint.parse`: at most
+:data:`~pipeline.judge.endpoint.parse.MAX_BYTES`, nesting, digits, no lone surrogate), as UTF-8 (a byte that is
+not is refused by kind, with its place), with ids and names of at most
+:data:`~pipeline.contracts.values.MAX_ID_CHARS` characters; every problem is counted, the first
+:data:`~pipeline.contracts.errors.MAX_LISTED` kept with values cut short, so reading a file of bad lines takes memory
+bounded by what it holds.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pipeline.contracts.errors import MAX_LISTED, UserError
-from pipeline.contracts.values import finite_number, identifier
+from pipeline.contracts.values import finite_number, identifier, shown
+from pipeline.judge.endpoint.parse import MAX_BYTES, parse_json
+from pipeline.judge.endpoint.replies import Refused
 
 # The verdict words of the verdict layout (None: the judge gave no verdict).
 VERDICTS = ("first", "second", "tie")
@@ -103,12 +111,15 @@ class VerdictFileError(UserError, ValueError):
     """A file of verdicts that cannot be read as written: every problem, each naming the file, the line and the
     field (the first :data:`MAX_LISTED` in the message)."""
 
-    def __init__(self, path: Path, problems: list[str], what: str = "problem(s) in the verdict file"):
+    def __init__(
+        self, path: Path, problems: list[str], what: str = "problem(s) in the verdict file", count: int = 0
+    ):
         self.path, self.problems = path, list(problems)
+        count = max(count, len(self.problems))
         lines = [f"  - {p}" for p in self.problems[:MAX_LISTED]]
-        if len(self.problems) > MAX_LISTED:
-            lines.append(f"  ... and {len(self.problems) - MAX_LISTED} more")
-        super().__init__(f"{len(self.problems)} {what} {path}:\n" + "\n".join(lines))
+        if count > MAX_LISTED:
+            lines.append(f"  ... and {count - MAX_LISTED} more")
+        super().__init__(f"{count} {what} {path}:\n" + "\n".join(lines))
 
 
 def digest(path: Path) -> str:
@@ -133,7 +144,8 @@ class Reader:
 
     def __init__(self, path: Path):
         self.path = path
-        self.problems: list[str] = []
+        self.problems: list[str] = []  # the first MAX_LISTED
+        self.n_problems = 0
         self.answers: dict[Key, Verdict] = {}
         # (context, first, second) -> (attribute, template) (None: every one) -> its answer
         self.orderings: dict[tuple[str, str, str], dict[tuple[str | None, str | None], Verdict]] = {}
@@ -144,20 +156,38 @@ class Reader:
         self.unread: dict[str, int] = {}
 
     def problem(self, lineno: int, name: str | None, message: str) -> None:
-        where = f"line {lineno}" + (f", field {name!r}" if name else "")
-        self.problems.append(f"{where}: {message}")
+        self.n_problems += 1
+        if len(self.problems) < MAX_LISTED:
+            where = f"line {lineno}" + (f", field {shown(name)}" if name else "")
+            self.problems.append(f"{where}: {message[:300]}")
 
     def lines(self) -> Iterator[tuple[int, Any]]:
-        """Every line that is not blank, parsed (a line that is not JSON is a problem)."""
-        with self.path.open(encoding="utf-8-sig") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if not line.strip():
+        """Every line that is not blank, parsed within the limits (module docstring; a line beyond them is a
+        problem)."""
+        with self.path.open("rb") as fh:
+            lineno = 0
+            while raw := fh.readline(MAX_BYTES + 1):
+                lineno += 1
+                if len(raw) > MAX_BYTES and not raw.endswith(b"\n"):
+                    while (rest := fh.readline(1 << 20)) and not rest.endswith(b"\n"):
+                        pass  # the rest of the line, unread
+                    self.problem(lineno, None, f"is longer than {MAX_BYTES} bytes")
                     continue
                 try:
-                    yield lineno, json.loads(line)
-                except (json.JSONDecodeError, RecursionError) as exc:
-                    why = exc.msg if isinstance(exc, json.JSONDecodeError) else "nested too deeply"
-                    self.problem(lineno, None, f"is not valid JSON ({why})")
+                    text = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    self.problem(
+                        lineno, None, f"is not UTF-8 text (byte {raw[exc.start]:#04x} at {exc.start})"
+                    )
+                    continue
+                if not text.strip():
+                    continue
+                try:
+                    yield lineno, parse_json(text)
+                except Refused as exc:
+                    self.problem(
+                        lineno, None, f"is not valid JSON within the limits ({exc.kind}: {exc.detail})"
+                    )
 
     def read(self, lineno: int, data: Any) -> None:
         """One line: its layout (the first line's decides), then its answers."""
@@ -191,12 +221,12 @@ class Reader:
         ids = [identifier(data.get(name)) for name in KEY_FIELDS]
         for name, value in zip(KEY_FIELDS, ids, strict=True):
             if value is None:
-                self.problem(lineno, name, f"missing or not an id: {data.get(name)!r}")
+                self.problem(lineno, name, f"missing or not an id: {shown(data.get(name))}")
         scope = []
         for name in ("attribute", "template"):
             value = data.get(name)
             if value is not None and not (isinstance(value, str) and value.strip()):
-                self.problem(lineno, name, f"not the name of an {name}: {value!r}")
+                self.problem(lineno, name, f"not the name of an {name}: {shown(value)}")
                 return
             scope.append(value)
         self.judge_name(lineno, data.get("judge"), "judge")
@@ -222,14 +252,14 @@ class Reader:
         if name == "verdict":
             if value is not None and value not in VERDICTS:
                 self.problem(
-                    lineno, name, f"{value!r} is not a verdict: one of {list(VERDICTS)} or null (none)"
+                    lineno, name, f"{shown(value)} is not a verdict: one of {list(VERDICTS)} or null (none)"
                 )
                 return None
             return Verdict(lineno, verdict=value)
         if name == "p_first":
             p = finite_number(value)
             if p is None or not 0 <= p <= 1:
-                self.problem(lineno, name, f"{value!r} is not a probability (a number in [0, 1])")
+                self.problem(lineno, name, f"{shown(value)} is not a probability (a number in [0, 1])")
                 return None
             return Verdict(lineno, p_first=p)
         scores = self.scores(lineno, value)
@@ -241,7 +271,7 @@ class Reader:
             self.problem(
                 lineno,
                 "scores",
-                f"{value!r} is not two finite numbers (the score of the candidate shown first, then the second's)",
+                f"{shown(value)} is not two finite numbers (the score of the candidate shown first, then the second's)",
             )
             return None
         return numbers[0], numbers[1]  # type: ignore[return-value]
@@ -252,9 +282,9 @@ class Reader:
         pair = identifier(data.get("pair_id"))
         order = data.get("order")
         if pair is None:
-            self.problem(lineno, "pair_id", f"missing or not an id: {data.get('pair_id')!r}")
+            self.problem(lineno, "pair_id", f"missing or not an id: {shown(data.get('pair_id'))}")
         if order not in ORDERS:
-            self.problem(lineno, "order", f"{order!r} is not an order: AB or BA")
+            self.problem(lineno, "order", f"{shown(order)} is not an order: AB or BA")
         verdict = self.decision(lineno, data, "decision", "scores")
         if pair is not None and order in ORDERS and verdict is not None:
             first, second = ORDERS[order]
@@ -265,7 +295,7 @@ class Reader:
         pair = identifier(data.get("pair_id"))
         judgments = data.get("judgments")
         if pair is None:
-            self.problem(lineno, "pair_id", f"missing or not an id: {data.get('pair_id')!r}")
+            self.problem(lineno, "pair_id", f"missing or not an id: {shown(data.get('pair_id'))}")
         if not isinstance(judgments, list) or not 1 <= len(judgments) <= 2:
             self.problem(lineno, "judgments", "not a list of one or two judgments (the orders AB, then BA)")
             return
@@ -295,7 +325,7 @@ class Reader:
         decision = data.get("decision")
         if decision is not None and decision not in DECISIONS:
             self.problem(
-                lineno, name, f"{decision!r} is not a decision: one of {list(DECISIONS)} or null (none)"
+                lineno, name, f"{shown(decision)} is not a decision: one of {list(DECISIONS)} or null (none)"
             )
             return None
         said = DECISIONS.get(decision) if decision is not None else None
@@ -319,13 +349,19 @@ class Reader:
         """The judge a line names: the same on every line that names one."""
         if value is None:
             return
-        if not (isinstance(value, str) and value.strip()):
-            self.problem(lineno, name, f"not a judge's name: {value!r}")
+        if (
+            identifier(value) is None
+            or not isinstance(value, str)
+            or not value.rstrip("/").rsplit("/", 1)[-1].strip()
+        ):
+            self.problem(lineno, name, f"not a judge's name: {shown(value)}")
         elif self.judge is None:
             self.judge, self.judge_line = value, lineno
         elif value != self.judge:
             self.problem(
-                lineno, name, f"names judge {value!r}, but line {self.judge_line} names {self.judge!r}"
+                lineno,
+                name,
+                f"names judge {shown(value)}, but line {self.judge_line} names {shown(self.judge)}",
             )
 
     def add(self, lineno: int, key: Key, verdict: Verdict) -> None:
@@ -356,9 +392,10 @@ class Reader:
 
     def finish(self) -> Verdicts:
         if not self.count and not self.problems:
-            self.problems.append("holds no verdicts")
+            self.problem(0, None, "holds no verdicts")
+            self.problems[-1] = "holds no verdicts"
         if self.problems:
-            raise VerdictFileError(self.path, self.problems)
+            raise VerdictFileError(self.path, self.problems, count=self.n_problems)
         assert self.layout is not None
         return Verdicts(
             self.path,
