@@ -51,6 +51,37 @@ def within(problems: list[str], key: str, value: object, interval: str, why: str
 
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# What a key pasted where a variable's name belongs looks like: a provider's key prefix, or a long run of letters and
+# digits in both cases (a variable's name is upper case by convention: OPENAI_API_KEY).
+_KEY_PREFIX = re.compile(
+    r"^(sk|hf|gsk|xai|ghp|gho|github_pat|pk|rk|r8|nvapi|pplx|AIza|key|api|csk|fw|tgp)[-_]", re.I
+)
+
+
+def looks_like_key(text: str) -> bool:
+    """Whether ``text`` (given as an environment variable's name) looks like a key itself: never echoed then."""
+    mixed = (
+        any(c.islower() for c in text) and any(c.isupper() for c in text) and any(c.isdigit() for c in text)
+    )
+    return bool(_KEY_PREFIX.match(text)) or (mixed and len(text) >= 20) or not ENV_NAME.match(text)
+
+
+def url_problems(url: str, key: str) -> list[str]:
+    """A URL that holds credentials (``https://user:key@host``) is refused without echoing them: they would be stored
+    in config.json, the judge's record and MLflow, and printed."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        has_credentials = parts.username is not None or parts.password is not None
+    except ValueError:
+        return [f"config {key} is not a URL"]
+    if has_credentials:
+        return [
+            f"config {key} holds credentials (user:key@ before the host: {parts.scheme}://***@{parts.hostname}); "
+            "give the endpoint's URL without them and the key in the variable api_key_env names"
+        ]
+    return []
 
 
 def endpoint_problems(api: ApiConfig, key: str) -> list[str]:
@@ -58,7 +89,8 @@ def endpoint_problems(api: ApiConfig, key: str) -> list[str]:
     problems = []
     if not api.base_url or not str(api.base_url).startswith(("http://", "https://")):
         problems.append(f"config {key}.base_url must be the endpoint's URL, e.g. http://127.0.0.1:8000/v1")
-    if api.api_key_env is not None and not ENV_NAME.match(str(api.api_key_env)):
+    problems += url_problems(str(api.base_url or ""), f"{key}.base_url")
+    if api.api_key_env is not None and looks_like_key(str(api.api_key_env)):
         problems.append(
             f"config {key}.api_key_env must be the NAME of an environment variable holding the key (e.g. "
             "OPENAI_API_KEY), not the key itself"

@@ -5,6 +5,8 @@ once, a judge's label. (What a stage is built with is derived where the workflow
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from dataclasses import asdict
 from enum import StrEnum
@@ -36,9 +38,39 @@ def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+# An engine's environment (``judge.env``, a juror's, a generator's) is recorded by name only, but for the settings
+# of the libraries below (vLLM, OpenMP, CUDA, torch, Ray) whose names say nothing secret: a value given there may be a
+# token (``+judge.env.HF_TOKEN=...``).
+_SETTINGS = re.compile(r"^(VLLM|OMP|MKL|KMP|CUDA|NCCL|TORCH|PYTORCH|RAY|TOKENIZERS)_")
+_SECRET = re.compile(r"TOKEN(?!IZERS)|KEY|SECRET|PASS|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+REDACTED = "<redacted>"
+
+
+def redacted_env(tree: Any) -> Any:
+    """``tree`` (a config or judge as a dict) with every ``env`` mapping's values redacted (above)."""
+    if isinstance(tree, dict):
+        return {
+            k: (
+                {
+                    n: v if _SETTINGS.match(n) and not _SECRET.search(n) else REDACTED
+                    for n, v in tree[k].items()
+                }
+                if k == "env" and isinstance(tree[k], dict)
+                else redacted_env(tree[k])
+            )
+            for k in tree
+        }
+    return [redacted_env(v) for v in tree] if isinstance(tree, list) else tree
+
+
+def recorded(cfg: RunConfig) -> dict[str, Any]:
+    """The config as every record keeps it (config.json, MLflow's params): engine environments' values redacted."""
+    return redacted_env(json.loads(json.dumps(asdict(cfg), default=str)))
+
+
 def to_flat_dict(cfg: RunConfig) -> dict[str, Any]:
-    """The resolved config as dotted keys (for MLflow params); enum values as their plain strings."""
-    return {k: (str(v) if isinstance(v, StrEnum) else v) for k, v in flatten(cfg).items()}
+    """The resolved config as dotted keys (for MLflow params), as :func:`recorded` keeps it."""
+    return flatten(recorded(cfg))
 
 
 def resolve_path(path: str, root: Path) -> Path:

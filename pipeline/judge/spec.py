@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from pipeline.config.derived import redacted_env
 from pipeline.config.enums import ApiPath, EngineProcess
 from pipeline.config.judging import ApiConfig
 
@@ -142,6 +143,7 @@ class JudgeSpec:
 
     def describe(self) -> dict[str, Any]:
         """Every field, and the dtype the engine runs in (``judge.json``)."""
-        described = asdict(replace(self, api=None))  # the endpoint as it describes itself (no key)
+        # the endpoint as it describes itself (no key); the environment by names, its secrets' values redacted
+        described = redacted_env(asdict(replace(self, api=None)))
         api = self.api.describe() if self.api else {}
         return {**described, "api": api, "backend": str(self.backend), "dtype": self.dtype}

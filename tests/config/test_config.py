@@ -243,6 +243,47 @@ def test_the_api_judge_needs_an_endpoint_and_the_name_of_its_key_variable():
     )
 
 
+@pytest.mark.parametrize(
+    "pasted", ["hf_AbCdEfGhIjKlMnOpQrStUv12", "gsk_abc123DEF456ghi789JKL", "sk_live_abc123"]
+)
+def test_a_key_pasted_where_its_variables_name_belongs_is_refused_without_echoing_it(pasted):
+    message = refused(["judge=api", "judge.api.base_url=http://x/v1", f"judge.api.api_key_env={pasted}"])
+    assert "the NAME of an environment variable" in message and pasted not in message
+
+
+def test_credentials_in_an_endpoints_url_are_refused_without_echoing_them():
+    message = refused(["judge=api", "judge.api.base_url=https://me:s3cr3t-key@api.example.com/v1"])
+    assert "holds credentials" in message and "api.example.com" in message
+    assert "s3cr3t-key" not in message and "me:" not in message
+
+
+def test_an_engines_environment_is_recorded_by_name_its_secrets_redacted(tmp_path):
+    """+judge.env.HF_TOKEN=... never reaches config.json or MLflow's params; vLLM's own settings stay readable."""
+    from pipeline.config.derived import REDACTED, recorded
+
+    cfg = compose(
+        [
+            "+judge.env.HF_TOKEN=hf_secret_value",
+            "+judge.env.MY_VAR=anything",
+            "judge.env.VLLM_CPU_KVCACHE_SPACE=2",
+        ]
+    )
+    assert cfg.judge.env["HF_TOKEN"] == "hf_secret_value"  # the engine still gets it
+    for record in (
+        recorded(cfg)["judge"]["env"],
+        {k.split(".")[-1]: v for k, v in to_flat_dict(cfg).items() if ".env." in k},
+    ):
+        assert (
+            record["HF_TOKEN"] == record["MY_VAR"] == REDACTED
+            and str(record["VLLM_CPU_KVCACHE_SPACE"]) == "2"
+        )
+    assert "hf_secret_value" not in str(recorded(cfg)) + str(to_flat_dict(cfg))
+    from pipeline.judge.spec import JudgeSpec
+
+    described = JudgeSpec("vllm", "m", "m", "m", 512, env=dict(cfg.judge.env)).describe()  # judge.json
+    assert described["env"]["HF_TOKEN"] == REDACTED and "hf_secret_value" not in str(described)
+
+
 def test_the_pool_preset_composes_an_adaptive_run():
     cfg = compose(["experiment=summeval_pool"])
     assert cfg.workflow == "adaptive" and cfg.dataset.pool and cfg.dataset.attributes == ["coherence"]
@@ -264,3 +305,19 @@ def test_the_round_sizes_come_from_one_schedule():
     assert sizes(AdaptiveConfig(first_round=1.0), 100, (130,))(100) == 25  # cut to end at a checkpoint
     assert sizes(AdaptiveConfig(first_round=1.0), 100, (110,))(100) == 10
     assert sizes(AdaptiveConfig(first_round=0.001), 3)(0) == 1  # never an empty round
+
+
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("dataset.name=../../../../x", r"dataset.name='../../../../x' is not a plain name"),
+        ("dataset.name=a/b", r"dataset.name='a/b' is not a plain name"),
+        ("dataset.name=..", r"dataset.name='..' is not a plain name"),
+        ("judge.name='a\x1fb'", r"judge.name='a\\x1fb' is not a name without control characters"),
+        ("judge.name=' '", r"judge.name=' ' is not a name"),
+    ],
+)
+def test_a_name_that_would_leave_its_folder_or_break_a_line_is_refused_at_conversion(override, message):
+    with pytest.raises(ConfigError, match=message):
+        compose([override])
+    compose(["dataset.name=my set-2.0", "judge.name='gpt-4o (2024)'"])  # odd but plain: taken
