@@ -285,8 +285,12 @@ class BatchServer(FaultyServer):
 
     def __init__(self, polls: int = 2, share: float = 0.3, seed: int = 0, every: bool = False,
                  ends: dict[int, str] | None = None, partial: float = 0.5, create_delay: float = 0.0,
-                 malformed: bool = False, keep_metadata: bool = True, download_failures: int = 0):  # fmt: skip
+                 malformed: bool = False, keep_metadata: bool = True, download_failures: int = 0,
+                 upload_delay: float = 0.0):  # fmt: skip
         super().__init__(share=0.0, seed=seed)
+        self.upload_delay = (
+            upload_delay  # seconds an upload takes (two runs at once both upload before either creates)
+        )
         # each output or error file fails its first ``download_failures`` downloads (a 404, a 500, a 502, a dropped
         # connection, in turn) and is then served
         self.download_failures = download_failures
@@ -317,6 +321,7 @@ class BatchServer(FaultyServer):
         if h.path.endswith("/files"):
             from email.parser import BytesParser
 
+            time.sleep(self.upload_delay)
             message = BytesParser().parsebytes(
                 f"Content-Type: {h.headers['Content-Type']}\r\n\r\n".encode() + raw
             )

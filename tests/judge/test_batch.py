@@ -322,3 +322,59 @@ def test_the_input_file_names_each_request_by_its_cache_key_and_the_output_is_re
     )
     assert tally.stray == {"not_json": 1}
     assert BatchRecord(None).batches() == {}
+
+
+def _judge_in_a_process(url: str, cache: str, folder: str, barrier, out) -> None:
+    config = ApiConfig(base_url=url, batch=True, max_retries=3, backoff=0.01, backoff_max=0.02, batch_poll=0.01,
+                       batch_poll_max=0.02)  # fmt: skip
+    client = ApiClient(ApiEndpoint(config, "m", cache))
+    barrier.wait()
+    try:
+        replies = BatchJobs(client, f"{folder}/api_batches.jsonl").post(
+            "/completions", BODIES, [CHECK] * len(BODIES)
+        )
+        out.put(sum(r.body is not None for r in replies))
+    finally:
+        client.close()
+
+
+def test_two_runs_at_once_sharing_a_cache_pay_for_one_batch(tmp_path):
+    """The security review's case: two run folders sharing one reply cache, started together against the Batch API
+    stand-in (an upload that takes half a second, so both have looked the batch up before either creates it): one
+    batch is created and paid for, both runs have every answer."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    with BatchServer(polls=2, share=0.0, upload_delay=0.5) as server:
+        barrier, out = context.Barrier(2), context.Queue()
+        runs = [
+            context.Process(target=_judge_in_a_process,
+                            args=(server.url, str(tmp_path / "replies.sqlite"), str(tmp_path / f"run{k}"), barrier, out))
+            for k in range(2)
+        ]  # fmt: skip
+        for process in runs:
+            process.start()
+        for process in runs:
+            process.join(120)
+        assert [process.exitcode for process in runs] == [0, 0]
+        assert [out.get(timeout=5) for _ in runs] == [len(BODIES)] * 2
+        assert server.created == ["batch-0"] and len(server.inputs) == 1
+        assert sum(server.successes.values()) == len(BODIES)  # 40 requests paid for 40 prompts
+
+
+def test_a_rerun_without_the_reply_cache_pays_for_nothing_again_after_a_crash_in_the_read(tmp_path):
+    """judge.api.cache=false: a batch's answers are kept in the run folder before it is recorded as read, so a crash
+    between that and the judgments part (a rerun finds the batch read) asks nothing again."""
+    with BatchServer(polls=1, share=0.0) as server:
+        config = ApiConfig(base_url=server.url, batch=True, cache=False, batch_poll=0.01, batch_poll_max=0.02)
+        for _ in range(2):  # the run, then its rerun (the judgments part was never written)
+            client = ApiClient(ApiEndpoint(config, "m", None))
+            try:
+                replies = BatchJobs(client, tmp_path / "run" / "api_batches.jsonl").post(
+                    "/completions", BODIES, [CHECK] * len(BODIES)
+                )
+            finally:
+                client.close()
+            assert all(r.body is not None for r in replies)
+        assert server.created == ["batch-0"] and sum(server.successes.values()) == len(BODIES)
+        assert (tmp_path / "run" / "api_batch_replies.sqlite").exists()

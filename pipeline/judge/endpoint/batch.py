@@ -13,13 +13,18 @@ batch price (half on OpenAI's and Anthropic's), never paid twice and never stuck
    rerun (or this run, after a create that timed out) whose record has the intent but no batch id looks the marker
    up among the provider's batches (``GET /batches``: by its metadata, or by the uploaded input file's id) and files
    (``GET /files``) and takes the batch that exists instead of creating another. A create is never retried blindly: after a failed create
-   the batch is looked up first, and created again only if it is not there.
+   the batch is looked up first, and created again only if it is not there. **Runs at once**: the processes sharing
+   a reply cache (run folders, hosts on one file system) claim each batch (endpoint and marker) in the cache's folder
+   (:mod:`pipeline.storage.claims`): the first submits it and writes its id, the others wait and take it, so two runs
+   started together pay for one batch; a holder that crashes releases its claim, and the next one looks the batch up
+   at the provider before creating it.
 3. The batch is polled (``GET /batches/<id>``) from ``batch_poll`` seconds, doubling to ``batch_poll_max``, for at
    most ``batch_wait`` seconds; then the run stops with what to do (:class:`BatchPending`), and the same command
    picks the recorded batch up.
 4. A batch that ends, ``completed`` or not (``expired``, ``failed``, ``cancelled``), is read: the output and error
    files it has are downloaded, every line checked as a reply (:mod:`pipeline.judge.endpoint.replies`); the answers go to
-   the reply cache, and only then is the batch recorded as read, with its status and counts. A batch recorded as
+   the reply cache (with ``judge.api.cache=false``, to the run folder's ``api_batch_replies.sqlite``), and only then
+   is the batch recorded as read, with its status and counts. A batch recorded as
    read is never picked up again. A download that fails (a 404, a 5xx or a dropped connection past the retries) is
    asked again; if it still fails the run stops (:class:`BatchPending`) with the batch unread, and the same command
    downloads it again: a failed download is never read as an empty output (which would pay for every request again).
@@ -46,11 +51,14 @@ from typing import Any
 from pipeline.judge.endpoint.batch_lines import Line, Tally, input_file, read_output
 from pipeline.judge.endpoint.client import ApiClient, Reply, cache_key
 from pipeline.judge.endpoint.replies import Check
+from pipeline.storage.claims import Claims
+from pipeline.storage.sqlite import SqliteCache
 
 log = logging.getLogger(__name__)
 
-# The record of a run's batches, in its run folder.
+# The record of a run's batches, in its run folder; and its batches' answers when the reply cache is off.
 RECORD_FILE = "api_batches.jsonl"
+BATCH_REPLIES = "api_batch_replies.sqlite"
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 # a recorded batch the provider no longer knows (a 404 for its id): read as ended, answering nothing
 LOST = "lost"
@@ -158,11 +166,17 @@ class BatchJobs:
         self.client = client
         self.settings = client.settings
         self.record = BatchRecord(record)
+        # a batch's answers are kept before it is recorded as read: in the reply cache, or (judge.api.cache=false)
+        # in the run folder's own, so that a rerun after a crash at any point of the read pays for nothing again
+        folder = self.record.path.parent if self.record.path else None
+        self.cache = client.cache or (SqliteCache(folder / BATCH_REPLIES) if folder else None)
+        # one create per batch among every process sharing the cache (module docstring, 2.)
+        self.claims = Claims(self.cache.path.parent / "batch-claims") if self.cache else None
 
     def post(
         self, path: str, bodies: Sequence[dict[str, Any]], checks: Sequence[Check | None]
     ) -> list[Reply]:
-        cache = self.client.cache
+        cache = self.cache
         lines = [
             Line(cache_key(self.client.base_url, path, b), b, c) for b, c in zip(bodies, checks, strict=True)
         ]
@@ -226,12 +240,12 @@ class BatchJobs:
                 "batch %s (%d requests) picked up from %s", job["batch_id"], len(lines), self.record.path
             )
         else:
-            job = self._submit(content, digest, marker, path, len(lines), job)
+            job = self._claimed(content, digest, marker, path, len(lines), job)
         batch = self._wait(job["batch_id"])
         status = str(batch.get("status"))
         tally = Tally()
         out = {original[c]: body for c, body in self._read(batch, sent, tally).items()}
-        cache = self.client.cache
+        cache = self.cache
         if cache is not None:  # stored before the batch is recorded as read
             for custom_id, body in out.items():
                 cache.put(custom_id, body)
@@ -258,6 +272,24 @@ class BatchJobs:
             f" ({sum(tally.stray.values())} stray output line(s))" if tally.stray else "",
         )
         return out
+
+    def _claimed(
+        self, content: str, digest: str, marker: str, path: str, n: int, job: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The batch of ``marker`` at this endpoint, created once among the processes sharing the cache: the first to
+        hold the claim submits it and writes its id; the others, waiting, take that id."""
+        if self.claims is None:
+            return self._submit(content, digest, marker, path, n, job)
+        key = hashlib.sha256(f"{self.client.base_url}\x1f{marker}".encode()).hexdigest()
+        with self.claims.hold(key):
+            made = self.claims.get(key)
+            if made:
+                if not job:
+                    self.record.add({"marker": marker, "input": digest, "state": "intent", "requests": n})
+                return self._created(marker, made, "created by another run sharing the reply cache")
+            job = self._submit(content, digest, marker, path, n, job)
+            self.claims.put(key, job["batch_id"])
+            return job
 
     def _submit(
         self, content: str, digest: str, marker: str, path: str, n: int, job: dict[str, Any]
