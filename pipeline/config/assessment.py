@@ -32,12 +32,38 @@ class DemoConfig:
 
 
 @dataclass
+class ColumnsConfig:
+    """A flat table's columns (:mod:`pipeline.data.tables`): each field the name of its column; None recognises the
+    common names (prompt, instruction, question, input; response, output, answer, completion; model, generator;
+    model_a, model_b, response_a, response_b, winner: docs/data.md)."""
+
+    # one row per candidate
+    context_id: str | None = None
+    context: str | None = None
+    candidate_id: str | None = None
+    system: str | None = None
+    text: str | None = None
+    # people's scores: attribute -> its column (an attribute without one: a column named as the attribute)
+    scores: dict[str, str] = field(default_factory=dict)
+    # one row per pair: the two texts, their models, people's vote (model_a | model_b | tie, A>B, 1 | 2, ...)
+    text_a: str | None = None
+    text_b: str | None = None
+    model_a: str | None = None
+    model_b: str | None = None
+    winner: str | None = None
+
+
+@dataclass
 class DatasetConfig:
-    """Where the contexts and candidates come from (the JSONL layout of ``../shared/datasets``, or Parquet)."""
+    """Where the contexts and candidates come from: the JSONL layout of ``../shared/datasets`` (one row per context,
+    candidates nested), or a flat table (one row per candidate or per pair) in any of the files read."""
 
     name: str = "demo"
-    # A .jsonl file, a .parquet file or a folder of .parquet files; unused for the demo set.
+    # A .jsonl, .csv, .tsv or .parquet file, a folder of them, or a Hugging Face datasets folder (save_to_disk);
+    # unused for the demo set.
     path: str | None = None
+    # A flat table's columns (None: the common names are recognised).
+    columns: ColumnsConfig = field(default_factory=ColumnsConfig)
     # meta.json beside the data (attributes, nouns); defaults to ``<dir of path>/meta.json`` when present.
     meta_path: str | None = None
     # Attributes to judge; None means every attribute in meta.json (or the data).

@@ -1,7 +1,10 @@
-"""Read the input layout of ``../shared/datasets`` (JSONL, one context per line) or the same data as Parquet.
+"""Read a data set's rows: JSONL, CSV, TSV, Parquet, or a Hugging Face ``datasets`` folder (``save_to_disk``: its
+Arrow shards, read here, nothing downloaded), one file or a folder of split files.
 
-A record is ``{"context_id", "context", "candidates": [{"candidate_id", "system", "text", "scores": {...}}]}``.
-Records keep their location (file and line/row) so validation errors can point at them.
+A context record is ``{"context_id", "context", "candidates": [{"candidate_id", "system", "text", "scores": {...}}]}``
+(the layout of ``../shared/datasets``, one context per row); a flat table (one row per candidate, or one row per pair)
+is made into such records by :mod:`pipeline.data.tables`. Records keep their location (file and line/row) so
+validation errors can point at them.
 """
 
 from __future__ import annotations
@@ -35,29 +38,37 @@ def split_of(file: Path) -> str:
     return stem.split("-", 1)[1] if "-" in stem else stem
 
 
+# The files read as data, and what a Hugging Face ``save_to_disk`` folder holds (its shards are Arrow streams).
+SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet", ".arrow")
+HF_MARKERS = ("state.json", "dataset_dict.json")
+KINDS = "a .jsonl, .csv, .tsv or .parquet file, a folder of them, or a Hugging Face datasets folder (save_to_disk)"
+
+
 def existing(path: Path) -> Path:
     """``path``, or a :class:`ConfigError` naming ``dataset.path`` where nothing is there."""
     if not path.exists():
-        raise ConfigError(
-            f"config dataset.path={path} does not exist: give a .jsonl or .parquet file, or a folder"
-        )
+        raise ConfigError(f"config dataset.path={path} does not exist: give {KINDS}")
     return path
 
 
 def data_files(path: Path, splits: Sequence[str] | None = None) -> list[Path]:
-    """The data files at ``path``: one .jsonl/.parquet file, or the .parquet/.jsonl files of a folder: every one, or
-    those of ``splits`` (a split names a file's split, or begins several: ``adversarial`` reads every
-    ``adversarial-*`` split), in the order of the folder's names."""
+    """The data files at ``path``: one file, the data files of a folder, or a Hugging Face folder's splits (a
+    ``DatasetDict``'s split folders, or one ``Dataset``: the folder itself): every one, or those of ``splits`` (a
+    split names a file's split, or begins several: ``adversarial`` reads every ``adversarial-*`` split), in the order
+    of the folder's names."""
     existing(path)
     if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix in (".parquet", ".jsonl"))
+        if (path / "dataset_dict.json").exists():  # a DatasetDict: one folder per split, named by it
+            files = sorted(p for p in path.iterdir() if (p / "state.json").exists())
+        elif (path / "state.json").exists():
+            files = [path]
+        else:
+            files = sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and p.suffix != ".arrow")
         if not files:
-            raise ConfigError(f"config dataset.path={path}: the folder holds no .parquet or .jsonl files")
+            raise ConfigError(f"config dataset.path={path}: the folder holds no data; give {KINDS}")
         return files if splits is None else chosen_splits(path, files, splits)
-    if path.suffix not in (".parquet", ".jsonl", ".json"):
-        raise ConfigError(
-            f"config dataset.path={path}: expected a .jsonl or .parquet file (or a folder of them)"
-        )
+    if path.suffix not in SUFFIXES:
+        raise ConfigError(f"config dataset.path={path}: expected {KINDS}")
     if splits is not None:
         raise ConfigError(
             f"config dataset.splits={list(splits)} chooses among the files of a folder, and dataset.path={path} is "
@@ -85,18 +96,54 @@ def _split_names(files: list[Path]) -> str:
     return ", ".join(split_of(f) for f in files)
 
 
-def read_records(
-    path: Path, limit: int | None = None, splits: Sequence[str] | None = None
-) -> Iterator[Record]:
-    """Yield the context records at ``path`` (of ``splits``, for a folder) in file order, at most ``limit``."""
+def read_rows(path: Path, limit: int | None = None, splits: Sequence[str] | None = None) -> Iterator[Record]:
+    """Yield the rows at ``path`` (of ``splits``, for a folder) in file order, at most ``limit``, each as a record of
+    its fields."""
     count = 0
     for file in data_files(path, splits):
-        reader = _read_parquet(file) if file.suffix == ".parquet" else _read_jsonl(file)
-        for record in reader:
+        for record in file_rows(file):
             if limit is not None and count >= limit:
                 return
             count += 1
             yield record
+
+
+def file_rows(file: Path) -> Iterator[Record]:
+    """The rows of one data file (or Hugging Face split folder)."""
+    if file.is_dir():
+        return _read_arrow(file)
+    if file.suffix in (".csv", ".tsv"):
+        return _read_csv(file)
+    return _read_parquet(file) if file.suffix == ".parquet" else _read_jsonl(file)
+
+
+def _read_csv(file: Path) -> Iterator[Record]:
+    import polars as pl
+
+    try:
+        frame = pl.read_csv(file, separator="\t" if file.suffix == ".tsv" else ",", infer_schema_length=10_000,
+                            encoding="utf8-lossy")  # fmt: skip
+    except (pl.exceptions.ComputeError, pl.exceptions.NoDataError) as exc:
+        raise InputError(
+            [Problem(None, None, None, f"is not a readable table ({str(exc)[:200]})", location=file.name)]
+        ) from None
+    for row, data in enumerate(frame.iter_rows(named=True), start=2):  # row 1 is the header
+        yield Record(f"{file.name} row {row}", data)
+
+
+def _read_arrow(folder: Path) -> Iterator[Record]:
+    """A Hugging Face ``save_to_disk`` folder: its Arrow stream shards, in the order its state.json lists them."""
+    import pyarrow as pa
+
+    state = json.loads((folder / "state.json").read_text())
+    shards = [folder / f["filename"] for f in state.get("_data_files", [])] or sorted(folder.glob("*.arrow"))
+    row = 0
+    for shard in shards:
+        with pa.memory_map(str(shard)) as source:
+            for batch in pa.ipc.open_stream(source):
+                for data in batch.to_pylist():
+                    row += 1
+                    yield Record(f"{folder.name} row {row}", data)
 
 
 def _read_jsonl(file: Path) -> Iterator[Record]:

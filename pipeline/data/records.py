@@ -15,8 +15,22 @@ import pyarrow as pa
 from pipeline.config.enums import Correlation, EmptyText
 from pipeline.contracts.errors import InputError, Problem
 from pipeline.contracts.schemas import CANDIDATES, HUMAN_SCORES
-from pipeline.contracts.values import finite_number, identifier
+from pipeline.contracts.values import finite_number, identifier, shown
 from pipeline.data.load import Record
+
+# Fields that look like people's judgements where only "scores" is read (never silently dropped).
+JUDGEMENT_LIKE = (
+    "score",
+    "scores",
+    "rating",
+    "ratings",
+    "human_score",
+    "human_rating",
+    "grade",
+    "label",
+    "vote",
+    "votes",
+)
 
 
 @dataclass
@@ -176,6 +190,17 @@ class Validation:
             if text is None:
                 return None
         system = cand.get(self.rules.system_field) if self.rules.system_field else None
+        stray = [
+            k for k in cand if k != "scores" and (k.lower() in JUDGEMENT_LIKE or k in self.rules.attributes)
+        ]
+        if stray:
+            example = self.rules.attributes[0] if self.rules.attributes else "quality"
+            message = (
+                f'people\'s scores are read from "scores", not {stray[0]!r}: write '
+                f'"scores": {{"{example}": {shown(cand[stray[0]])}}}'
+            )
+            self.problems.append(Problem(cid, cand_id, stray[0], message))
+            return None
         scores = cand.get("scores") if self.rules.correlation != "off" else None
         if scores is None:
             scores = {}

@@ -13,8 +13,9 @@ from pipeline.config.derived import resolve_path
 from pipeline.config.enums import Correlation
 from pipeline.contracts.errors import ConfigError
 from pipeline.data.demo import write_demo
-from pipeline.data.load import DatasetMeta, default_meta_path, existing, read_meta, read_records
+from pipeline.data.load import KINDS, DatasetMeta, default_meta_path, existing, read_meta
 from pipeline.data.records import InputReport, ValidationRules, validate_records
+from pipeline.data.tables import read_records
 from pipeline.data.words import PromptWords, resolve_adjectives
 
 log = logging.getLogger(__name__)
@@ -42,9 +43,7 @@ def dataset_path(cfg: DatasetConfig, root: Path, cache_dir: Path) -> Path:
     if cfg.name == "demo" and cfg.path is None:
         return write_demo(cfg.demo, cache_dir / "demo")
     if cfg.path is None:
-        raise ConfigError(
-            f"config dataset.path is not set for dataset {cfg.name!r} (a .jsonl or .parquet file, or a folder)"
-        )
+        raise ConfigError(f"config dataset.path is not set for dataset {cfg.name!r} ({KINDS})")
     # checked before its meta.json is looked for beside it: a missing file is the mistake to name
     return existing(resolve_path(cfg.path, root))
 
@@ -69,11 +68,18 @@ def load_input(cfg: DatasetConfig, correlation: Correlation, root: Path, cache_d
     unknown = [a for a in attributes if meta.attributes and a not in meta.attributes]
     if unknown:
         log.warning("attribute(s) %s are not listed in %s (%s)", unknown, meta_path, list(meta.attributes))
+    given = {
+        "context_noun": cfg.context_noun or meta.context_noun,
+        "candidate_noun": cfg.candidate_noun or meta.candidate_noun,
+    }
     words = PromptWords(
-        context_noun=cfg.context_noun or meta.context_noun or "passage",
-        candidate_noun=cfg.candidate_noun or meta.candidate_noun or "summary",
+        context_noun=given["context_noun"] or "passage",
+        candidate_noun=given["candidate_noun"] or "summary",
         adjectives=resolve_adjectives(attributes, cfg.adjectives),
+        defaulted=() if cfg.name == "demo" else tuple(k for k, v in given.items() if not v),
     )
+    if words.warning():
+        log.warning(words.warning())
     rules = ValidationRules(
         attributes=tuple(attributes),
         empty_text=cfg.empty_text,
@@ -86,7 +92,8 @@ def load_input(cfg: DatasetConfig, correlation: Correlation, root: Path, cache_d
         category_field=cfg.category_field,
         category_groups=tuple(cfg.category_groups),
     )
-    data = validate_records(read_records(path, limit=cfg.max_contexts, splits=cfg.splits), rules)
+    records = read_records(path, cfg.max_contexts, cfg.splits, cfg.columns, attributes)
+    data = validate_records(records, rules)
     report = data.report
     log.info(
         "input %s: %d contexts, %d candidates, attributes %s",

@@ -20,7 +20,7 @@ from pipeline.config.enums import OutputHandling
 from pipeline.config.judging import GenerateConfig
 from pipeline.contracts.errors import ConfigError, InputError, Problem
 from pipeline.contracts.schemas import CANDIDATES, TASKS, check_schema
-from pipeline.data.load import read_records
+from pipeline.data.load import read_rows
 
 # The demo tasks: support tickets to summarise for an engineer (written by the project, no download).
 DEMO_TICKETS = (
@@ -73,7 +73,7 @@ def load_tasks(cfg: GenerateConfig, path: Path) -> TaskInputs:
     problems: list[Problem] = []
     rows: dict[str, list] = {"input_id": [], "task": [], "record": []}
     seen: dict[str, str] = {}
-    for n, record in enumerate(read_records(path, cfg.max_inputs)):
+    for n, record in enumerate(read_rows(path, cfg.max_inputs)):
         data = record.data
         if not isinstance(data, Mapping):
             problems.append(Problem(record.location, "-", "record", "is not an object with named fields"))

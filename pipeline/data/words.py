@@ -36,6 +36,18 @@ class PromptWords:
     adjectives: Mapping[str, str]
     # attribute -> an evaluation criterion in plain words ({criterion}; the attribute's name where none is given).
     criteria: Mapping[str, str] = field(default_factory=dict)
+    # the nouns neither the config nor meta.json gave (the defaults, "passage" and "summary", stand in for them)
+    defaulted: tuple[str, ...] = ()
+
+    def warning(self) -> str | None:
+        """What to say of nouns the data never gave (the judge would read "Passage ... Summary A"), or None."""
+        if not self.defaulted:
+            return None
+        return (
+            f"WARNING: the prompts call the contexts {self.context_noun!r} and the candidates {self.candidate_noun!r}, "
+            "the defaults: nothing names them (dataset.context_noun, dataset.candidate_noun, or meta.json beside the "
+            "data); the rendered prompt below is what the judge reads"
+        )
 
 
 def resolve_adjectives(attributes: list[str], configured: Mapping[str, str]) -> dict[str, str]:

@@ -101,6 +101,8 @@ class Plan:
     seconds: float | None = None
     timing: str = ""
     notes: list[str] = field(default_factory=list)
+    # one rendered prompt per mode and template, as the judge reads it
+    examples: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def text(self) -> str:
         judged_by = len(self.judges)
@@ -144,7 +146,15 @@ class Plan:
         else:
             lines.append(f"time: not estimated ({self.timing or 'no rate known for this judge here'})")
         lines += self.notes
+        for (mode, template), prompt in sorted(self.examples.items()):
+            cut = len(prompt) - 1600
+            shown = prompt if cut <= 0 else f"{prompt[:900]} [... {cut} characters ...] {prompt[-700:]}"
+            lines.append(f"prompt ({mode}, template {template}), as the judge reads it:\n" + _indented(shown))
         return "\n".join(lines)
+
+
+def _indented(text: str) -> str:
+    return "\n".join(f"  | {line}" for line in text.splitlines())
 
 
 def check(cfg: RunConfig, root: Path = PROJECT_ROOT) -> Plan:
@@ -221,6 +231,11 @@ def _judged(cfg: RunConfig, values: dict[str, Any], plan: Plan, rounds: bool) ->
         for mode in modes:
             plan.by_mode[mode] = plan.by_mode.get(mode, 0) + 1
         texts += chunk.column("prompt").to_pylist()
+        for mode, template, prompt in zip(modes, chunk.column("template_id").to_pylist(), chunk.column("prompt").to_pylist(), strict=True):  # fmt: skip
+            plan.examples.setdefault((mode, template), prompt)
+    warning = values["dataset"].words.warning()
+    if warning:
+        plan.notes.append(warning)
     plan.prompts = len(texts)
     if rounds:
         plan.notes.append(

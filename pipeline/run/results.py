@@ -18,6 +18,11 @@ class RunTables:
     run_dir: Path
     config: dict
 
+    @classmethod
+    def open(cls, run_dir: Path) -> RunTables:
+        """The run in ``run_dir``."""
+        return cls(Path(run_dir), json.loads((Path(run_dir) / "config.json").read_text()))
+
     def names(self) -> list[str]:
         return sorted(p.stem for p in (self.run_dir / "tables").glob("*.parquet"))
 
@@ -29,4 +34,4 @@ class RunTables:
 
 
 def load_run(run_dir: Path) -> RunTables:
-    return RunTables(Path(run_dir), json.loads((Path(run_dir) / "config.json").read_text()))
+    return RunTables.open(run_dir)

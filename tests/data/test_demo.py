@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pipeline.config.assessment import DemoConfig
 from pipeline.data.demo import demo_records, write_demo
-from pipeline.data.load import read_meta, read_records
+from pipeline.data.load import read_meta
 from pipeline.data.records import ValidationRules, validate_records
+from pipeline.data.tables import read_records
 
 
 def test_demo_is_seeded_and_valid(tmp_path):

@@ -7,8 +7,9 @@ import json
 import pytest
 
 from pipeline.contracts.errors import ConfigError, InputError
-from pipeline.data.load import Record, read_meta, read_records
+from pipeline.data.load import Record, read_meta
 from pipeline.data.records import ValidationRules, validate_records
+from pipeline.data.tables import read_records
 
 RULES = ValidationRules(attributes=("coherence",))
 

@@ -117,3 +117,21 @@ def test_the_adaptive_workflow_prints_its_plan_with_every_pair_as_the_bound(caps
     assert (
         "prompts to judge: 24 " in out
     )  # debug=quick: 2 contexts x 4 candidates, one attribute: 2 x 12 ordered
+
+
+def test_the_plan_shows_each_templates_rendered_prompt_and_warns_of_nouns_nothing_gave(capsys, tmp_path):
+    """Before anything is spent: the prompt as the judge reads it (chat template, nouns, question, answer cue), one
+    per template, and a warning where the data named neither its contexts nor its candidates."""
+    from tests.conftest import DATASETS
+
+    data = ["dataset.name=mine", f"dataset.path={DATASETS / 'summeval' / 'summeval.jsonl'}", "dataset.max_contexts=1",
+            "dataset.attributes=[coherence]", f"paths.output_root={tmp_path}", "experiment=jury_templates"]  # fmt: skip
+    assert main([*data, "dataset.meta_path=/nowhere/meta.json"]) == 0
+    out = capsys.readouterr().out
+    templates = [line for line in out.splitlines() if line.startswith("prompt (compare, template ")]
+    assert len(templates) == 2, out
+    assert "Which summary is more coherent" in out and "<|im_start|>assistant" in out
+    assert "the prompts call the contexts 'passage' and the candidates 'summary', the defaults" in out
+    assert main(data) == 0  # the data's meta.json names them: no warning
+    out = capsys.readouterr().out
+    assert "the defaults" not in out and "Which summary is more coherent" in out

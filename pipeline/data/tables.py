@@ -1,0 +1,273 @@
+"""Flat tables made into context records: one row per candidate (a context, a candidate's text, its model, people's
+scores as columns) or one row per pair (a context, two texts, their models, people's vote), as pandas, polars, Hugging
+Face ``datasets``, Chatbot Arena and MT-Bench's human judgements export them. The columns are found by
+``dataset.columns`` (:class:`pipeline.config.assessment.ColumnsConfig`), whose defaults recognise the common names.
+
+Without a context id column a context is known by its text (its id a digest of it); a candidate without an id column
+by its model, else by a digest of its text. A pair's rows become one context of two candidates ``<context>:A`` and
+``<context>:B`` (the first row's sides), people's votes their scores for every attribute judged: the share of the
+votes each won (a tie half to each), so that a pair's preference is the majority, a tie where the votes split
+evenly, as the rest of the product reads people's scores. Every row's problem names the file, the row and the column,
+with the layout expected in one line.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from pipeline.config.assessment import ColumnsConfig
+from pipeline.contracts.errors import ConfigError, InputError, Problem
+from pipeline.contracts.keys import stable_hash
+from pipeline.contracts.values import identifier, shown
+from pipeline.data.load import Record, data_files, file_rows
+from pipeline.data.records import JUDGEMENT_LIKE
+
+log = logging.getLogger(__name__)
+
+# The names each field's column is recognised by (case apart), first match wins.
+RECOGNISED: dict[str, tuple[str, ...]] = {
+    "context_id": ("context_id", "prompt_id", "question_id", "pair_id", "instruction_id", "conversation_id"),
+    "context": (
+        "context",
+        "prompt",
+        "instruction",
+        "question",
+        "input",
+        "query",
+        "article",
+        "document",
+        "source_text",
+    ),
+    "candidate_id": ("candidate_id", "response_id", "answer_id", "output_id"),
+    "system": ("system", "model", "generator", "model_name", "model_id"),
+    "text": ("text", "response", "output", "answer", "completion", "summary", "candidate"),
+    "text_a": ("text_a", "response_a", "output_1", "answer_a", "completion_a", "output_a"),
+    "text_b": ("text_b", "response_b", "output_2", "answer_b", "completion_b", "output_b"),
+    "model_a": ("model_a", "system_a", "generator_a"),
+    "model_b": ("model_b", "system_b", "generator_b"),
+    "winner": ("winner", "label", "preference", "human_preference"),
+}
+# A vote's values (case apart): the first side wins, the second, a tie.
+VOTES = {
+    **dict.fromkeys(("a", "model_a", "response_a", "output_1", "1", "a>b", "a>>b", "first"), 1.0),
+    **dict.fromkeys(("b", "model_b", "response_b", "output_2", "2", "b>a", "b>>a", "second"), 0.0),
+    **dict.fromkeys(("tie", "tie (bothbad)", "tie (both bad)", "both_bad", "a=b", "="), 0.5),
+}
+CANDIDATE_LAYOUT = (
+    'one row per candidate, e.g. {"prompt": "...", "model": "m1", "response": "...", "quality": 4}'
+)
+PAIR_LAYOUT = 'one row per pair, e.g. {"prompt": "...", "model_a": "m1", "model_b": "m2", "response_a": "...", ' \
+    '"response_b": "...", "winner": "model_a"}'  # fmt: skip
+NESTED_LAYOUT = 'one row per context, e.g. {"context_id": "c1", "context": "...", "candidates": [{"candidate_id": ' \
+    '"a", "text": "...", "scores": {"quality": 4}}]}'  # fmt: skip
+
+
+def read_records(
+    path: Path,
+    limit: int | None = None,
+    splits: Sequence[str] | None = None,
+    columns: ColumnsConfig | None = None,
+    attributes: Sequence[str] = (),
+) -> Iterator[Record]:
+    """The context records at ``path`` (of ``splits``, for a folder) in file order, at most ``limit``: a file's rows
+    as they are where they nest their candidates, else made into context records (module docstring)."""
+    count = 0
+    for file in data_files(path, splits):
+        rows = file_rows(file)
+        first = next(rows, None)
+        if first is None:
+            continue
+        if isinstance(first.data, dict) and "candidates" in first.data or not isinstance(first.data, dict):
+            records: Iterator[Record] = _chain(first, rows)
+        else:
+            records = context_records([first, *rows], columns or ColumnsConfig(), attributes, file.name)
+        for record in records:
+            if limit is not None and count >= limit:
+                return
+            count += 1
+            yield record
+
+
+def _chain(first: Record, rest: Iterator[Record]) -> Iterator[Record]:
+    yield first
+    yield from rest
+
+
+def mapped(names: Sequence[str], columns: ColumnsConfig, where: str) -> dict[str, str]:
+    """Field -> column for a table with the columns ``names``: what ``dataset.columns`` names (it must be there), else
+    the first recognised name."""
+    lower = {n.lower(): n for n in names}
+    out: dict[str, str] = {}
+    for f in fields(ColumnsConfig):
+        given = getattr(columns, f.name)
+        if f.name == "scores":
+            continue
+        if given is not None:
+            if given not in names:
+                raise ConfigError(
+                    f"config dataset.columns.{f.name}={given!r}: {where} has no such column ({_listed(names)})"
+                )
+            out[f.name] = given
+        else:
+            found = next((lower[n] for n in RECOGNISED[f.name] if n in lower), None)
+            if found is not None:
+                out[f.name] = found
+    return out
+
+
+def _listed(names: Sequence[str]) -> str:
+    return "its columns: " + ", ".join(list(names)[:30]) + (" ..." if len(names) > 30 else "")
+
+
+def score_columns(names: Sequence[str], columns: ColumnsConfig, attributes: Sequence[str], where: str,
+                  used: Iterable[str]) -> dict[str, str]:  # fmt: skip
+    """Attribute -> the column of people's scores for it: ``dataset.columns.scores``, else a column named as the
+    attribute. A column that looks like people's judgements and is read by nothing is refused."""
+    lower = {n.lower(): n for n in names}
+    out = {}
+    for attribute in attributes:
+        given = columns.scores.get(attribute)
+        if given is not None and given not in names:
+            raise ConfigError(
+                f"config dataset.columns.scores.{attribute}={given!r}: {where} has no such column ({_listed(names)})"
+            )
+        column = given or lower.get(attribute.lower())
+        if column is not None:
+            out[attribute] = column
+    read = set(out.values()) | set(used)
+    unread = [n for n in names if n not in read and n.lower() in JUDGEMENT_LIKE]
+    if unread:
+        example = attributes[0] if attributes else "<attribute>"
+        raise ConfigError(
+            f"{where}: column {unread[0]!r} looks like people's judgements, but nothing reads it: say which attribute "
+            f"it scores, dataset.columns.scores={{{example}: {unread[0]}}} (or rename it to the attribute, or drop it)"
+        )
+    return out
+
+
+def _key(prefix: str, text: str) -> str:
+    return f"{prefix}-{stable_hash(text):016x}"[:18]
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None if value is None else str(value)
+
+
+def context_records(
+    rows: list[Record], columns: ColumnsConfig, attributes: Sequence[str], where: str
+) -> Iterator[Record]:
+    """The context records of one flat table's rows (module docstring)."""
+    names = list(rows[0].data) if rows else []
+    m = mapped(names, columns, where)
+    pairwise = "text_a" in m and "text_b" in m
+    needed = ("context", "text_a", "text_b") if pairwise else ("context", "text")
+    missing = [f for f in needed if f not in m]
+    if missing:
+        layout = PAIR_LAYOUT if pairwise else CANDIDATE_LAYOUT
+        raise InputError([Problem(None, None, missing[0], (
+            f"no column for the {missing[0]} ({_listed(names)}); name it with dataset.columns.{missing[0]}=<column>. "
+            f"Expected {layout}, or {NESTED_LAYOUT}"), location=where)])  # fmt: skip
+    scores = score_columns(names, columns, [] if pairwise else attributes, where, m.values())
+    carried = [n for n in names if n not in m.values() and n not in scores.values()]
+    log.info(
+        "%s: %s (%s)%s", where, "one row per pair" if pairwise else "one row per candidate",
+        ", ".join(f"{f}={c}" for f, c in m.items()) + "".join(f", scores.{a}={c}" for a, c in scores.items()),
+        f"; carried with each context, not judged: {', '.join(carried)}" if carried else "",
+    )  # fmt: skip
+    problems: list[Problem] = []
+    build = _pairs if pairwise else _candidates
+    records = build(rows, m, scores, attributes, problems)
+    if problems:
+        raise InputError(problems)
+    return iter(records)
+
+
+def _context_of(data: dict, m: dict[str, str]) -> tuple[str | None, str]:
+    context = _text(data.get(m["context"])) or ""
+    given = identifier(data.get(m["context_id"])) if "context_id" in m else None
+    return given, context
+
+
+def _candidates(rows: list[Record], m: dict[str, str], scores: dict[str, str], attributes: Sequence[str],
+                problems: list[Problem]) -> list[Record]:  # fmt: skip
+    contexts: dict[str, Record] = {}
+    for record in rows:
+        data = record.data
+        given, context = _context_of(data, m)
+        if "context_id" in m and given is None:
+            problems.append(Problem(None, None, m["context_id"], f"not an id: {shown(data.get(m['context_id']))}",
+                                    location=record.location))  # fmt: skip
+            continue
+        cid = given or _key("c", context)
+        system = _text(data.get(m["system"])) if "system" in m else None
+        text = _text(data.get(m["text"]))
+        cand_id = data.get(m["candidate_id"]) if "candidate_id" in m else system or _key("r", text or "")
+        candidate = {"candidate_id": cand_id, "text": text, "system": system,
+                     "scores": {a: data.get(c) for a, c in scores.items()}}  # fmt: skip
+        if cid not in contexts:
+            extra = {k: v for k, v in data.items() if k not in m.values() and k not in scores.values()}
+            contexts[cid] = Record(
+                record.location, {**extra, "context_id": cid, "context": context, "candidates": []}
+            )
+        contexts[cid].data["candidates"].append(candidate)
+    return list(contexts.values())
+
+
+def vote(value: Any) -> float | None | str:
+    """A vote's share for the first side (1, 0, 0.5 for a tie), None for no vote, or the value's text if unreadable."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, bool):
+        return str(value)
+    text = str(int(value)) if isinstance(value, (int, float)) and float(value).is_integer() else str(value)
+    return VOTES.get(text.strip().lower(), text)
+
+
+def _pairs(rows: list[Record], m: dict[str, str], scores: dict[str, str], attributes: Sequence[str],
+           problems: list[Problem]) -> list[Record]:  # fmt: skip
+    pairs: dict[tuple, dict] = {}
+    for record in rows:
+        data = record.data
+        given, context = _context_of(data, m)
+        sides = []
+        for s in ("a", "b"):
+            text = _text(data.get(m[f"text_{s}"]))
+            model = _text(data.get(m[f"model_{s}"])) if f"model_{s}" in m else None
+            sides.append((model or _key("r", text or ""), model, text))
+        won = vote(data.get(m["winner"])) if "winner" in m else None
+        if isinstance(won, str):
+            problems.append(Problem(None, None, m["winner"], (
+                f"{shown(won)} is not a vote: the first side (model_a, A, 1, A>B), the second (model_b, B, 2, B>A), "
+                "a tie (tie, A=B), or empty for none"), location=record.location))  # fmt: skip
+            continue
+        key = (given or context, frozenset(s[0] for s in sides))
+        pair = pairs.get(key)
+        if pair is None:
+            pair = pairs[key] = {"record": record, "given": given, "context": context, "sides": sides, "votes": [],
+                                 "extra": {k: v for k, v in data.items() if k not in m.values()}}  # fmt: skip
+        if won is not None:  # turned to the first row's sides
+            pair["votes"].append(won if sides[0][0] == pair["sides"][0][0] else 1.0 - won)
+    per_context: dict[str, int] = {}
+    for pair in pairs.values():
+        base = pair["given"] or _key("c", pair["context"])
+        per_context[base] = per_context.get(base, 0) + 1
+    out = []
+    for pair in pairs.values():
+        base = pair["given"] or _key("c", pair["context"])
+        a, b = pair["sides"]
+        cid = base if per_context[base] == 1 else f"{base}/{a[0]} vs {b[0]}"
+        votes = pair["votes"]
+        share = sum(votes) / len(votes) if votes else None
+        candidates = [
+            {"candidate_id": f"{cid}:{name}", "system": side[1], "text": side[2],
+             "scores": {} if share is None else dict.fromkeys(attributes, won)}
+            for name, side, won in (("A", a, share), ("B", b, None if share is None else 1.0 - share))
+        ]  # fmt: skip
+        data = {**pair["extra"], "context_id": cid, "context": pair["context"], "candidates": candidates,
+                "votes": len(votes)}  # fmt: skip
+        out.append(Record(pair["record"].location, data))
+    return out
