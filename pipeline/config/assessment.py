@@ -43,7 +43,8 @@ class ColumnsConfig:
     candidate_id: str | None = None
     system: str | None = None
     text: str | None = None
-    # people's scores: attribute -> its column (an attribute without one: a column named as the attribute)
+    # people's scores: attribute -> its column (+dataset.columns.scores.quality=rating; an attribute without one: a
+    # column named as the attribute)
     scores: dict[str, str] = field(default_factory=dict)
     # one row per pair: the two texts, their models, people's vote (model_a | model_b | tie, A>B, 1 | 2, ...)
     text_a: str | None = None

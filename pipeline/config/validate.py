@@ -251,7 +251,7 @@ def named(key: str, value: str | None, segment: bool = False) -> list[str]:
         return []
     if identifier(value) is None or (segment and name_part(value) != value):
         what = (
-            "a plain name (letters, digits, _ - . and spaces)"
+            "a plain name (letters, digits, _ - . : and spaces)"
             if segment
             else "a name without control characters"
         )

@@ -12,9 +12,8 @@ import unicodedata
 
 # The longest identifier or name taken (an id of 20 MB would be a 20 MB error message, key and file name).
 MAX_ID_CHARS = 512
-# The characters of one segment of a file name, and of an MLflow key (which also takes ':' and '/' between parts).
-_FILE_CHARS = re.compile(r"[^\w.\- ]")
-_KEY_CHARS = re.compile(r"[^\w.\- :]")
+# The characters of one segment of a file name or an MLflow key (which takes '/' between parts): MLflow's own set.
+_CHARS = re.compile(r"[^\w.\- :]")
 # MLflow's longest key.
 MAX_KEY_CHARS = 250
 
@@ -44,13 +43,13 @@ def _digest(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
 
 
-def name_part(name: str, chars: re.Pattern[str] = _FILE_CHARS, limit: int = 80) -> str:
-    """``name`` as one segment of a file name (or, with MLflow's characters, of a tracking key): itself when it is
-    already one (letters, digits, ``_ - .`` and spaces, not ``.`` or ``..``, at most ``limit`` characters); else its
-    allowed characters and a digest of the whole name, so two names never become one segment."""
-    if name and name not in (".", "..") and len(name) <= limit and not chars.search(name):
+def name_part(name: str, limit: int = 80) -> str:
+    """``name`` as one segment of a file name or a tracking key: itself when it is already one (letters, digits,
+    ``_ - . :`` and spaces, not ``.`` or ``..``, at most ``limit`` characters); else its allowed characters and a
+    digest of the whole name, so two names never become one segment."""
+    if name and name not in (".", "..") and len(name) <= limit and not _CHARS.search(name):
         return name
-    kept = chars.sub("_", name)[: limit - 9].strip(".") or "name"
+    kept = _CHARS.sub("_", name)[: limit - 9].strip(".") or "name"
     return f"{kept}-{_digest(name)}"
 
 
@@ -58,7 +57,7 @@ def tracking_key(key: str) -> str:
     """An MLflow metric, param or tag key made of parts joined by ``/`` (``card/<attribute>/<judge>/...``), valid
     whatever names the parts hold: each part kept when MLflow takes it, else made one by :func:`name_part`; a key
     too long for MLflow is cut and keeps a digest of the whole. Every key logged goes through it."""
-    fixed = "/".join(name_part(part, _KEY_CHARS, MAX_KEY_CHARS) for part in key.split("/"))
+    fixed = "/".join(name_part(part, MAX_KEY_CHARS) for part in key.split("/"))
     return fixed if len(fixed) <= MAX_KEY_CHARS else f"{fixed[: MAX_KEY_CHARS - 9]}-{_digest(key)}"
 
 

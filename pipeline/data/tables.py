@@ -144,7 +144,7 @@ def score_columns(names: Sequence[str], columns: ColumnsConfig, attributes: Sequ
         example = attributes[0] if attributes else "<attribute>"
         raise ConfigError(
             f"{where}: column {unread[0]!r} looks like people's judgements, but nothing reads it: say which attribute "
-            f"it scores, dataset.columns.scores={{{example}: {unread[0]}}} (or rename it to the attribute, or drop it)"
+            f"it scores, +dataset.columns.scores.{example}={unread[0]} (or rename it to the attribute, or drop it)"
         )
     return out
 

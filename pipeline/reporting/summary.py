@@ -98,6 +98,12 @@ def summary_text(correlations: pl.DataFrame, bias: pl.DataFrame, judge_stats: Ju
         )
     if judge_stats is not None:
         lines += ["", *judge_stats_lines(judge_stats)]
+        if several and "n" in bias.columns:  # the lines above are the run's judge's; a jury judged more
+            judges = bias["judge"].n_unique()
+            lines.append(
+                f"with its {judges - 1} juror(s): {int(bias['n'].sum())} judged prompts in all, by {judges} judges "
+                "(the line above counts the run's judge alone)"
+            )
     return "\n".join(lines)
 
 

@@ -182,7 +182,7 @@ def test_several_votes_for_a_pair_are_each_counted_whichever_side_they_name_firs
         ([{"prompt": "p", "model": "m", "answer_text": "t"}], [], InputError,
          ["export.csv", "field 'text': no column for the text", "dataset.columns.text=<column>", "one row per candidate"]),
         ([{"prompt": "p", "model": "m", "response": "t", "score": 4}], [], ConfigError,
-         ["column 'score' looks like people's judgements", "dataset.columns.scores={coherence: score}"]),
+         ["column 'score' looks like people's judgements", "+dataset.columns.scores.coherence=score"]),
         ([{"prompt": "p", "model": "m", "response": "t"}], ["dataset.columns.text=reply"], ConfigError,
          ["dataset.columns.text='reply': export.csv has no such column"]),
         ([{"prompt": "p", "model_a": "a", "model_b": "b", "response_a": "x", "response_b": "y", "winner": "A wins"}],
