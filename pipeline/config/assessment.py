@@ -40,6 +40,8 @@ class ColumnsConfig:
     # one row per candidate
     context_id: str | None = None
     context: str | None = None
+    # a reference answer per context (shown to the judge after the context, as MT-Bench's reference-guided grading)
+    reference: str | None = None
     candidate_id: str | None = None
     system: str | None = None
     text: str | None = None

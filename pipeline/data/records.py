@@ -91,6 +91,27 @@ class ValidationRules:
         return next((group for group in self.category_groups if value.startswith(group)), value)
 
 
+# How a context's reference answer is shown to the judge, after the context (MT-Bench's reference-guided grading).
+REFERENCE_HEAD = "Reference answer:"
+# A conversation's roles as the transcript names them.
+ROLES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
+
+
+def transcript(turns: object) -> str | tuple[str, str]:
+    """A conversation (a list of ``{"role", "content"}`` turns) as the text a judge reads, each turn its own paragraph
+    after its role (``User: ...``, ``Assistant: ...``); or (where, why) when it is not one."""
+    if not isinstance(turns, list) or not turns:
+        return "", f"not a text or a conversation (a list of {{role, content}} turns): {shown(turns)}"
+    out = []
+    for n, turn in enumerate(turns):
+        role = turn.get("role") if isinstance(turn, dict) else None
+        content = turn.get("content") if isinstance(turn, dict) else None
+        if role not in ROLES or not isinstance(content, str):
+            return f"[{n}]", f"not a turn {{role: {'|'.join(ROLES)}, content: text}}: {shown(turn)}"
+        out.append(f"{ROLES[role]}: {content}")
+    return "\n\n".join(out)
+
+
 def validate_records(records: Iterable[Record], rules: ValidationRules) -> ValidatedInput:
     """CANDIDATES and HUMAN_SCORES from the records, every problem collected and raised at once."""
     check = Validation(rules)
@@ -133,12 +154,19 @@ class Validation:
             self.problems.append(Problem(cid, None, "context_id", message))
             return
         self.seen_contexts[cid] = record.location
-        context = data.get("context")
+        context = self.text(cid, None, "context", data.get("context"))
         if context is None:
-            context = ""
-        if not isinstance(context, str):
-            self.problems.append(Problem(cid, None, "context", f"not a string: {type(context).__name__}"))
             return
+        reference = data.get("reference")
+        if reference is not None:
+            if not (isinstance(reference, str) and reference.strip()):
+                self.problems.append(Problem(cid, None, "reference", f"not a text: {shown(reference)}"))
+                return
+            context = (
+                f"{context}\n\n{REFERENCE_HEAD}\n{reference}"
+                if context.strip()
+                else f"{REFERENCE_HEAD}\n{reference}"
+            )
         if not context.strip() and not self.rules.allow_empty_context:
             message = "missing or empty text (set dataset.allow_empty_context=true for a pool)"
             self.problems.append(Problem(cid, None, "context", message))
@@ -181,9 +209,8 @@ class Validation:
             )
             return None
         seen.add(cand_id)
-        text = cand.get("text")
-        if text is not None and not isinstance(text, str):
-            self.problems.append(Problem(cid, cand_id, "text", f"not a string: {type(text).__name__}"))
+        text = self.text(cid, cand_id, "text", cand.get("text"))
+        if text is None and cand.get("text") is not None:
             return None
         if text is None or not text.strip() or text.strip() in self.rules.empty_markers:
             text = self.empty_text(cid, cand_id, text)
@@ -208,6 +235,20 @@ class Validation:
             self.problems.append(Problem(cid, cand_id, "scores", f"not an object: {type(scores).__name__}"))
             return None
         return cand_id, None if system is None else str(system), text, scores
+
+    def text(self, cid: str, cand_id: str | None, name: str, value: object) -> str | None:
+        """A context's or candidate's text: a string, or a conversation (a list of ``{role, content}`` turns, as
+        OpenAI's messages) as its transcript (:func:`transcript`); "" for none; None with a problem noted."""
+        if value is None:
+            return "" if cand_id is None else None
+        if isinstance(value, str):
+            return value
+        turns = transcript(value)
+        if isinstance(turns, str):
+            return turns
+        where, why = turns
+        self.problems.append(Problem(cid, cand_id, f"{name}{where}", why))
+        return None
 
     def empty_text(self, cid: str, cand_id: str, text: str | None) -> str | None:
         """An empty candidate as ``dataset.empty_text`` says: its placeholder, None when dropped or refused."""

@@ -41,7 +41,10 @@ RECOGNISED: dict[str, tuple[str, ...]] = {
         "article",
         "document",
         "source_text",
+        "messages",
+        "conversation",
     ),
+    "reference": ("reference", "reference_answer", "ref_answer", "gold_answer"),
     "candidate_id": ("candidate_id", "response_id", "answer_id", "output_id"),
     "system": ("system", "model", "generator", "model_name", "model_id"),
     "text": ("text", "response", "output", "answer", "completion", "summary", "candidate"),
@@ -153,8 +156,9 @@ def _key(prefix: str, text: str) -> str:
     return f"{prefix}-{stable_hash(text):016x}"[:18]
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) else None if value is None else str(value)
+def _text(value: Any) -> Any:
+    """A text as it is (a string, or a conversation's turns: pipeline.data.records reads both), a number as its digits."""
+    return value if isinstance(value, str | list) or value is None else str(value)
 
 
 def context_records(
@@ -187,9 +191,9 @@ def context_records(
 
 
 def _context_of(data: dict, m: dict[str, str]) -> tuple[str | None, str]:
-    context = _text(data.get(m["context"])) or ""
+    context = data.get(m["context"])
     given = identifier(data.get(m["context_id"])) if "context_id" in m else None
-    return given, context
+    return given, _text(context) or ""
 
 
 def _candidates(rows: list[Record], m: dict[str, str], scores: dict[str, str], attributes: Sequence[str],
@@ -202,14 +206,16 @@ def _candidates(rows: list[Record], m: dict[str, str], scores: dict[str, str], a
             problems.append(Problem(None, None, m["context_id"], f"not an id: {shown(data.get(m['context_id']))}",
                                     location=record.location))  # fmt: skip
             continue
-        cid = given or _key("c", context)
+        cid = given or _key("c", str(context))
         system = _text(data.get(m["system"])) if "system" in m else None
         text = _text(data.get(m["text"]))
-        cand_id = data.get(m["candidate_id"]) if "candidate_id" in m else system or _key("r", text or "")
+        cand_id = data.get(m["candidate_id"]) if "candidate_id" in m else system or _key("r", str(text or ""))
         candidate = {"candidate_id": cand_id, "text": text, "system": system,
                      "scores": {a: data.get(c) for a, c in scores.items()}}  # fmt: skip
         if cid not in contexts:
             extra = {k: v for k, v in data.items() if k not in m.values() and k not in scores.values()}
+            if "reference" in m:
+                extra["reference"] = data[m["reference"]]
             contexts[cid] = Record(
                 record.location, {**extra, "context_id": cid, "context": context, "candidates": []}
             )
@@ -237,27 +243,30 @@ def _pairs(rows: list[Record], m: dict[str, str], scores: dict[str, str], attrib
         for s in ("a", "b"):
             text = _text(data.get(m[f"text_{s}"]))
             model = _text(data.get(m[f"model_{s}"])) if f"model_{s}" in m else None
-            sides.append((model or _key("r", text or ""), model, text))
+            sides.append((model or _key("r", str(text or "")), model, text))
         won = vote(data.get(m["winner"])) if "winner" in m else None
         if isinstance(won, str):
             problems.append(Problem(None, None, m["winner"], (
                 f"{shown(won)} is not a vote: the first side (model_a, A, 1, A>B), the second (model_b, B, 2, B>A), "
                 "a tie (tie, A=B), or empty for none"), location=record.location))  # fmt: skip
             continue
-        key = (given or context, frozenset(s[0] for s in sides))
+        key = (given or str(context), frozenset(s[0] for s in sides))
         pair = pairs.get(key)
         if pair is None:
+            extra = {k: v for k, v in data.items() if k not in m.values()}
+            if "reference" in m:
+                extra["reference"] = data[m["reference"]]
             pair = pairs[key] = {"record": record, "given": given, "context": context, "sides": sides, "votes": [],
-                                 "extra": {k: v for k, v in data.items() if k not in m.values()}}  # fmt: skip
+                                 "extra": extra}  # fmt: skip
         if won is not None:  # turned to the first row's sides
             pair["votes"].append(won if sides[0][0] == pair["sides"][0][0] else 1.0 - won)
     per_context: dict[str, int] = {}
     for pair in pairs.values():
-        base = pair["given"] or _key("c", pair["context"])
+        base = pair["given"] or _key("c", str(pair["context"]))
         per_context[base] = per_context.get(base, 0) + 1
     out = []
     for pair in pairs.values():
-        base = pair["given"] or _key("c", pair["context"])
+        base = pair["given"] or _key("c", str(pair["context"]))
         a, b = pair["sides"]
         cid = base if per_context[base] == 1 else f"{base}/{a[0]} vs {b[0]}"
         votes = pair["votes"]

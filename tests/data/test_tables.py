@@ -210,3 +210,34 @@ def test_a_score_written_beside_scores_in_a_nested_file_is_refused_not_dropped(t
         InputError, match=r"field 'score': people's scores are read from \"scores\", not 'score'"
     ):
         load(tmp_path / "data.jsonl", attributes=["quality"])
+
+
+def test_a_conversation_with_a_reference_answer_is_the_context_the_judge_reads(tmp_path):
+    """MT-Bench's second turn: the conversation so far as the context (each turn after its role), the reference answer
+    after it (reference-guided grading), the candidates the next assistant turns (or whole conversations)."""
+    turns = [{"role": "user", "content": "What is 2 + 2?"}, {"role": "assistant", "content": "4."},
+             {"role": "user", "content": "And times 3?"}]  # fmt: skip
+    rows = [
+        {"question_id": 81, "messages": turns, "reference": "12", "model": "m1", "response": "12."},
+        {"question_id": 81, "messages": turns, "reference": "12", "model": "m2", "response": "Thirteen."},
+    ]  # fmt: skip
+    pl.DataFrame(rows).write_parquet(tmp_path / "mt.parquet")
+    loaded = load(tmp_path / "mt.parquet", "dataset.context_noun=conversation", "dataset.candidate_noun=reply",
+                  attributes=["quality"])  # fmt: skip
+    cands = pl.from_arrow(loaded.candidates)
+    assert (
+        cands["context"].to_list()
+        == ["User: What is 2 + 2?\n\nAssistant: 4.\n\nUser: And times 3?\n\nReference answer:\n12"] * 2
+    )
+    assert cands["text"].to_list() == ["12.", "Thirteen."]
+    whole = {"context_id": "q", "context": turns[:1], "candidates": [  # whole conversations compared
+        {"candidate_id": "a", "text": turns[1:]}, {"candidate_id": "b", "text": "4"}]}  # fmt: skip
+    (tmp_path / "whole.jsonl").write_text(json.dumps(whole) + "\n")
+    texts = pl.from_arrow(load(tmp_path / "whole.jsonl", attributes=["quality"]).candidates)["text"].to_list()
+    assert texts == ["Assistant: 4.\n\nUser: And times 3?", "4"]
+    bad = [{**rows[0], "messages": [*turns, {"role": "robot", "content": "?"}]}, rows[1]]
+    (tmp_path / "bad.jsonl").write_text("".join(json.dumps(r) + "\n" for r in bad))
+    with pytest.raises(
+        InputError, match=r"field 'context\[3\]': not a turn \{role: system\|user\|assistant\|tool"
+    ):
+        load(tmp_path / "bad.jsonl", attributes=["quality"])

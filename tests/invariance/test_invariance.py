@@ -98,6 +98,7 @@ def worlds(
         objective=kind != "generate" and (draw(st.booleans()) if objective is None else objective),
         recorded=recorded_kind,
         trust=draw(st.sampled_from([None, "random", "active"])) if kind != "generate" else None,
+        conversation=kind == "dataset" and draw(st.booleans()),
         generate=kind == "generate",
         human=kind != "generate",
         seed=draw(st.integers(0, 2**16)),

@@ -99,6 +99,8 @@ class World:
     recorded: str | None = None
     # trust with a guarantee on people's scores: the labelled pairs drawn "random" or "active" (None: off)
     trust: str | None = None
+    # each context a conversation (turns with roles, the candidates the next assistant turn) with a reference answer
+    conversation: bool = False
 
     @property
     def n_contexts(self) -> int:
@@ -215,6 +217,13 @@ def records(world: World, names: Names, order: Order) -> list[Record]:
                 cand["scores"] = {ATTRIBUTE: human_score(world, c, k)}
             candidates.append(cand)
         data = {"context_id": names.contexts[c], "context": context_text(world, c), "candidates": candidates}
+        if world.conversation:
+            data["context"] = [
+                {"role": "user", "content": context_text(world, c)},
+                {"role": "assistant", "content": "Which part matters most?"},
+                {"role": "user", "content": f"Part {c % 3}."},
+            ]
+            data["reference"] = f"The reference summary of matter {c}."
         if category_of(world, c) is not None:
             data["category"] = category_of(world, c)
         out.append(Record(f"world:{c}", data))
