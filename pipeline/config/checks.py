@@ -14,6 +14,7 @@ from pipeline.config.judging import ApiConfig
 from pipeline.config.run import RunConfig
 from pipeline.config.templates import absolute_template_problems
 from pipeline.config.workflows import workflow
+from pipeline.contracts.values import identifier
 from pipeline.methods.scorers.registry import scorers
 
 
@@ -188,8 +189,11 @@ def generate_problems(cfg: RunConfig) -> list[str]:
     if not gen.models:
         problems.append("config generate.models is empty: name at least two generator models")
     names = [m.name for m in gen.models]
-    if any(not n for n in names):
-        problems.append("config generate.models: every model needs a name (its name on the leaderboard)")
+    if any(identifier(n) is None for n in names):
+        problems.append(
+            "config generate.models: every model needs a name (its name on the leaderboard), without control "
+            "characters"
+        )
     if len(set(names)) != len(names):
         problems.append(f"config generate.models has repeated names: {names}")
     if len(gen.models) == 1:

@@ -45,11 +45,15 @@ COLUMNS = {
 
 
 def objective_attributes(human: pl.DataFrame) -> list[str]:
-    """The attributes whose human scores are all 0 or 1 (and include both): an objective label."""
+    """The attributes that say which candidate of a pair is right: scores all 0 or 1 (and both), or people's votes
+    (every context a pair whose two scores, the shares of the votes each won, sum to 1, some pair not tied: the
+    majority is the right one, a tied pair has none)."""
     out = []
     for (attribute,), group in human.group_by(["attribute"], maintain_order=True):
         values = set(group["human_score"].to_list())
-        if values == {0.0, 1.0}:
+        pairs = group.group_by("context_id").agg(n=pl.len(), total=pl.col("human_score").sum())
+        votes = bool((pairs["n"] == 2).all() and ((pairs["total"] - 1.0).abs() < 1e-9).all())
+        if values == {0.0, 1.0} or (votes and values != {0.5} and min(values) >= 0.0):
             out.append(str(attribute))
     return sorted(out)
 
