@@ -40,8 +40,11 @@ class ColumnsConfig:
     # one row per candidate
     context_id: str | None = None
     context: str | None = None
-    # a reference answer per context (shown to the judge after the context, as MT-Bench's reference-guided grading)
+    # a context's further parts, shown to the judge after it: a reference answer (MT-Bench's reference-guided
+    # grading), a score rubric (Prometheus 2), a checklist (TICK)
     reference: str | None = None
+    rubric: str | None = None
+    checklist: str | None = None
     candidate_id: str | None = None
     system: str | None = None
     text: str | None = None

@@ -86,13 +86,16 @@ def typed_jurors(cfg: RunConfig) -> list[JudgeConfig]:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    base = {k: (str(v) if isinstance(v, StrEnum) else v) for k, v in asdict(cfg.judge).items()}
+    def plain(judge: JudgeConfig) -> dict[str, Any]:
+        return {name: (str(v) if isinstance(v, StrEnum) else v) for name, v in asdict(judge).items()}
+
+    base = plain(cfg.judge)
     base.pop("name")
     out = []
-    for k, own in enumerate(cfg.jury.judges):
-        key = f"jury.judges[{k}]"
+    for n, own in enumerate(cfg.jury.judges):
+        key = f"jury.judges[{n}]"
         if isinstance(own, JudgeConfig):
-            own = {k: (str(v) if isinstance(v, StrEnum) else v) for k, v in asdict(own).items()}
+            own = plain(own)
         if not isinstance(own, Mapping):
             raise ConfigError(
                 f"config {key} must be a judge config (backend, model, name, api, ...), got {own!r}"

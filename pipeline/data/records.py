@@ -91,8 +91,26 @@ class ValidationRules:
         return next((group for group in self.category_groups if value.startswith(group)), value)
 
 
-# How a context's reference answer is shown to the judge, after the context (MT-Bench's reference-guided grading).
-REFERENCE_HEAD = "Reference answer:"
+# A context's further parts, shown to the judge after its text in this order, each under its heading: a reference
+# answer (MT-Bench's reference-guided grading), a score rubric (Prometheus 2's per-item rubric: a text, or each score
+# with its description), a checklist (TICK's: the items, numbered).
+PARTS = {"reference": "Reference answer:", "rubric": "Score rubric:", "checklist": "Checklist:"}
+PART_KINDS = {
+    "reference": "a text",
+    "rubric": "a text or a mapping of scores to descriptions",
+    "checklist": "a list of items (texts)",
+}
+
+
+def part_text(value: object) -> str | None:
+    """A context part as the judge reads it (:data:`PARTS`), or None when it is none of the kinds it may be."""
+    if isinstance(value, str):
+        return value if value.strip() else None
+    if isinstance(value, dict) and value and all(isinstance(v, str) for v in value.values()):
+        return "\n".join(f"Score {k}: {v}" for k, v in value.items())
+    if isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value):
+        return "\n".join(f"{n}. {item}" for n, item in enumerate(value, start=1))
+    return None
 # A conversation's roles as the transcript names them.
 ROLES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
 
@@ -157,16 +175,17 @@ class Validation:
         context = self.text(cid, None, "context", data.get("context"))
         if context is None:
             return
-        reference = data.get("reference")
-        if reference is not None:
-            if not (isinstance(reference, str) and reference.strip()):
-                self.problems.append(Problem(cid, None, "reference", f"not a text: {shown(reference)}"))
+        parts = [context] if context.strip() else []
+        for name, head in PARTS.items():
+            value = data.get(name)
+            if value is None:
+                continue
+            shown_part = part_text(value)
+            if shown_part is None:
+                self.problems.append(Problem(cid, None, name, f"not {PART_KINDS[name]}: {shown(value)}"))
                 return
-            context = (
-                f"{context}\n\n{REFERENCE_HEAD}\n{reference}"
-                if context.strip()
-                else f"{REFERENCE_HEAD}\n{reference}"
-            )
+            parts.append(f"{head}\n{shown_part}")
+        context = "\n\n".join(parts)
         if not context.strip() and not self.rules.allow_empty_context:
             message = "missing or empty text (set dataset.allow_empty_context=true for a pool)"
             self.problems.append(Problem(cid, None, "context", message))

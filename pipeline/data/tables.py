@@ -24,7 +24,7 @@ from pipeline.contracts.errors import ConfigError, InputError, Problem
 from pipeline.contracts.keys import stable_hash
 from pipeline.contracts.values import identifier, shown
 from pipeline.data.load import Record, data_files, file_rows
-from pipeline.data.records import JUDGEMENT_LIKE
+from pipeline.data.records import JUDGEMENT_LIKE, PARTS
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,8 @@ RECOGNISED: dict[str, tuple[str, ...]] = {
         "conversation",
     ),
     "reference": ("reference", "reference_answer", "ref_answer", "gold_answer"),
+    "rubric": ("rubric", "score_rubric", "rubrics"),
+    "checklist": ("checklist", "checklists"),
     "candidate_id": ("candidate_id", "response_id", "answer_id", "output_id"),
     "system": ("system", "model", "generator", "model_name", "model_id"),
     "text": ("text", "response", "output", "answer", "completion", "summary", "candidate"),
@@ -214,8 +216,7 @@ def _candidates(rows: list[Record], m: dict[str, str], scores: dict[str, str], a
                      "scores": {a: data.get(c) for a, c in scores.items()}}  # fmt: skip
         if cid not in contexts:
             extra = {k: v for k, v in data.items() if k not in m.values() and k not in scores.values()}
-            if "reference" in m:
-                extra["reference"] = data[m["reference"]]
+            extra |= {part: data[m[part]] for part in PARTS if part in m}
             contexts[cid] = Record(
                 record.location, {**extra, "context_id": cid, "context": context, "candidates": []}
             )
@@ -254,8 +255,7 @@ def _pairs(rows: list[Record], m: dict[str, str], scores: dict[str, str], attrib
         pair = pairs.get(key)
         if pair is None:
             extra = {k: v for k, v in data.items() if k not in m.values()}
-            if "reference" in m:
-                extra["reference"] = data[m["reference"]]
+            extra |= {part: data[m[part]] for part in PARTS if part in m}
             pair = pairs[key] = {"record": record, "given": given, "context": context, "sides": sides, "votes": [],
                                  "extra": extra}  # fmt: skip
         if won is not None:  # turned to the first row's sides

@@ -241,3 +241,19 @@ def test_a_conversation_with_a_reference_answer_is_the_context_the_judge_reads(t
         InputError, match=r"field 'context\[3\]': not a turn \{role: system\|user\|assistant\|tool"
     ):
         load(tmp_path / "bad.jsonl", attributes=["quality"])
+
+
+def test_a_rubric_and_a_checklist_are_shown_after_the_context_and_a_malformed_one_is_refused(tmp_path):
+    record = {"context_id": "q", "context": "Write a haiku about rain.", "candidates": [
+        {"candidate_id": "a", "text": "Rain on the tin roof"}, {"candidate_id": "b", "text": "Sun."}],
+        "rubric": {"1": "Not a haiku.", "5": "Three lines, 5-7-5, about rain."},
+        "checklist": ["Is it three lines?", "Is it about rain?"]}  # fmt: skip
+    (tmp_path / "d.jsonl").write_text(json.dumps(record) + "\n")
+    context = pl.from_arrow(load(tmp_path / "d.jsonl", attributes=["quality"]).candidates)["context"][0]
+    assert context == (
+        "Write a haiku about rain.\n\nScore rubric:\nScore 1: Not a haiku.\nScore 5: Three lines, 5-7-5, about rain."
+        "\n\nChecklist:\n1. Is it three lines?\n2. Is it about rain?"
+    )
+    (tmp_path / "bad.jsonl").write_text(json.dumps({**record, "checklist": ["ok", 3]}) + "\n")
+    with pytest.raises(InputError, match=r"context 'q', field 'checklist': not a list of items \(texts\): \['ok', 3\]"):
+        load(tmp_path / "bad.jsonl", attributes=["quality"])
