@@ -111,6 +111,8 @@ def part_text(value: object) -> str | None:
     if isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value):
         return "\n".join(f"{n}. {item}" for n, item in enumerate(value, start=1))
     return None
+
+
 # A conversation's roles as the transcript names them.
 ROLES = {"system": "System", "user": "User", "assistant": "Assistant", "tool": "Tool"}
 

@@ -14,6 +14,7 @@ with the layout expected in one line.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -192,31 +193,37 @@ def context_records(
     return iter(records)
 
 
-def _context_of(data: dict, m: dict[str, str]) -> tuple[str | None, str]:
-    context = data.get(m["context"])
+def _context_of(
+    record: Record, m: dict[str, str], read: Iterable[str], problems: list[Problem]
+) -> tuple | None:
+    """A row's context: its id (the id column's, else a digest of its text), its text, and the fields carried with it
+    (every column not ``read``, and its parts under their own names); None, with a problem noted, for a bad id."""
+    data = record.data
+    context = _text(data.get(m["context"])) or ""
     given = identifier(data.get(m["context_id"])) if "context_id" in m else None
-    return given, _text(context) or ""
+    if "context_id" in m and given is None:
+        problems.append(Problem(None, None, m["context_id"], f"not an id: {shown(data.get(m['context_id']))}",
+                                location=record.location))  # fmt: skip
+        return None
+    extra = {k: v for k, v in data.items() if k not in m.values() and k not in read}
+    extra |= {part: data[m[part]] for part in PARTS if part in m}
+    return given or _key("c", str(context)), context, extra
 
 
 def _candidates(rows: list[Record], m: dict[str, str], scores: dict[str, str], attributes: Sequence[str],
                 problems: list[Problem]) -> list[Record]:  # fmt: skip
     contexts: dict[str, Record] = {}
     for record in rows:
-        data = record.data
-        given, context = _context_of(data, m)
-        if "context_id" in m and given is None:
-            problems.append(Problem(None, None, m["context_id"], f"not an id: {shown(data.get(m['context_id']))}",
-                                    location=record.location))  # fmt: skip
+        data, found = record.data, _context_of(record, m, scores.values(), problems)
+        if found is None:
             continue
-        cid = given or _key("c", str(context))
+        cid, context, extra = found
         system = _text(data.get(m["system"])) if "system" in m else None
         text = _text(data.get(m["text"]))
         cand_id = data.get(m["candidate_id"]) if "candidate_id" in m else system or _key("r", str(text or ""))
         candidate = {"candidate_id": cand_id, "text": text, "system": system,
                      "scores": {a: data.get(c) for a, c in scores.items()}}  # fmt: skip
         if cid not in contexts:
-            extra = {k: v for k, v in data.items() if k not in m.values() and k not in scores.values()}
-            extra |= {part: data[m[part]] for part in PARTS if part in m}
             contexts[cid] = Record(
                 record.location, {**extra, "context_id": cid, "context": context, "candidates": []}
             )
@@ -238,8 +245,10 @@ def _pairs(rows: list[Record], m: dict[str, str], scores: dict[str, str], attrib
            problems: list[Problem]) -> list[Record]:  # fmt: skip
     pairs: dict[tuple, dict] = {}
     for record in rows:
-        data = record.data
-        given, context = _context_of(data, m)
+        data, found = record.data, _context_of(record, m, (), problems)
+        if found is None:
+            continue
+        base, context, extra = found
         sides = []
         for s in ("a", "b"):
             text = _text(data.get(m[f"text_{s}"]))
@@ -251,24 +260,18 @@ def _pairs(rows: list[Record], m: dict[str, str], scores: dict[str, str], attrib
                 f"{shown(won)} is not a vote: the first side (model_a, A, 1, A>B), the second (model_b, B, 2, B>A), "
                 "a tie (tie, A=B), or empty for none"), location=record.location))  # fmt: skip
             continue
-        key = (given or str(context), frozenset(s[0] for s in sides))
+        key = (base, frozenset(s[0] for s in sides))
         pair = pairs.get(key)
         if pair is None:
-            extra = {k: v for k, v in data.items() if k not in m.values()}
-            extra |= {part: data[m[part]] for part in PARTS if part in m}
-            pair = pairs[key] = {"record": record, "given": given, "context": context, "sides": sides, "votes": [],
+            pair = pairs[key] = {"record": record, "base": base, "context": context, "sides": sides, "votes": [],
                                  "extra": extra}  # fmt: skip
         if won is not None:  # turned to the first row's sides
             pair["votes"].append(won if sides[0][0] == pair["sides"][0][0] else 1.0 - won)
-    per_context: dict[str, int] = {}
-    for pair in pairs.values():
-        base = pair["given"] or _key("c", str(pair["context"]))
-        per_context[base] = per_context.get(base, 0) + 1
+    per_context = Counter(pair["base"] for pair in pairs.values())
     out = []
     for pair in pairs.values():
-        base = pair["given"] or _key("c", str(pair["context"]))
         a, b = pair["sides"]
-        cid = base if per_context[base] == 1 else f"{base}/{a[0]} vs {b[0]}"
+        cid = pair["base"] if per_context[pair["base"]] == 1 else f"{pair['base']}/{a[0]} vs {b[0]}"
         votes = pair["votes"]
         share = sum(votes) / len(votes) if votes else None
         candidates = [

@@ -8,7 +8,9 @@ from pipeline.config.assessment import TemplateConfig
 from pipeline.data.words import PromptWords
 
 
-def render_fields(words: Any, attribute: str, low: int, high: int, options: str = "") -> dict[str, Any]:
+def render_fields(
+    words: PromptWords, attribute: str, low: int, high: int, options: str = ""
+) -> dict[str, Any]:
     """The template fields other than the context and the candidate (``words``: :class:`PromptWords`)."""
     noun, context_noun = words.candidate_noun, words.context_noun
     return {
@@ -21,19 +23,8 @@ def render_fields(words: Any, attribute: str, low: int, high: int, options: str 
         "Context_noun": context_noun[:1].upper() + context_noun[1:],
         "low": low,
         "high": high,
-        "criterion": getattr(words, "criteria", {}).get(attribute, attribute),
-        "options": options,
-    }
-
-
-def _words(words: PromptWords, attribute: str) -> dict[str, str]:
-    return {
-        "adjective": words.adjectives[attribute],
-        "noun": words.candidate_noun,
-        "Noun": words.candidate_noun[:1].upper() + words.candidate_noun[1:],
-        "context_noun": words.context_noun,
-        "Context_noun": words.context_noun[:1].upper() + words.context_noun[1:],
         "criterion": words.criteria.get(attribute, attribute),
+        "options": options,
     }
 
 
@@ -41,8 +32,8 @@ def render_message(
     template: TemplateConfig, words: PromptWords, attribute: str, context: str, a: str, b: str
 ) -> str:
     """The user message comparing ``a`` (slot A) and ``b`` (slot B) on ``attribute``."""
-    return template.text.format(context=context, a=a, b=b, **_words(words, attribute))
+    return template.text.format(context=context, a=a, b=b, **render_fields(words, attribute, 0, 0))
 
 
 def render_answer_prefix(template: TemplateConfig, words: PromptWords, attribute: str) -> str:
-    return template.answer_prefix.format(context="", a="", b="", **_words(words, attribute))
+    return template.answer_prefix.format(context="", a="", b="", **render_fields(words, attribute, 0, 0))
