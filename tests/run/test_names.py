@@ -74,3 +74,43 @@ def test_a_run_whose_results_mlflow_refuses_keeps_its_outputs_and_says_so(tmp_pa
     assert "the tracking server went away" in result.reporting_error
     assert (result.run_dir / "summary.txt").exists() and result.tables
     assert "could not be logged" in (result.run_dir / "run.log").read_text()
+
+
+def test_model_names_from_the_data_reach_every_key_and_table_as_they_are(tmp_path):
+    """A user's table whose models are called `gpt-4o (2024)`, `gpt+rag` and `a/b`, judged by a file of verdicts,
+    leaderboard and all, with MLflow on: the tables keep the names as given, every key is valid, the run FINISHED."""
+    import itertools
+    import json
+
+    import polars as pl
+
+    models = ["gpt-4o (2024)", "gpt+rag", "a/b"]
+    rows = [{"prompt": f"Question {q}?", "model": m, "response": f"Answer {q} by {m}.", "quality": 1 + (q + k) % 5}
+            for q in range(4) for k, m in enumerate(models)]  # fmt: skip
+    pl.DataFrame(rows).write_csv(tmp_path / "answers.csv")
+    from pipeline.config.enums import Correlation
+    from pipeline.data.source import load_input
+
+    overrides = ["dataset.name=mine", f"dataset.path={tmp_path / 'answers.csv'}", "dataset.attributes=[quality]",
+                 "dataset.candidate_noun=answer", "dataset.context_noun=question"]  # fmt: skip
+    loaded = load_input(compose(overrides).dataset, Correlation.auto, tmp_path, tmp_path)
+    cands = pl.from_arrow(loaded.candidates)
+    verdicts = tmp_path / "verdicts.jsonl"
+    with verdicts.open("w") as fh:
+        for (cid,), group in cands.group_by(["context_id"]):
+            for a, b in itertools.permutations(group["candidate_id"].to_list(), 2):
+                fh.write(
+                    json.dumps({"context_id": cid, "first": a, "second": b, "p_first": 0.7 if a < b else 0.4})
+                    + "\n"
+                )
+    result = run(compose([*overrides, "judge=recorded", f"judge.model={verdicts}", "runtime=inprocess",
+                          "tracking.plots=false", f"paths.output_root={tmp_path / 'out'}"]))  # fmt: skip
+    assert result.reporting_error is None
+    logged = mlflow.tracking.MlflowClient(result.tracking_uri).get_run(result.mlflow_run_id)
+    assert logged.info.status == "FINISHED"
+    board = pl.read_parquet(result.tables["leaderboard"])
+    assert set(board["model"]) >= set(models)
+    assert any(
+        k.startswith("leaderboard/") and f"/{tracking_key('gpt-4o (2024)')}/" in k
+        for k in logged.data.metrics
+    )
