@@ -38,9 +38,7 @@ batch price (half on OpenAI's and Anthropic's), never paid twice and never stuck
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import os
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -48,7 +46,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pipeline.judge.endpoint.batch_lines import Line, Tally, input_file, read_output
+from pipeline.judge.endpoint.batch_lines import (
+    RECORD_FILE,
+    BatchRecord,
+    Line,
+    Tally,
+    batch_states,
+    input_file,
+    read_output,
+)
 from pipeline.judge.endpoint.client import ApiClient, Reply, cache_key
 from pipeline.judge.endpoint.replies import Check
 from pipeline.storage.claims import Claims
@@ -56,8 +62,7 @@ from pipeline.storage.sqlite import SqliteCache
 
 log = logging.getLogger(__name__)
 
-# The record of a run's batches, in its run folder; and its batches' answers when the reply cache is off.
-RECORD_FILE = "api_batches.jsonl"
+# A run's batches' answers, in its run folder, when the reply cache is off.
 BATCH_REPLIES = "api_batch_replies.sqlite"
 TERMINAL = ("completed", "failed", "expired", "cancelled")
 # a recorded batch the provider no longer knows (a 404 for its id): read as ended, answering nothing
@@ -66,7 +71,16 @@ METADATA_KEY = "pipeline_marker"
 # Pages of the provider's batch and file lists looked through for a marker.
 LOOKUP_PAGES = 20
 
-__all__ = ["BatchJobs", "BatchPending", "BatchRecord", "Line", "batch_states", "input_file", "read_output"]
+__all__ = [
+    "RECORD_FILE",
+    "BatchJobs",
+    "BatchPending",
+    "BatchRecord",
+    "Line",
+    "batch_states",
+    "input_file",
+    "read_output",
+]
 
 
 class BatchPending(RuntimeError):
@@ -92,70 +106,6 @@ def download(client: ApiClient, path: str, what: str, record: Path | None) -> st
         f"batch is finished and recorded in {record}, not read: the same command downloads its results again "
         "(nothing is paid twice)"
     )
-
-
-class BatchRecord:
-    """The run folder's record of the batches (JSON lines, appended): every step of a batch as an entry of its
-    marker; a batch's state is its entries merged in order."""
-
-    def __init__(self, path: str | Path | None):
-        self.path = Path(path) if path else None
-
-    def entries(self) -> list[dict[str, Any]]:
-        if self.path is None or not self.path.exists():
-            return []
-        out = []
-        for raw in self.path.read_text(encoding="utf-8").splitlines():
-            try:
-                entry = json.loads(raw)
-            except ValueError:
-                continue  # a line cut short by a crash
-            if not isinstance(entry, dict):
-                continue
-            if "marker" not in entry and isinstance(entry.get("input"), str) and entry.get("batch_id"):
-                # a record of an earlier version (input digest -> batch id): the first batch of that input
-                entry = {**entry, "marker": f"{entry['input']}.0", "state": "created"}
-            if isinstance(entry.get("marker"), str):
-                out.append(entry)
-        return out
-
-    def batches(self) -> dict[str, dict[str, Any]]:
-        """Every batch's state by marker, in the order they were first recorded."""
-        merged: dict[str, dict[str, Any]] = {}
-        for entry in self.entries():
-            merged.setdefault(entry["marker"], {}).update(entry)
-        return merged
-
-    @staticmethod
-    def marker(batches: dict[str, dict[str, Any]], digest: str) -> str:
-        """The marker of the next batch of the input file ``digest`` among ``batches`` (:meth:`batches`): one more
-        than the batches of it already read."""
-        read = sum(1 for b in batches.values() if b.get("input") == digest and b.get("state") == "read")
-        return f"{digest}.{read}"
-
-    def add(self, entry: dict[str, Any]) -> None:
-        if self.path is None:
-            return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({**entry, "time": time.time()}, sort_keys=True) + "\n"
-        with self.path.open("a+b") as f:
-            end = f.seek(0, os.SEEK_END)
-            if (
-                end and (f.seek(end - 1), f.read(1))[1] != b"\n"
-            ):  # a line cut short by a crash: ours starts anew
-                line = "\n" + line
-            f.write(line.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
-
-
-def batch_states(path: str | Path | None) -> dict[str, int]:
-    """How many of the batches recorded in ``path`` are in each state: their status once read (completed, expired,
-    failed, cancelled), else ``open`` (submitted, not yet read: the same command picks them up)."""
-    states: Counter[str] = Counter()
-    for batch in BatchRecord(path).batches().values():
-        states[str(batch.get("status")) if batch.get("state") == "read" else "open"] += 1
-    return dict(sorted(states.items()))
 
 
 class BatchJobs:

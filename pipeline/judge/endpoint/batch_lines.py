@@ -1,4 +1,5 @@
-"""A batch job's lines: the input file written for it, and its output and error files read back.
+"""A batch job's files: the input file written for it, its output and error files read back, and the run folder's
+record of its batches (:class:`BatchRecord`).
 
 Every output line is checked as a reply of its own (:mod:`pipeline.judge.endpoint.replies`). A line that cannot be read
 never stops the read; it is counted by kind:
@@ -16,9 +17,12 @@ never stops the read; it is counted by kind:
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pipeline.judge.endpoint.parse import parse_json
@@ -136,3 +140,71 @@ def _read_line(
 
 def _is_status(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+# The record of a run's batches, in its run folder.
+RECORD_FILE = "api_batches.jsonl"
+
+
+class BatchRecord:
+    """The run folder's record of the batches (JSON lines, appended): every step of a batch as an entry of its
+    marker; a batch's state is its entries merged in order."""
+
+    def __init__(self, path: str | Path | None):
+        self.path = Path(path) if path else None
+
+    def entries(self) -> list[dict[str, Any]]:
+        if self.path is None or not self.path.exists():
+            return []
+        out = []
+        for raw in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue  # a line cut short by a crash
+            if not isinstance(entry, dict):
+                continue
+            if "marker" not in entry and isinstance(entry.get("input"), str) and entry.get("batch_id"):
+                # a record of an earlier version (input digest -> batch id): the first batch of that input
+                entry = {**entry, "marker": f"{entry['input']}.0", "state": "created"}
+            if isinstance(entry.get("marker"), str):
+                out.append(entry)
+        return out
+
+    def batches(self) -> dict[str, dict[str, Any]]:
+        """Every batch's state by marker, in the order they were first recorded."""
+        merged: dict[str, dict[str, Any]] = {}
+        for entry in self.entries():
+            merged.setdefault(entry["marker"], {}).update(entry)
+        return merged
+
+    @staticmethod
+    def marker(batches: dict[str, dict[str, Any]], digest: str) -> str:
+        """The marker of the next batch of the input file ``digest`` among ``batches`` (:meth:`batches`): one more
+        than the batches of it already read."""
+        read = sum(1 for b in batches.values() if b.get("input") == digest and b.get("state") == "read")
+        return f"{digest}.{read}"
+
+    def add(self, entry: dict[str, Any]) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        line = json.dumps({**entry, "time": time.time()}, sort_keys=True) + "\n"
+        with self.path.open("a+b") as f:
+            end = f.seek(0, os.SEEK_END)
+            if (
+                end and (f.seek(end - 1), f.read(1))[1] != b"\n"
+            ):  # a line cut short by a crash: ours starts anew
+                line = "\n" + line
+            f.write(line.encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def batch_states(path: str | Path | None) -> dict[str, int]:
+    """How many of the batches recorded in ``path`` are in each state: their status once read (completed, expired,
+    failed, cancelled), else ``open`` (submitted, not yet read: the same command picks them up)."""
+    states: Counter[str] = Counter()
+    for batch in BatchRecord(path).batches().values():
+        states[str(batch.get("status")) if batch.get("state") == "read" else "open"] += 1
+    return dict(sorted(states.items()))
