@@ -255,5 +255,7 @@ def test_a_rubric_and_a_checklist_are_shown_after_the_context_and_a_malformed_on
         "\n\nChecklist:\n1. Is it three lines?\n2. Is it about rain?"
     )
     (tmp_path / "bad.jsonl").write_text(json.dumps({**record, "checklist": ["ok", 3]}) + "\n")
-    with pytest.raises(InputError, match=r"context 'q', field 'checklist': not a list of items \(texts\): \['ok', 3\]"):
+    with pytest.raises(
+        InputError, match=r"context 'q', field 'checklist': not a list of items \(texts\): \['ok', 3\]"
+    ):
         load(tmp_path / "bad.jsonl", attributes=["quality"])
