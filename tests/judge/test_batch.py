@@ -13,16 +13,8 @@ from collections import Counter
 import pytest
 
 from pipeline.config.judging import ApiConfig
-from pipeline.judge.endpoint.batch import (
-    BatchJobs,
-    BatchPending,
-    BatchRecord,
-    Line,
-    Tally,
-    batch_states,
-    input_file,
-    read_output,
-)
+from pipeline.judge.endpoint.batch import BatchJobs, BatchPending, BatchRecord, batch_states
+from pipeline.judge.endpoint.batch_lines import Line, Tally, input_file, read_output
 from pipeline.judge.endpoint.client import ApiClient
 from pipeline.judge.endpoint.replies import check_of, completion_reader
 from pipeline.judge.spec import ApiEndpoint
