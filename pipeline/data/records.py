@@ -166,7 +166,7 @@ class Validation:
             return
         cid = identifier(data.get("context_id"))
         if cid is None:
-            message = f"missing or not a valid id: {data.get('context_id')!r}"
+            message = f"missing or not a valid id: {shown(data.get('context_id'))}"
             self.problems.append(Problem(None, None, "context_id", message, location=record.location))
             return
         if cid in self.seen_contexts:
@@ -193,7 +193,7 @@ class Validation:
             self.problems.append(Problem(cid, None, "context", message))
         category = data.get(self.rules.category_field)
         if category is not None and not (isinstance(category, str) and category.strip()):
-            message = f"not a category name: {category!r}"
+            message = f"not a category name: {shown(category)}"
             self.problems.append(Problem(cid, None, self.rules.category_field, message))
             return
         candidates = data.get("candidates")
@@ -221,7 +221,7 @@ class Validation:
             return None
         cand_id = identifier(cand.get("candidate_id"))
         if cand_id is None:
-            message = f"missing or not a valid id: {cand.get('candidate_id')!r}"
+            message = f"missing or not a valid id: {shown(cand.get('candidate_id'))}"
             self.problems.append(Problem(cid, f"#{n}", "candidate_id", message))
             return None
         if cand_id in seen:
@@ -279,7 +279,7 @@ class Validation:
         if self.rules.empty_text == "drop":
             self.report.empty_text_dropped.append(f"{cid}/{cand_id}")
             return None
-        message = f"missing or empty text ({text!r}); set dataset.empty_text=placeholder or drop to handle such candidates"
+        message = f"missing or empty text ({shown(text)}); set dataset.empty_text=placeholder or drop to handle such candidates"
         self.problems.append(Problem(cid, cand_id, "text", message))
         return None
 
@@ -297,7 +297,7 @@ class Validation:
                     continue
                 value = finite_number(raw)
                 if value is None:
-                    message = f"not a finite number: {raw!r}"
+                    message = f"not a finite number: {shown(raw)}"
                     self.problems.append(Problem(cid, cand_id, f"scores.{attribute}", message))
                     continue
                 self.with_score[attribute] += 1
