@@ -12,6 +12,7 @@ import unicodedata
 
 # The longest identifier or name taken (an id of 20 MB would be a 20 MB error message, key and file name).
 MAX_ID_CHARS = 512
+_MAX_INT = 10**MAX_ID_CHARS
 # The characters of one segment of a file name or an MLflow key (which takes '/' between parts): MLflow's own set.
 _CHARS = re.compile(r"[^\w.\- :]")
 # MLflow's longest key.
@@ -25,7 +26,7 @@ def identifier(value: object) -> str | None:
     if isinstance(value, bool) or value is None:
         return None
     if isinstance(value, int):
-        return str(value) if abs(value) < 10**MAX_ID_CHARS else None
+        return str(value) if abs(value) < _MAX_INT else None
     if not (isinstance(value, str) and value.strip() and len(value) <= MAX_ID_CHARS):
         return None
     if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in value):

@@ -38,9 +38,8 @@ def split_of(file: Path) -> str:
     return stem.split("-", 1)[1] if "-" in stem else stem
 
 
-# The files read as data, and what a Hugging Face ``save_to_disk`` folder holds (its shards are Arrow streams).
-SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet", ".arrow")
-HF_MARKERS = ("state.json", "dataset_dict.json")
+# The files read as data (a Hugging Face ``save_to_disk`` folder's Arrow shards are read as its folder).
+SUFFIXES = (".jsonl", ".json", ".csv", ".tsv", ".parquet")
 KINDS = "a .jsonl, .csv, .tsv or .parquet file, a folder of them, or a Hugging Face datasets folder (save_to_disk)"
 
 
@@ -63,7 +62,7 @@ def data_files(path: Path, splits: Sequence[str] | None = None) -> list[Path]:
         elif (path / "state.json").exists():
             files = [path]
         else:
-            files = sorted(p for p in path.iterdir() if p.suffix in SUFFIXES and p.suffix != ".arrow")
+            files = sorted(p for p in path.iterdir() if p.suffix in SUFFIXES)
         if not files:
             raise ConfigError(f"config dataset.path={path}: the folder holds no data; give {KINDS}")
         return files if splits is None else chosen_splits(path, files, splits)

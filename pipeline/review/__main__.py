@@ -43,6 +43,13 @@ def _root(root: str | None) -> Path:
     return Path(root).resolve() if root else configured_root()
 
 
+def _tracking_uri(args: argparse.Namespace, run_dir: Path) -> str | None:
+    """Where the agreement is logged: ``--tracking-uri``, else the project's own store."""
+    from pipeline.review.results import own_tracking_uri
+
+    return args.tracking_uri or own_tracking_uri(run_dir, Path(args.root).resolve() if args.root else None)
+
+
 def _count(least: int):
     """An argument's type: an integer of at least ``least`` (refused by argparse, with the usage, otherwise)."""
 
@@ -130,9 +137,6 @@ def _main(args: argparse.Namespace) -> int:
     from pipeline.review.sample import Strategy, open_sample
 
     run_dir = _run_dir(args.run_dir, args.root)
-    uri = args.tracking_uri or results.own_tracking_uri(
-        run_dir, Path(args.root).resolve() if args.root else None
-    )
     folder = Path(args.folder).resolve() if args.folder else run_dir / "review"
     if args.command == "invite":
         from pipeline.review.keys import personal_links, review_secret
@@ -147,6 +151,7 @@ def _main(args: argparse.Namespace) -> int:
                 f"no review in {folder}: start one with `python -m pipeline.review serve {run_dir}`"
             )
         sample = open_sample(run_dir, folder)
+        uri = _tracking_uri(args, run_dir)
         result = report.agreement(sample, AnswerLog(folder / "answers.jsonl").read())
         files = results.write(result)
         print(result.text())
@@ -166,7 +171,9 @@ def _main(args: argparse.Namespace) -> int:
     invited = [check_reviewer(r.strip()) for r in (args.reviewers or "").split(",") if r.strip()]
     strategy = Strategy(args.strategy) if args.strategy else None
     sample = open_sample(run_dir, folder, strategy, args.n, args.seed)
-    state = ReviewState.open(sample, args.reviewer, open_review=args.open, tracking_uri=uri)
+    state = ReviewState.open(
+        sample, args.reviewer, open_review=args.open, tracking_uri=_tracking_uri(args, run_dir)
+    )
     if args.host not in LOOPBACK:
         print(
             f"warning: serving on {args.host}: anyone who can reach this machine can read the run's texts"

@@ -230,8 +230,11 @@ def _judged(cfg: RunConfig, values: dict[str, Any], plan: Plan, rounds: bool) ->
         modes = chunk.column("mode").to_pylist()
         for mode in modes:
             plan.by_mode[mode] = plan.by_mode.get(mode, 0) + 1
-        texts += chunk.column("prompt").to_pylist()
-        for mode, template, prompt in zip(modes, chunk.column("template_id").to_pylist(), chunk.column("prompt").to_pylist(), strict=True):  # fmt: skip
+        prompts = chunk.column("prompt").to_pylist()
+        texts += prompts
+        for mode, template, prompt in zip(
+            modes, chunk.column("template_id").to_pylist(), prompts, strict=True
+        ):
             plan.examples.setdefault((mode, template), prompt)
     warning = values["dataset"].words.warning()
     if warning:

@@ -81,9 +81,8 @@ def is_run_folder(folder: Path) -> bool:
 
 def check_run_dir(folder: Path) -> Path:
     """``folder`` if a run may write there: a run's folder (to continue it; one killed before its config.json too),
-    or a new or empty one. A folder of
-    anything else (a model's checkpoint, a data set) is refused: a run would overwrite its config.json and mix its
-    tables into it."""
+    or a new or empty one. A folder of anything else (a model's checkpoint, a data set) is refused: a run would
+    overwrite its config.json and mix its tables into it."""
     if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
         raise UserError(f"config paths.run_dir={folder} is not a folder")
     begun = {".run.lock", "tables", "run.log"}  # what a run makes before its config.json
