@@ -156,7 +156,8 @@ def score_columns(names: Sequence[str], columns: ColumnsConfig, attributes: Sequ
 
 
 def _key(prefix: str, text: str) -> str:
-    return f"{prefix}-{stable_hash(text):016x}"[:18]
+    """``<prefix>-`` and a digest of ``text`` (12 hex digits): an id made from content."""
+    return f"{prefix}-{stable_hash(text) % 16**12:012x}"
 
 
 def _text(value: Any) -> Any:
@@ -228,6 +229,12 @@ def _candidates(rows: list[Record], m: dict[str, str], scores: dict[str, str], a
                 record.location, {**extra, "context_id": cid, "context": context, "candidates": []}
             )
         contexts[cid].data["candidates"].append(candidate)
+    if "candidate_id" not in m:  # a model with several answers in a context: each known by its model and text
+        for record in contexts.values():
+            made = Counter(c["candidate_id"] for c in record.data["candidates"])
+            for c in record.data["candidates"]:
+                if made[c["candidate_id"]] > 1:
+                    c["candidate_id"] = _key(f"{c['candidate_id']}:r", str(c["text"] or ""))
     return list(contexts.values())
 
 
@@ -279,7 +286,6 @@ def _pairs(rows: list[Record], m: dict[str, str], scores: dict[str, str], attrib
              "scores": {} if share is None else dict.fromkeys(attributes, won)}
             for name, side, won in (("A", a, share), ("B", b, None if share is None else 1.0 - share))
         ]  # fmt: skip
-        data = {**pair["extra"], "context_id": cid, "context": pair["context"], "candidates": candidates,
-                "votes": len(votes)}  # fmt: skip
+        data = {**pair["extra"], "context_id": cid, "context": pair["context"], "candidates": candidates}
         out.append(Record(pair["record"].location, data))
     return out

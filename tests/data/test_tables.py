@@ -259,3 +259,15 @@ def test_a_rubric_and_a_checklist_are_shown_after_the_context_and_a_malformed_on
         InputError, match=r"context 'q', field 'checklist': not a list of items \(texts\): \['ok', 3\]"
     ):
         load(tmp_path / "bad.jsonl", attributes=["quality"])
+
+
+def test_a_model_with_several_answers_in_a_context_has_each_read_not_refused(tmp_path):
+    rows = [
+        {"prompt": "Say hi.", "model": "m1", "response": r, "quality": q}
+        for r, q in (("hi", 3), ("hello", 4))
+    ]
+    rows.append({"prompt": "Say hi.", "model": "m2", "response": "hey", "quality": 2})
+    pl.DataFrame(rows).write_csv(tmp_path / "samples.csv")
+    cands = pl.from_arrow(load(tmp_path / "samples.csv", attributes=["quality"]).candidates)
+    assert cands.height == 3 and cands["candidate_id"].n_unique() == 3
+    assert sorted(cands["system"]) == ["m1", "m1", "m2"] and "m2" in cands["candidate_id"].to_list()
