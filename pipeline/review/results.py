@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 
 from pipeline.review.agreement import Agreement
+from pipeline.run.folder import json_object
 from pipeline.run.runs import configured_root
 from pipeline.storage.csv import write_csv
 
@@ -44,10 +45,7 @@ def _parent_run(run_dir: Path, uri: str) -> str | None:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
-    try:
-        recorded = json.loads((run_dir / "tracking.json").read_text()).get("run_id")
-    except (OSError, ValueError, AttributeError):
-        recorded = None
+    recorded = (json_object(run_dir / "tracking.json") or {}).get("run_id")
     if isinstance(recorded, str):
         try:
             return client.get_run(recorded).info.run_id

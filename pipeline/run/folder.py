@@ -70,13 +70,19 @@ def resolve_latest(cfg: RunConfig, root: Path) -> RunConfig:
     )
 
 
+def json_object(path: Path) -> dict | None:
+    """A JSON object file's content; None when it is missing, empty, torn or not an object."""
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def is_run_folder(folder: Path) -> bool:
     """Whether ``folder`` is a run's: its config.json is a run's config (a model's checkpoint has a config.json too)."""
-    try:
-        config = json.loads((folder / "config.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return isinstance(config, dict) and {"workflow", "dataset", "judge"} <= config.keys()
+    config = json_object(folder / "config.json")
+    return config is not None and {"workflow", "dataset", "judge"} <= config.keys()
 
 
 def check_run_dir(folder: Path) -> Path:

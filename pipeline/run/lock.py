@@ -15,29 +15,15 @@ import contextlib
 import errno
 import fcntl
 import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 
 from pipeline.contracts.errors import UserError
+from pipeline.storage.claims import open_lock_file
 
 LOCK_FILE = ".run.lock"
 # The run folders this process holds (resolved): asked about here, never opened again while held.
 _HELD: set[Path] = set()
-
-
-def _open(path: Path, flags: int) -> int:
-    """``path`` opened without following a link; :class:`UserError` for a link or anything but a plain file."""
-    try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UserError(f"{path} is a symbolic link, not a run's lock file; remove it") from None
-        raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise UserError(f"{path} is not a plain file, not a run's lock file; remove it")
-    return fd
 
 
 def _other(fd: int, kind: int) -> str | None:
@@ -59,7 +45,7 @@ def run_folder_lock(run_dir: Path) -> Iterator[Path]:
     key = run_dir.resolve()
     if key in _HELD:
         raise UserError(f"run folder {run_dir} is in use by another run of this process ({os.getpid()})")
-    fd = _open(path, os.O_RDWR | os.O_CREAT)
+    fd = open_lock_file(path, os.O_RDWR | os.O_CREAT)
     try:
         other = _other(fd, fcntl.LOCK_EX)
         if other is not None:
@@ -87,7 +73,7 @@ def holder(run_dir: Path) -> str | None:
     if not path.exists() or path.is_symlink():
         return None
     try:
-        fd = _open(path, os.O_RDONLY)
+        fd = open_lock_file(path, os.O_RDONLY)
     except (UserError, OSError):
         return None
     try:

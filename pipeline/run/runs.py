@@ -8,12 +8,12 @@ its summary); ``unreadable`` when its config.json is empty or torn (listed and n
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pipeline.contracts.errors import UserError
+from pipeline.run.folder import json_object
 from pipeline.run.lock import holder
 
 
@@ -79,22 +79,13 @@ def _card(folder: Path) -> Any:
     return pl.read_parquet(path, columns=columns) if path.exists() else None
 
 
-def _json(path: Path) -> dict | None:
-    """A JSON object file's content; None when it is missing, empty, torn or not an object."""
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def info(folder: Path) -> RunInfo:
     """A run folder's status and key numbers; a folder whose config.json cannot be read (empty, torn: a run killed
     while writing it, or not a run's) has the status ``unreadable`` and nothing else."""
-    config = _json(folder / "config.json")
+    config = json_object(folder / "config.json")
     if config is None:
         return RunInfo(folder, "unreadable", "", "", "", 0, None, None, None)
-    run_id = (_json(folder / "tracking.json") or {}).get("run_id")
+    run_id = (json_object(folder / "tracking.json") or {}).get("run_id")
     judge = config.get("judge") if isinstance(config.get("judge"), dict) else {}
     dataset = config.get("dataset") if isinstance(config.get("dataset"), dict) else {}
     try:
@@ -130,7 +121,7 @@ def find_run(ref: str | None, output_root: Path) -> Path:
     ``latest`` for the latest finished run. :class:`UserError` naming what was looked at when none matches."""
     if ref and Path(ref).is_dir():
         folder = Path(ref).resolve()
-        if _json(folder / "config.json") is None:
+        if json_object(folder / "config.json") is None:
             raise UserError(f"{folder} is not a run folder (no readable config.json)")
         return folder
     known = runs(output_root)

@@ -14,12 +14,30 @@ import errno
 import fcntl
 import logging
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
+
+from pipeline.contracts.errors import UserError
 
 log = logging.getLogger(__name__)
 
 _UNSUPPORTED = (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
+
+
+def open_lock_file(path: Path, flags: int, mode: int = 0o644) -> int:
+    """A lock file opened without following a link (one planted there would have its target written);
+    :class:`UserError` for a link or anything but a plain file."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UserError(f"{path} is a symbolic link, not a lock file; remove it") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UserError(f"{path} is not a plain file, not a lock file; remove it")
+    return fd
 
 
 class Claims:
@@ -33,7 +51,7 @@ class Claims:
     def hold(self, key: str) -> Iterator[None]:
         """Hold ``key`` (waiting while another process holds it)."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.folder / f"{key}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fd = open_lock_file(self.folder / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             try:
                 fcntl.lockf(fd, fcntl.LOCK_EX)

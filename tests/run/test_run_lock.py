@@ -83,7 +83,7 @@ def test_a_link_planted_as_the_lock_is_refused_and_its_target_never_written(tmp_
     folder = tmp_path / "run"
     folder.mkdir()
     (folder / LOCK_FILE).symlink_to(target)
-    with pytest.raises(UserError, match="is a symbolic link, not a run's lock file"):
+    with pytest.raises(UserError, match="is a symbolic link, not a lock file"):
         with run_folder_lock(folder):
             pass
     assert target.read_text() == "keep me\n"
