@@ -281,6 +281,7 @@ def candidates_table(sizes: dict[str, int], ids: str = "{context}:{k}") -> pa.Ta
             rows["system"].append(None)
             rows["text"].append(f"text {cid} {k}")
             rows["category"].append(None)
+            rows["checklist"].append(None)
     return pa.table(rows, schema=CANDIDATES)
 
 

@@ -164,7 +164,8 @@ class PromptConfig:
 @dataclass
 class AbsoluteTemplateConfig:
     """One absolute prompt. Fields: {context}, {candidate}, {attribute}, {Attribute}, {adjective}, {noun},
-    {Noun}, {context_noun}, {Context_noun}, {low}, {high}. The context goes first so that the prompts of a
+    {Noun}, {context_noun}, {Context_noun}, {low}, {high}, {criterion}, {options} (mode options), {item} (mode
+    checklist: the checklist item asked, which the text must hold). The context goes first so that the prompts of a
     context share a prefix."""
 
     mode: AbsoluteMode = AbsoluteMode.prompt_score
@@ -212,6 +213,11 @@ def absolute_library() -> dict[str, AbsoluteTemplateConfig]:
             "Which option describes the {noun} best? Answer with its letter.",
             "Answer: (",
         ),
+        "tick": shipped(
+            AbsoluteMode.checklist,
+            "Checklist question: {item}\n\nDoes the {noun} satisfy it? Answer Yes or No.",
+            "Answer:",
+        ),
         "chen_explicit": shipped(
             AbsoluteMode.explicit,
             "Score the {noun} with respect to {attribute} on a continuous scale from {low} (worst) to {high} "
@@ -228,7 +234,8 @@ def absolute_library() -> dict[str, AbsoluteTemplateConfig]:
 class AbsoluteConfig:
     """Absolute assessment beside (or instead of, ``workflow=absolute``) the comparisons."""
 
-    # Which absolute modes run (several can): prompt_score | g_eval | implicit | explicit. Empty: none.
+    # Which absolute modes run (several can): prompt_score | g_eval | implicit | explicit | options | checklist.
+    # Empty: none.
     modes: list[AbsoluteMode] = field(default_factory=list)
     # The templates each mode runs, by id in ``library``.
     templates: dict[str, list[str]] = field(
@@ -238,6 +245,7 @@ class AbsoluteConfig:
             "implicit": ["chen_implicit"],
             "explicit": ["chen_explicit"],
             "options": ["criterion_options"],
+            "checklist": ["tick"],
         }
     )
     # Every known template by id; add your own with `+absolute.library.mine={mode: ..., text: ...}`.

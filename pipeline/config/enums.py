@@ -129,6 +129,9 @@ class AbsoluteMode(StrEnum):
     # EvalAssist's direct assessment: the criterion's options (criteria_options), each with a description and a
     # score; the expected score over the first-token probabilities of the option letters.
     options = "options"
+    # TICK: each item of the context's checklist asked as a yes/no question, read as the implicit mode reads it; the
+    # candidate's score is the mean over the items of p(yes) (its soft pass rate).
+    checklist = "checklist"
 
 
 class OutputHandling(StrEnum):

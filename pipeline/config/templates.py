@@ -7,6 +7,7 @@ import string
 from pipeline.config.assessment import AbsoluteTemplateConfig, TemplateConfig
 from pipeline.config.enums import AbsoluteMode
 from pipeline.contracts.engine import MAX_READ_TOKENS
+from pipeline.contracts.keys import ITEM
 
 TEMPLATE_FIELDS = frozenset(
     {"context", "a", "b", "adjective", "noun", "Noun", "context_noun", "Context_noun", "criterion"}
@@ -41,6 +42,7 @@ ABSOLUTE_FIELDS = frozenset(
         "high",
         "criterion",
         "options",
+        "item",
     }
 )
 
@@ -71,8 +73,18 @@ def absolute_template_problems(template_id: str, template: AbsoluteTemplateConfi
     """What is wrong with an absolute template, each problem naming it."""
     where = f"config absolute.library.{template_id}"
     problems = field_problems(f"{where}.", template, ABSOLUTE_FIELDS)
+    if ITEM in template_id:
+        problems.append(
+            f"{where}: {ITEM!r} is not allowed in a template's id (it marks a checklist item's prompt)"
+        )
     if not problems and "candidate" not in template_fields(template.text):
         problems.append(f"{where}.text must contain {{candidate}}")
+    if not problems and (template.mode == AbsoluteMode.checklist) != (
+        "item" in template_fields(template.text)
+    ):
+        problems.append(
+            f"{where}.text: {{item}} (the checklist item asked) is for mode checklist, which needs it"
+        )
     if template.low >= template.high:
         problems.append(f"{where}: low={template.low} must be below high={template.high}")
     elif template.mode == AbsoluteMode.g_eval and template.high - template.low + 1 > MAX_READ_TOKENS:

@@ -25,6 +25,21 @@ COMPARE = "compare"
 GENERATE = "generate"
 
 
+# A checklist item's prompt (absolute mode checklist, TICK) is known by its template's id and the item's number
+# from 1: ``<template>#<k>``; what the engine reads is its template's.
+ITEM = "#"
+
+
+def item_template(template_id: str, k: int) -> str:
+    """The template id of a checklist template's prompt for item ``k`` (from 1)."""
+    return f"{template_id}{ITEM}{k}"
+
+
+def base_template(template_id: str) -> str:
+    """The template a prompt's template id belongs to (itself, or a checklist item's template)."""
+    return template_id.partition(ITEM)[0]
+
+
 # A judged prompt of a context as CONTEXTS.done holds it (schemas.DONE).
 DONE_KEY = ("mode", "attribute", "template_id", "cand_a", "cand_b")
 

@@ -68,7 +68,9 @@ JURY_TEMPLATES = {"template_id": (":",)}
 
 # Per schema (the object of pipeline.contracts), the roles of its columns.
 ROLES: dict[int, Roles] = {
-    id(schemas.CANDIDATES): Roles(undefined=("system", "category"), input_order=("candidate_index",)),
+    id(schemas.CANDIDATES): Roles(
+        undefined=("system", "category", "checklist"), input_order=("candidate_index",)
+    ),
     id(schemas.HUMAN_SCORES): Roles(),
     id(schemas.LEFT_OUT): Roles(),
     id(schemas.JUDGMENTS): Roles(

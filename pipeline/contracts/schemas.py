@@ -53,6 +53,8 @@ CANDIDATES = pa.schema(
         # The context's category (dataset.category_field, grouped by dataset.category_groups): results are split by
         # it where they are (a judge benchmark's sources or subsets); null where the data gives none.
         pa.field("category", pa.string()),
+        # The context's checklist (its items, in order) where it gives one: absolute mode checklist judges each.
+        pa.field("checklist", pa.list_(pa.string())),
     ]
 )
 
@@ -87,6 +89,8 @@ CONTEXTS = pa.schema(
         # Prompts still to judge, and those already judged in the run folder (skipped).
         pa.field("n_prompts", pa.int64(), nullable=False),
         pa.field("done", pa.list_(DONE), nullable=False),
+        # The context's checklist items (empty: none).
+        pa.field("checklist", pa.list_(pa.string()), nullable=False),
     ]
 )
 

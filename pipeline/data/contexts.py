@@ -22,6 +22,8 @@ class Context:
     # In the order of their content keys (ties: the input's order).
     candidate_ids: tuple[str, ...]
     texts: tuple[str, ...]
+    # Its checklist's items (none: empty).
+    checklist: tuple[str, ...] = ()
 
     @property
     def size(self) -> int:
@@ -34,15 +36,24 @@ class Context:
 
 
 def group_by_context(candidates: pa.Table) -> list[Context]:
-    """The contexts of a CANDIDATES table in input order, each with its candidates in content-key order."""
+    """The contexts of a CANDIDATES table in input order, each with its candidates in content-key order (and its
+    checklist where the table has the column)."""
     columns = ("context_id", "context", "candidate_id", "candidate_index", "text")
-    grouped: dict[str, tuple[str, list[tuple[int, int, str, str]]]] = {}
-    for cid, context, cand, index, text in zip(
-        *(candidates.column(c).to_pylist() for c in columns), strict=True
+    checklists = (
+        candidates.column("checklist").to_pylist()
+        if "checklist" in candidates.column_names
+        else [None] * candidates.num_rows
+    )
+    grouped: dict[str, tuple[str, tuple[str, ...], list[tuple[int, int, str, str]]]] = {}
+    for cid, context, cand, index, text, checklist in zip(
+        *(candidates.column(c).to_pylist() for c in columns), checklists, strict=True
     ):
-        grouped.setdefault(cid, (context, []))[1].append((content_key(text), index, cand, text))
+        entry = grouped.setdefault(cid, (context, tuple(checklist or ()), []))
+        entry[2].append((content_key(text), index, cand, text))
     out = []
-    for cid, (context, members) in grouped.items():
+    for cid, (context, checklist, members) in grouped.items():
         members.sort()
-        out.append(Context(cid, context, tuple(m[2] for m in members), tuple(m[3] for m in members)))
+        out.append(
+            Context(cid, context, tuple(m[2] for m in members), tuple(m[3] for m in members), checklist)
+        )
     return out

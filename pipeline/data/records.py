@@ -98,7 +98,7 @@ PARTS = {"reference": "Reference answer:", "rubric": "Score rubric:", "checklist
 PART_KINDS = {
     "reference": "a text",
     "rubric": "a text or a mapping of scores to descriptions",
-    "checklist": "a list of items (texts)",
+    "checklist": "a list of items (texts), or a text with one item per line",
 }
 
 
@@ -111,6 +111,13 @@ def part_text(value: object) -> str | None:
     if isinstance(value, list) and value and all(isinstance(v, str) and v.strip() for v in value):
         return "\n".join(f"{n}. {item}" for n, item in enumerate(value, start=1))
     return None
+
+
+def checklist_items(value: object) -> object:
+    """A checklist's items: a list as it is, a text (a CSV's cell) its non-empty lines."""
+    if isinstance(value, str):
+        return [line.strip() for line in value.splitlines() if line.strip()] or None
+    return value
 
 
 # A conversation's roles as the transcript names them.
@@ -182,11 +189,15 @@ class Validation:
             value = data.get(name)
             if value is None:
                 continue
+            if name == "checklist":
+                value = checklist_items(value)
             shown_part = part_text(value)
             if shown_part is None:
-                self.problems.append(Problem(cid, None, name, f"not {PART_KINDS[name]}: {shown(value)}"))
+                self.problems.append(Problem(cid, None, name, f"not {PART_KINDS[name]}: {shown(data[name])}"))
                 return
             parts.append(f"{head}\n{shown_part}")
+        items = checklist_items(data.get("checklist"))
+        checklist = items if isinstance(items, list) else None
         context = "\n\n".join(parts)
         if not context.strip() and not self.rules.allow_empty_context:
             message = "missing or empty text (set dataset.allow_empty_context=true for a pool)"
@@ -212,7 +223,7 @@ class Validation:
             message = f"has {len(kept)} usable candidate(s); a comparison needs at least 2"
             self.problems.append(Problem(cid, None, "candidates", message))
             return
-        self.keep(cid, context, kept, None if category is None else self.rules.category(category))
+        self.keep(cid, context, kept, None if category is None else self.rules.category(category), checklist)
 
     def candidate(self, cid: str, n: int, cand: object, seen: set[str]) -> Kept | None:
         """One candidate of context ``cid`` (the ``n``-th), or None when it is wrong or dropped."""
@@ -283,12 +294,13 @@ class Validation:
         self.problems.append(Problem(cid, cand_id, "text", message))
         return None
 
-    def keep(self, cid: str, context: str, kept: list[Kept], category: str | None) -> None:
-        """A context's candidates as rows (its category on each), and their human scores."""
+    def keep(
+        self, cid: str, context: str, kept: list[Kept], category: str | None, checklist: list[str] | None
+    ) -> None:
+        """A context's candidates as rows (its category and checklist on each), and their human scores."""
         for index, (cand_id, system, text, scores) in enumerate(kept):
-            for name, value in zip(
-                CANDIDATES.names, (cid, context, cand_id, index, system, text, category), strict=True
-            ):
+            row = (cid, context, cand_id, index, system, text, category, checklist)
+            for name, value in zip(CANDIDATES.names, row, strict=True):
                 self.cand_rows[name].append(value)
             for attribute in self.rules.attributes:
                 raw = scores.get(attribute)

@@ -152,6 +152,10 @@ def as_pool(candidates: pa.Table, human_scores: pa.Table) -> tuple[pa.Table, pa.
     pooled = pooled.set_column(
         pooled.schema.get_field_index("candidate_index"), "candidate_index", pa.array(range(n), pa.int32())
     )
+    # the pool is one context: its members' checklists were their own contexts'
+    pooled = pooled.set_column(
+        pooled.schema.get_field_index("checklist"), "checklist", pa.nulls(n, pa.list_(pa.string()))
+    )
     scores = human_scores.set_column(
         human_scores.schema.get_field_index("candidate_id"), "candidate_id", pooled_ids(human_scores)
     )

@@ -4,8 +4,10 @@ Face ``datasets``, Chatbot Arena and MT-Bench's human judgements export them. Th
 ``dataset.columns`` (:class:`pipeline.config.assessment.ColumnsConfig`), whose defaults recognise the common names.
 
 Without a context id column a context is known by its text (its id a digest of it); a candidate without an id column
-by its model, else by a digest of its text. A pair's rows become one context of two candidates ``<context>:A`` and
-``<context>:B`` (the first row's sides), people's votes their scores for every attribute judged: the share of the
+by its model, else by a digest of its text. A pair's rows become one context of two candidates ``<context>:<model>``
+where the rows name the two models (whichever side a row lists each on), else ``<context>:A`` and ``<context>:B`` (the
+first row's sides); a context with several pairs is one context per pair (``<context>/<one> vs <other>``, the sides'
+names in sorted order). People's votes become their scores for every attribute judged: the share of the
 votes each won (a tie half to each), so that a pair's preference is the majority, a tie where the votes split
 evenly, as the rest of the product reads people's scores. Every row's problem names the file, the row and the column,
 with the layout expected in one line.
@@ -278,13 +280,20 @@ def _pairs(rows: list[Record], m: dict[str, str], scores: dict[str, str], attrib
     out = []
     for pair in pairs.values():
         a, b = pair["sides"]
-        cid = pair["base"] if per_context[pair["base"]] == 1 else f"{pair['base']}/{a[0]} vs {b[0]}"
-        votes = pair["votes"]
-        share = sum(votes) / len(votes) if votes else None
+        cid = (
+            pair["base"]
+            if per_context[pair["base"]] == 1
+            else f"{pair['base']}/{' vs '.join(sorted((a[0], b[0])))}"
+        )
+        # in half votes, so that a side's share is the same number whichever side the first row lists it on
+        halves, whole = round(2 * sum(pair["votes"])), 2 * len(pair["votes"])
+        shares = (halves / whole, (whole - halves) / whole) if whole else (None, None)
+        # a side is known by its model where the rows name one (whichever side a row lists it on), else as the first
+        # row lists it (A, B)
         candidates = [
-            {"candidate_id": f"{cid}:{name}", "system": side[1], "text": side[2],
-             "scores": {} if share is None else dict.fromkeys(attributes, won)}
-            for name, side, won in (("A", a, share), ("B", b, None if share is None else 1.0 - share))
+            {"candidate_id": f"{cid}:{side[1] if a[1] and b[1] and a[1] != b[1] else name}", "system": side[1],
+             "text": side[2], "scores": {} if won is None else dict.fromkeys(attributes, won)}
+            for name, side, won in zip("AB", (a, b), shares, strict=True)
         ]  # fmt: skip
         data = {**pair["extra"], "context_id": cid, "context": pair["context"], "candidates": candidates}
         out.append(Record(pair["record"].location, data))

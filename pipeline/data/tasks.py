@@ -168,4 +168,5 @@ def candidates_from_generations(
         rows["system"].append(r["model"])
         rows["text"].append(text)
         rows["category"].append(None)
+        rows["checklist"].append(None)
     return check_schema(pa.table(rows), CANDIDATES, "generated candidates"), report

@@ -49,8 +49,7 @@ class StoreFront:
         """The rows of each template whose request is reproducible (the rest are never stored)."""
         by_template: dict[str, list[int]] = {}
         for k, template_id in enumerate(batch.column("template_id").to_pylist()):
-            request = self.task.requests.get(template_id)
-            if request is not None and request.reproducible:
+            if self.task.request(template_id).reproducible:
                 by_template.setdefault(template_id, []).append(k)
         return by_template
 
@@ -59,7 +58,7 @@ class StoreFront:
         prompts = batch.column("prompt").to_pylist()
         found: dict[int, Result] = {}
         for template_id, rows in self._rows(batch).items():
-            stored = self.store.get([prompts[k] for k in rows], self.task.requests[template_id])
+            stored = self.store.get([prompts[k] for k in rows], self.task.request(template_id))
             found |= {k: r for k, r in zip(rows, stored, strict=True) if r is not None}
         if not found:
             return None, batch
@@ -88,7 +87,7 @@ class StoreFront:
             if kept:
                 self.store.put(
                     [prompts[k] for k in kept],
-                    self.task.requests[template_id],
+                    self.task.request(template_id),
                     [as_result(rows_out[k]) for k in kept],
                 )
 

@@ -4,7 +4,7 @@ tokens, yes/no words, option letters), checked to be one token each.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,9 +12,12 @@ from pipeline.config.assessment import AbsoluteConfig, AbsoluteTemplateConfig
 from pipeline.config.enums import AbsoluteMode
 from pipeline.contracts.engine import Request
 from pipeline.contracts.errors import ConfigError
+from pipeline.contracts.keys import item_template
 
 # Modes whose score is generated as text and parsed; the others read first-token log-probabilities.
 GENERATED = frozenset({AbsoluteMode.prompt_score, AbsoluteMode.explicit})
+# Modes that read yes and no words (a checklist: each item's question).
+YES_NO = frozenset({AbsoluteMode.implicit, AbsoluteMode.checklist})
 
 
 class AbsoluteLabelError(ConfigError):
@@ -31,9 +34,10 @@ class AbsoluteTemplate:
     answer_prefix: str
     low: int
     high: int
-    # The words whose first-token log-probabilities are read (g_eval: score words; implicit: yes then no words).
+    # The words whose first-token log-probabilities are read (g_eval: score words; implicit, checklist: yes then no
+    # words).
     words: tuple[str, ...]
-    # The value of each word: the score it stands for (g_eval, options), 1.0 for yes and 0.0 for no (implicit).
+    # The value of each word: the score it stands for (g_eval, options), 1.0 for yes and 0.0 for no (YES_NO modes).
     values: tuple[float, ...]
     request: Request
     # options: the one criterion (attribute) this template asks about, and its options as the prompt lists them.
@@ -46,7 +50,17 @@ class AbsoluteTemplate:
 
     @property
     def n_yes(self) -> int:
-        return sum(1 for v in self.values if v == 1.0) if self.mode == AbsoluteMode.implicit else 0
+        return sum(1 for v in self.values if v == 1.0) if self.mode in YES_NO else 0
+
+    def asked(self, attributes: Sequence[str], checklist: Sequence[str]) -> Iterator[tuple[str, str, str]]:
+        """(attribute, template id, checklist item) of every prompt this template makes for one candidate of a
+        context with ``checklist``: one per attribute it asks about; for mode checklist one per item, each known
+        by :func:`pipeline.contracts.keys.item_template` (none without a checklist)."""
+        items = list(enumerate(checklist, 1)) if self.mode == AbsoluteMode.checklist else [(0, "")]
+        for attribute in attributes:
+            if self.asks(attribute):
+                for k, item in items:
+                    yield attribute, item_template(self.id, k) if k else self.id, item
 
 
 def _single_tokens(tokenizer: Any, words: Sequence[str], model: str, what: str) -> list[int]:
@@ -157,12 +171,12 @@ def resolve_absolute(
                         f", or change absolute.score_words={list(cfg.score_words)})"
                     ) from None
                 request = Request(token_ids=tuple(ids), max_tokens=1)
-            elif mode == AbsoluteMode.implicit:
+            elif mode in YES_NO:
                 words = tuple(cfg.yes_words) + tuple(cfg.no_words)
                 values = (1.0,) * len(cfg.yes_words) + (0.0,) * len(cfg.no_words)
                 try:
                     ids = _single_tokens(
-                        tokenizer, words, model, f"absolute template {template_id!r} (implicit)"
+                        tokenizer, words, model, f"absolute template {template_id!r} ({mode})"
                     )
                 except AbsoluteLabelError as exc:
                     raise AbsoluteLabelError(

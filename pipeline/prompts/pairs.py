@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -107,7 +107,7 @@ def prompts_per_context(
 ) -> int:
     """Exact number of prompts a context of n candidates produces (before skipping judged ones): its comparisons
     for ``n_templates`` comparative templates and every attribute, and ``n_absolute`` absolute prompts per
-    candidate (:meth:`pipeline.prompts.plan.PromptPlan.rated_per_candidate`)."""
+    candidate (:meth:`pipeline.prompts.plan.PromptPlan.rated_per_candidate` of its checklist's items)."""
     rated = n * n_absolute
     if not n_templates:
         return rated
@@ -146,11 +146,12 @@ def build_contexts(
     n_templates: int,
     max_shards: int,
     judged: pa.Table | None = None,
-    n_absolute: int = 0,
+    n_absolute: Callable[[int], int] = lambda items: 0,
 ) -> pa.Table:
     """The CONTEXTS table: every context (:func:`pipeline.data.contexts.group_by_context`) with prompts left to
     judge, its candidates nested, its shard and the prompts already judged (``judged``: JUDGED_KEYS rows from the
-    run folder, skipped by the pair stage)."""
+    run folder, skipped by the pair stage). ``n_absolute``: the absolute prompts per candidate of a context whose
+    checklist has so many items (:meth:`pipeline.prompts.plan.PromptPlan.rated_per_candidate`)."""
     done: dict[str, list[dict[str, str]]] = {}
     if judged is not None and judged.num_rows:
         for row in judged.to_pylist():
@@ -164,7 +165,7 @@ def build_contexts(
         )
     weights = []
     for ctx in contexts:
-        total = prompts_per_context(cfg, ctx.size, n_attributes, n_templates, n_absolute)
+        total = prompts_per_context(cfg, ctx.size, n_attributes, n_templates, n_absolute(len(ctx.checklist)))
         left = total - len(done.get(ctx.context_id, ()))
         if left < 0:
             raise ConfigError(
@@ -185,6 +186,7 @@ def build_contexts(
             rows["shard"].append(shard)
             rows["n_prompts"].append(weights[m])
             rows["done"].append(done.get(ctx.context_id, []))
+            rows["checklist"].append(list(ctx.checklist))
     return pa.table(rows, schema=CONTEXTS)
 
 
@@ -216,8 +218,8 @@ def generate_prompts(
         ):
             rows[name].append(value)
 
-    columns = ("context_id", "context", "candidate_ids", "texts", "done")
-    for context_id, context, cand_ids, texts, done in zip(
+    columns = ("context_id", "context", "candidate_ids", "texts", "done", "checklist")
+    for context_id, context, cand_ids, texts, done, checklist in zip(
         *(contexts.column(name).to_pylist() for name in columns), strict=True
     ):
         done_set = {tuple(d[name] for name in DONE_KEY) for d in done}
@@ -244,13 +246,11 @@ def generate_prompts(
                         rows = {name: [] for name in PROMPTS.names}
         for rated in plan.absolute:
             for candidate_id, text in zip(cand_ids, texts, strict=True):
-                for attribute in plan.attributes:
-                    if not rated.asks(attribute):
+                for attribute, template_id, item in rated.asked(plan.attributes, checklist):
+                    if (str(rated.mode), attribute, template_id, candidate_id, "") in done_set:
                         continue
-                    if (str(rated.mode), attribute, rated.id, candidate_id, "") in done_set:
-                        continue
-                    prompt = plan.rate_prompt(rated, attribute, context, text)
-                    add(context_id, str(rated.mode), attribute, rated.id, candidate_id, "", prompt)
+                    prompt = plan.rate_prompt(rated, attribute, context, text, item)
+                    add(context_id, str(rated.mode), attribute, template_id, candidate_id, "", prompt)
                     if len(rows["prompt"]) >= chunk_rows:
                         yield pa.table(rows, schema=PROMPTS)
                         rows = {name: [] for name in PROMPTS.names}

@@ -58,19 +58,24 @@ class PromptPlan:
             return message
         return f"{message}\n\n{self.reasoning_instruction}"
 
-    def rate_prompt(self, template: AbsoluteTemplate, attribute: str, context: str, candidate: str) -> str:
-        """The whole text given to the engine to judge ``candidate`` on its own."""
+    def rate_prompt(
+        self, template: AbsoluteTemplate, attribute: str, context: str, candidate: str, item: str = ""
+    ) -> str:
+        """The whole text given to the engine to judge ``candidate`` on its own (``item``: the checklist item asked,
+        mode checklist)."""
         fields = render_fields(self.words, attribute, template.low, template.high, template.options)
-        message = template.text.format(context=context, candidate=candidate, **fields)
-        prefix = template.answer_prefix.format(context="", candidate="", **fields)
+        message = template.text.format(context=context, candidate=candidate, item=item, **fields)
+        prefix = template.answer_prefix.format(context="", candidate="", item="", **fields)
         return self.frame.wrap(self.instructed(message)) + prefix
 
-    def rated_per_candidate(self) -> int:
-        """Absolute prompts per candidate: every attribute for most templates, its own criterion for options."""
-        return sum(1 for t in self.absolute for a in self.attributes if t.asks(a))
+    def rated_per_candidate(self, items: int = 0) -> int:
+        """Absolute prompts per candidate of a context whose checklist has ``items`` items: every attribute for most
+        templates, its own criterion for options, every item for checklist."""
+        return sum(1 for t in self.absolute for _ in t.asked(self.attributes, [""] * items))
 
     def requests(self) -> dict[str, Request]:
-        """What the engine reads for every template id: the label tokens of a comparison, the absolute reads."""
+        """What the engine reads for every template id: the label tokens of a comparison, the absolute reads (a
+        checklist item's prompt, ``<template>#<k>``, reads its template's: :func:`pipeline.contracts.keys.base_template`)."""
         compare = Request(token_ids=self.labels.token_ids, max_tokens=1, reasoning=self.reasoning)
         absolute = {t.id: replace(t.request, reasoning=self.reasoning) for t in self.absolute}
         return {**{t.id: compare for t in self.templates}, **absolute}
@@ -102,7 +107,7 @@ class PromptPlan:
                     "temperature": t.request.temperature,
                     "seed": t.request.seed,
                 },
-                "example": self.rate_prompt(t, attribute, "<context>", "<candidate>"),
+                "example": self.rate_prompt(t, attribute, "<context>", "<candidate>", "<checklist item>"),
             }
             for t in self.absolute
         ]

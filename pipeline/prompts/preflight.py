@@ -9,6 +9,7 @@ truncating the context text, counted and warned about (``prompt.too_long``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,16 +34,19 @@ class LengthReport:
     longest_prompt_tokens: int
 
 
-def _longest_prompt(tokenizer: Any, plan: PromptPlan, context: str, a: str, b: str) -> int:
+def _longest_prompt(
+    tokenizer: Any, plan: PromptPlan, context: str, a: str, b: str, checklist: Sequence[str] = ()
+) -> int:
     """Tokens the longest prompt of a context needs with its answer: a comparison of its two longest candidates
-    (one generated token), or an absolute prompt of its longest candidate (the tokens it may generate)."""
+    (one generated token), or an absolute prompt of its longest candidate (the tokens it may generate; each item of
+    its ``checklist`` for mode checklist)."""
     texts = [
         plan.prompt(t, attribute, context, a, b) for t in plan.templates for attribute in plan.attributes
     ]
     answers = [1] * len(texts)
     for t in plan.absolute:
-        for attribute in (a for a in plan.attributes if t.asks(a)):
-            texts.append(plan.rate_prompt(t, attribute, context, a))
+        for attribute, _, item in t.asked(plan.attributes, checklist):
+            texts.append(plan.rate_prompt(t, attribute, context, a, item))
             answers.append(t.request.max_tokens)
     # with reasoning, the verdict is read after the reasoning's budget and the text that closes it
     extra = 0
@@ -76,7 +80,7 @@ def check_prompt_lengths(
         a, b = ctx.texts[top[0]], ctx.texts[top[1]]
         pair_names = f"{ctx.candidate_ids[top[0]]} + {ctx.candidate_ids[top[1]]}"
         context = ctx.text
-        n_tokens = _longest_prompt(tokenizer, plan, context, a, b)
+        n_tokens = _longest_prompt(tokenizer, plan, context, a, b, ctx.checklist)
         if n_tokens > limit and too_long == TooLong.truncate:
             ctx_ids = list(tokenizer(context, add_special_tokens=False)["input_ids"])
             cut = n_tokens - limit + TRUNCATION_MARGIN
@@ -85,7 +89,7 @@ def check_prompt_lengths(
                 if keep <= 0:
                     break
                 context = tokenizer.decode(ctx_ids[:keep]) + TRUNCATION_MARK
-                n_tokens = _longest_prompt(tokenizer, plan, context, a, b)
+                n_tokens = _longest_prompt(tokenizer, plan, context, a, b, ctx.checklist)
                 if n_tokens <= limit:
                     new_context[ctx.context_id] = context
                     truncated.append(ctx.context_id)

@@ -28,7 +28,7 @@ from pipeline import PROJECT_ROOT
 from pipeline.config.backends import Trait, backend
 from pipeline.config.run import RunConfig
 from pipeline.config.workflows import workflow as workflow_entry
-from pipeline.contracts.keys import COMPARE
+from pipeline.contracts.keys import COMPARE, base_template
 
 if TYPE_CHECKING:
     from pipeline.stages.judging import Judge
@@ -235,7 +235,7 @@ def _judged(cfg: RunConfig, values: dict[str, Any], plan: Plan, rounds: bool) ->
         for mode, template, prompt in zip(
             modes, chunk.column("template_id").to_pylist(), prompts, strict=True
         ):
-            plan.examples.setdefault((mode, template), prompt)
+            plan.examples.setdefault((mode, base_template(template)), prompt)
     warning = values["dataset"].words.warning()
     if warning:
         plan.notes.append(warning)

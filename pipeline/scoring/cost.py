@@ -50,7 +50,9 @@ def cost_table(judgments: pl.DataFrame, ratings: pl.DataFrame) -> pl.DataFrame:
         )
         parts.append(_sum_cost(compare, COMPARE, candidates))
     if ratings.height:
-        for (mode,), group in ratings.group_by(["mode"], maintain_order=True):
+        from pipeline.scoring.ratings import per_template
+
+        for (mode,), group in per_template(ratings).group_by(["mode"], maintain_order=True):
             candidates = (pl.col("context_id") + "\x1f" + pl.col("candidate_id")).n_unique().cast(pl.Int64)
             parts.append(_sum_cost(group, str(mode), candidates))
     schema = pl.from_arrow(COST.empty_table()).schema

@@ -10,6 +10,7 @@ import numpy as np
 import polars as pl
 
 from pipeline.config.enums import AbsoluteMode
+from pipeline.contracts.keys import ITEM
 from pipeline.methods.verdicts.absolute_scores import implicit_max
 from pipeline.prompts.absolute import AbsoluteTemplate
 
@@ -17,15 +18,24 @@ from pipeline.prompts.absolute import AbsoluteTemplate
 IMPLICIT_MAX = "implicit_max"
 
 
+def per_template(ratings: pl.DataFrame) -> pl.DataFrame:
+    """``ratings`` with each checklist item's template id (``<template>#<k>``) as its template's."""
+    return ratings.with_columns(pl.col("template_id").str.split(ITEM).list.first())
+
+
 def rating_scores(ratings: pl.DataFrame, templates: Sequence[AbsoluteTemplate]) -> pl.DataFrame:
     """(judge, attribute, template_id, method, context_id, candidate_id, score) for every rating with a score;
-    method = the mode (and ``implicit_max`` beside ``implicit``). Ratings without a score (no sample parsed)
-    are not here: they are in :func:`rating_failures`."""
+    method = the mode (and ``implicit_max`` beside ``implicit``); a checklist's the mean over its items of p(yes),
+    under its template's id. Ratings without a score (no sample parsed) are not here: they are in
+    :func:`rating_failures`."""
     keys = ["judge", "attribute", "template_id", "context_id", "candidate_id"]
+    scored = ratings.filter(pl.col("score").is_not_null())
+    items = pl.col("mode") == str(AbsoluteMode.checklist)
     parts = [
-        ratings.filter(pl.col("score").is_not_null()).select(
-            *keys, method=pl.col("mode"), score=pl.col("score")
-        )
+        scored.filter(~items).select(*keys, method=pl.col("mode"), score=pl.col("score")),
+        per_template(scored.filter(items))
+        .group_by(keys, maintain_order=True)
+        .agg(method=pl.col("mode").first(), score=pl.col("score").mean()),
     ]
     n_yes = {t.id: t.n_yes for t in templates if t.mode == AbsoluteMode.implicit}
     implicit = ratings.filter(pl.col("template_id").is_in(list(n_yes)))

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.config.enums import AbsoluteMode
-from pipeline.contracts.keys import COMPARE, JUDGMENT_KEY
+from pipeline.contracts.keys import COMPARE, JUDGMENT_KEY, base_template
 from pipeline.contracts.schemas import (
     GENERATIONS,
     REASONING_FIELDS,
@@ -67,7 +67,7 @@ def ratings_from_responses(responses: pa.Table, templates: Sequence[AbsoluteTemp
     cols = {name: responses.column(name).to_pylist() for name in responses.column_names}
     rows: dict[str, list] = {name: [] for name in RATINGS.names}
     for k in range(responses.num_rows):
-        t = by_id[cols["template_id"][k]]
+        t = by_id[base_template(cols["template_id"][k])]
         texts, lps = cols["texts"][k], cols["token_logprobs"][k]
         values: list[float | None] = []
         failures: list[str] = []

@@ -38,7 +38,7 @@ def run_prompts(candidates: pa.Table, pairs: PairsConfig, plan: PromptPlan, max_
         len(plan.templates),
         max_shards,
         JUDGED_KEYS.empty_table(),
-        plan.rated_per_candidate(),
+        plan.rated_per_candidate,
     )
     parts = [
         chunk.select(list(PROMPT_KEY))

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from pipeline.config.assessment import AbsoluteConfig, DatasetConfig, PromptConfig
 from pipeline.config.backends import Trait, backend
-from pipeline.config.enums import ApiPath, Correlation
+from pipeline.config.enums import AbsoluteMode, ApiPath, Correlation
 from pipeline.config.judging import JudgeConfig, ReasoningConfig
 from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.schemas import JUDGED_KEYS
@@ -85,6 +85,25 @@ class ResolveJudge(Stage):
         return {"judge": spec, "judges": (spec.name,)}
 
 
+def check_checklists(plan: PromptPlan, candidates: pa.Table) -> None:
+    """Mode checklist asks the items of each context's checklist: refused where no context gives one, the contexts
+    without one counted (they have no checklist score)."""
+    if not any(t.mode == AbsoluteMode.checklist for t in plan.absolute):
+        return
+    contexts = pl.from_arrow(candidates.select(["context_id", "checklist"])).unique("context_id")
+    without = contexts.filter(pl.col("checklist").list.len().fill_null(0) == 0)
+    if without.height == contexts.height:
+        raise ConfigError(
+            "config absolute.modes has checklist, but no context gives a checklist: give each context its items "
+            '("checklist": ["Is it under 100 words?", ...], or a column dataset.columns.checklist)'
+        )
+    if without.height:
+        log.warning(
+            "%d of %d contexts give no checklist and have no checklist score, e.g. %s",
+            without.height, contexts.height, without["context_id"][0],
+        )  # fmt: skip
+
+
 def check_words_by_request(judge: JudgeSpec, plan: PromptPlan, candidates: pa.Table) -> None:
     """Without the judge's tokenizer, check the words answers are read from by test requests: the first
     comparison in both orderings (and the first prompt of each absolute template that reads words), sent to
@@ -110,7 +129,7 @@ def check_words_by_request(judge: JudgeSpec, plan: PromptPlan, candidates: pa.Ta
     for t in plan.absolute:
         if t.request.token_ids:
             asked = next(a for a in plan.attributes if t.asks(a))
-            prompt = plan.rate_prompt(t, asked, context, texts[0])
+            prompt = plan.rate_prompt(t, asked, context, texts[0], "Is the answer correct?")
             checks.append(
                 check_words(
                     judge, plan.frame, [prompt], t.words, t.request, f"absolute template {t.id!r} words"
@@ -209,6 +228,7 @@ class PreparePrompts(Stage):
             self.comparative,
             self.reasoning,
         )
+        check_checklists(plan, candidates)
         read = ", ".join(
             ([f"comparative label words {list(labels.words)}"] if plan.templates else [])
             + [f"absolute {t.mode} ({t.id})" for t in absolute]

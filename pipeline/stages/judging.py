@@ -96,7 +96,7 @@ class ShardContexts(Stage):
             len(prompt_plan.templates),
             self.max_shards,
             pa.concat_tables([judged, left_out.select(judged.column_names).cast(judged.schema)]),
-            prompt_plan.rated_per_candidate(),
+            prompt_plan.rated_per_candidate,
         )
         return {"contexts": contexts}
 

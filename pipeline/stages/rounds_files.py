@@ -98,9 +98,8 @@ def round_contexts(
                 left += (COMPARE, attribute, template, ids[a], ids[b]) not in mine
         for rated in plan.absolute:
             for cand in ids:
-                for attribute in plan.attributes:
-                    if rated.asks(attribute):
-                        left += (str(rated.mode), attribute, rated.id, cand, "") not in mine
+                for attribute, template_id, _ in rated.asked(plan.attributes, context.checklist):
+                    left += (str(rated.mode), attribute, template_id, cand, "") not in mine
         if not left:
             continue
         rows["context_id"].append(cid)
@@ -110,6 +109,7 @@ def round_contexts(
         rows["shard"].append(len(rows["shard"]))
         rows["n_prompts"].append(left)
         rows["done"].append([dict(zip(DONE_KEY, d, strict=True)) for d in mine])
+        rows["checklist"].append(list(context.checklist))
     return pa.table(rows, schema=CONTEXTS)
 
 

@@ -249,14 +249,21 @@ def test_a_rubric_and_a_checklist_are_shown_after_the_context_and_a_malformed_on
         "rubric": {"1": "Not a haiku.", "5": "Three lines, 5-7-5, about rain."},
         "checklist": ["Is it three lines?", "Is it about rain?"]}  # fmt: skip
     (tmp_path / "d.jsonl").write_text(json.dumps(record) + "\n")
-    context = pl.from_arrow(load(tmp_path / "d.jsonl", attributes=["quality"]).candidates)["context"][0]
-    assert context == (
+    candidates = pl.from_arrow(load(tmp_path / "d.jsonl", attributes=["quality"]).candidates)
+    assert candidates["context"][0] == (
         "Write a haiku about rain.\n\nScore rubric:\nScore 1: Not a haiku.\nScore 5: Three lines, 5-7-5, about rain."
         "\n\nChecklist:\n1. Is it three lines?\n2. Is it about rain?"
     )
+    # the items themselves go with every candidate of the context, for mode checklist to ask one by one
+    assert candidates["checklist"].to_list() == [["Is it three lines?", "Is it about rain?"]] * 2
+    # a table's cell holds one item per line
+    pl.DataFrame([{"prompt": record["context"], "response": c["text"], "checklist": "Is it three lines?\n\n"
+                   "Is it about rain?\n"} for c in record["candidates"]]).write_csv(tmp_path / "d.csv")  # fmt: skip
+    from_csv = pl.from_arrow(load(tmp_path / "d.csv", attributes=["quality"]).candidates)
+    assert from_csv["checklist"].to_list() == candidates["checklist"].to_list()
     (tmp_path / "bad.jsonl").write_text(json.dumps({**record, "checklist": ["ok", 3]}) + "\n")
     with pytest.raises(
-        InputError, match=r"context 'q', field 'checklist': not a list of items \(texts\): \['ok', 3\]"
+        InputError, match=r"context 'q', field 'checklist': not a list of items \(texts\).*: \['ok', 3\]"
     ):
         load(tmp_path / "bad.jsonl", attributes=["quality"])
 

@@ -26,10 +26,11 @@ import string
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from pipeline.config.enums import Debias, LeaderboardGames
+from pipeline.config.enums import AbsoluteMode, Debias, LeaderboardGames
 from pipeline.contracts.roles import COMPLEMENT, roles_of
 from pipeline.methods import scorers
 from pipeline.stages import ports
@@ -88,6 +89,13 @@ def worlds(
         if recorded_kind
         else tuple(draw(st.lists(st.sampled_from(ABSOLUTE_MODES), unique=True, max_size=2)))
     )
+    # a dataset's people may give pairwise votes instead of scores (every context a pair of two models)
+    votes = kind == "dataset" and not recorded_kind and draw(st.sampled_from([False, False, True]))
+    if votes:
+        models, sizes = 2, (2,) * len(sizes)
+    conversation = kind == "dataset" and not votes and draw(st.booleans())
+    if conversation and not recorded_kind:
+        absolute = (*absolute, AbsoluteMode.checklist)  # its contexts give checklists: each item asked
     return World(
         sizes=sizes,
         models=models,
@@ -95,10 +103,13 @@ def worlds(
         templates=draw(st.integers(1, 2)),
         tie=draw(st.booleans()),
         absolute=absolute,
-        objective=kind != "generate" and (draw(st.booleans()) if objective is None else objective),
+        objective=kind != "generate"
+        and not votes
+        and (draw(st.booleans()) if objective is None else objective),
+        votes=votes,
         recorded=recorded_kind,
         trust=draw(st.sampled_from([None, "random", "active"])) if kind != "generate" else None,
-        conversation=kind == "dataset" and draw(st.booleans()),
+        conversation=conversation,
         generate=kind == "generate",
         human=kind != "generate",
         seed=draw(st.integers(0, 2**16)),
@@ -449,3 +460,119 @@ def test_invariance_truth_a_judge_right_on_every_pair_is_right_on_every_objectiv
     for column in ("accuracy", "accuracy_listed_first", "accuracy_listed_second", "both_right"):
         assert (meta[column] == 1.0).all(), (column, meta)
     assert (meta["positional_agreement"] == 1.0).all() and (meta["no_preference"] == 0.0).all()
+
+
+# --- checklists (TICK) -----------------------------------------------------------------------------------------
+
+# Conversations with a reference answer and a checklist of 1-3 items per context; each item asked on its own.
+CHECKLIST = World(
+    sizes=(3, 4, 2),
+    models=2,
+    absolute=(AbsoluteMode.checklist, AbsoluteMode.implicit),
+    conversation=True,
+    seed=5,
+)
+
+
+@given(data=st.data())
+def test_invariance_a_checklist_is_asked_item_by_item_and_moves_with_no_name_order_or_side(data):
+    """Each candidate is asked each item of its context's checklist once (its prompt ``tick#<k>``), read as a yes/no
+    question; its checklist score is the mean over the items of p(yes) (the truth: the simulated judge's p(yes) of
+    each item); renaming everything, shuffling the input and the rows, and turning comparisons round move none of
+    it."""
+    from pipeline.contracts.keys import stable_hash
+    from tests.invariance.world import _noise
+
+    world = CHECKLIST
+    want = run_world(world, base(), METHODS)
+    plain = Names.plain(world)
+    ratings = want.tables["ratings"].filter(pl.col("mode") == "checklist")
+    scores = want.tables["absolute_scores"].filter(pl.col("method") == "checklist")
+    assert scores.height == sum(world.sizes)
+    for c, n in enumerate(world.sizes):
+        items = 1 + c % 3
+        for k in range(n):
+            mine = ratings.filter(
+                (pl.col("context_id") == plain.contexts[c])
+                & (pl.col("candidate_id") == plain.candidates[c][k])
+            )
+            assert sorted(mine["template_id"]) == [f"tick#{i}" for i in range(1, items + 1)]
+            truth = np.mean(
+                [
+                    1
+                    / (
+                        1
+                        + np.exp(
+                            -(
+                                quality(world, c, k)
+                                + 0.3 * _noise(world, 5, stable_hash(f"tick#{i}") % 97, c, k)
+                            )
+                        )
+                    )
+                    for i in range(1, items + 1)
+                ]
+            )
+            score = scores.filter(pl.col("candidate_id") == plain.candidates[c][k])["score"][0]
+            assert score == pytest.approx(truth, abs=1e-9)
+    names = data.draw(renamings(world), label="names")
+    got = run_world(world, base(), METHODS, names=names)
+    inverse = names.inverse(plain)
+    assert_tables_same("names", got, want, inverse)
+    assert_metrics_same("names", got.metrics, want.metrics, inverse)
+    order = Order(records=data.draw(st.integers(0, 2**16)), judgments=data.draw(st.integers(0, 2**16)))
+    assert_tables_same(
+        "order", run_world(world, base(), METHODS, order=order), want, {}, keep_input_order=False
+    )
+    turned_run = run_world(world, base(), METHODS, between=turned(data.draw(st.integers(0, 2**16))))
+    assert_tables_same("sides", turned_run, want, {})
+
+
+# --- people's pairwise votes ------------------------------------------------------------------------------------
+
+VOTED = World(sizes=(2,) * 6, models=2, judges=(Judge(), Judge(scale=1.0)), absolute=(AbsoluteMode.implicit,),
+              trust="random", seed=11)  # fmt: skip
+VOTED = dataclasses.replace(VOTED, votes=True)
+
+
+@given(data=st.data())
+def test_invariance_peoples_votes_are_their_shares_and_move_with_no_name_order_or_side(data):
+    """People's pairwise votes (one row per vote, each listing the two models on its own sides, as Chatbot Arena's
+    export does) read by the product's flat-table reader: each candidate's human score is the share of the votes it
+    won (a tie half each: the truth), under ``<context>:<model>``; every table read from them (correlations, card,
+    meta-evaluation, trust) moves with no renaming, shuffling of the vote rows (and of which side each lists a model
+    on) or turning of comparisons."""
+    from tests.invariance.world import VOTES, vote_of
+
+    world = VOTED
+    want = run_world(world, base(), METHODS)
+    plain = Names.plain(world)
+    scores = run_world_inputs(world)
+    for c in range(world.n_contexts):
+        share = np.mean([vote_of(world, c, v) for v in range(VOTES)])
+        got = dict(
+            scores.filter(pl.col("context_id") == plain.contexts[c])
+            .select("candidate_id", "human_score")
+            .iter_rows()
+        )
+        assert got == pytest.approx(
+            {f"{plain.contexts[c]}:model0": share, f"{plain.contexts[c]}:model1": 1 - share}
+        )
+    assert {"judge_card", "meta_evaluation", "correlations", "trust"} <= set(want.tables)
+    names = data.draw(renamings(world), label="names")
+    got_run = run_world(world, base(), METHODS, names=names)
+    inverse = names.inverse(plain)
+    assert_tables_same("names", got_run, want, inverse)
+    assert_metrics_same("names", got_run.metrics, want.metrics, inverse)
+    order = Order(records=data.draw(st.integers(0, 2**16)), judgments=data.draw(st.integers(0, 2**16)))
+    assert_tables_same(
+        "order", run_world(world, base(), METHODS, order=order), want, {}, keep_input_order=False
+    )
+    turned_run = run_world(world, base(), METHODS, between=turned(data.draw(st.integers(0, 2**16))))
+    assert_tables_same("sides", turned_run, want, {})
+
+
+def run_world_inputs(world: World) -> pl.DataFrame:
+    """People's scores as the product's input segment reads the world."""
+    from tests.invariance.world import input_tables
+
+    return pl.from_arrow(input_tables(world, Names.plain(world), Order())["human_scores"])

@@ -34,7 +34,7 @@ from pipeline.config.enums import AbsoluteMode, Calibrate, Debias, LabelSample, 
 from pipeline.config.judging import GenerateConfig, GeneratorConfig
 from pipeline.config.run import RunConfig
 from pipeline.contracts.engine import Result
-from pipeline.contracts.keys import COMPARE, stable_hash
+from pipeline.contracts.keys import COMPARE, base_template, stable_hash
 from pipeline.contracts.schemas import GENERATIONS, JUDGED_KEYS, LEFT_OUT, TASKS
 from pipeline.contracts.stats import JudgeStats
 from pipeline.data.load import Record
@@ -100,7 +100,11 @@ class World:
     # trust with a guarantee on people's scores: the labelled pairs drawn "random" or "active" (None: off)
     trust: str | None = None
     # each context a conversation (turns with roles, the candidates the next assistant turn) with a reference answer
+    # and a checklist (1-3 items), each item asked by absolute mode checklist (TICK)
     conversation: bool = False
+    # people's judgements as pairwise votes (Chatbot Arena's rows: context, model_a, model_b, response_a, response_b,
+    # winner), read by the product's flat-table reader: every context a pair of the two models, VOTES votes each
+    votes: bool = False
 
     @property
     def n_contexts(self) -> int:
@@ -224,10 +228,44 @@ def records(world: World, names: Names, order: Order) -> list[Record]:
                 {"role": "user", "content": f"Part {c % 3}."},
             ]
             data["reference"] = f"The reference summary of matter {c}."
+            data["checklist"] = [f"Does it name part {c % 3}?", "Is it brief?", f"Is it about matter {c}?"][
+                : 1 + c % 3
+            ]
         if category_of(world, c) is not None:
             data["category"] = category_of(world, c)
         out.append(Record(f"world:{c}", data))
     return out
+
+
+VOTES = 3
+
+
+def vote_of(world: World, c: int, v: int) -> float:
+    """People's vote ``v`` on context ``c``'s pair: 1 for candidate 0, 0 for candidate 1, 0.5 for a tie."""
+    diff = quality(world, c, 0) - quality(world, c, 1) + 0.8 * _noise(world, 6, c, v)
+    return 0.5 if abs(diff) < 0.2 else float(diff > 0)
+
+
+def vote_records(world: World, names: Names, order: Order) -> list[Record]:
+    """The world's votes as a pairwise table (one row per vote, each listing the two sides in its own order, as a
+    Chatbot Arena export does), read by the product's flat-table reader; the rows in the given order."""
+    from pipeline.data.tables import read_records
+
+    rows = []
+    for c in range(world.n_contexts):
+        for v in range(VOTES):
+            turn = order.records is not None and (order.records + 7 * c + v) % 2 == 1
+            a, b = (1, 0) if turn else (0, 1)
+            won = vote_of(world, c, v)
+            winner = "tie" if won == 0.5 else ("model_a" if (won == 1.0) != turn else "model_b")
+            rows.append({"question_id": names.contexts[c], "prompt": context_text(world, c),
+                         "model_a": names.models[a], "model_b": names.models[b], "response_a": text_of(world, c, a),
+                         "response_b": text_of(world, c, b), "winner": winner})  # fmt: skip
+    rows = [rows[k] for k in _permutation(order.records, len(rows))]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "votes.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        return list(read_records(path, attributes=(ATTRIBUTE,)))
 
 
 def generated(world: World, names: Names, order: Order) -> tuple[pa.Table, pa.Table, GenerateConfig]:
@@ -272,7 +310,9 @@ def input_tables(world: World, names: Names, order: Order) -> dict[str, pa.Table
             "generations": outputs,
         }
     rules = ValidationRules((ATTRIBUTE,), allow_empty_context=world.n_contexts == 1)
-    checked = validate_records(records(world, names, order), rules)
+    checked = validate_records(
+        vote_records(world, names, order) if world.votes else records(world, names, order), rules
+    )
     return {"candidates": checked.candidates, "human_scores": checked.human_scores}
 
 
@@ -364,7 +404,8 @@ class Engine:
         return [float(np.log(max(mass * q, 1e-300))) for q in probs], [" A" if p_a >= 0.5 else " B"]
 
     def rate(self, c: int, k: int, template_id: str) -> tuple[list[float], list[str]]:
-        template = next(t for t in self.plan.absolute if t.id == template_id)
+        # a checklist item's prompt (<template>#<k>) reads as its template does, its noise its own
+        template = next(t for t in self.plan.absolute if t.id == base_template(template_id))
         q = quality(self.world, c, k) + 0.3 * _noise(self.world, 5, stable_hash(template_id) % 97, c, k)
         if template.mode == AbsoluteMode.g_eval:
             centre = np.clip(
@@ -373,7 +414,7 @@ class Engine:
             values = np.array(template.values)
             lp = -0.5 * (values - centre) ** 2
             return (lp - np.logaddexp.reduce(lp) + np.log(0.8)).tolist(), ["5"]
-        if template.mode == AbsoluteMode.implicit:
+        if template.mode in (AbsoluteMode.implicit, AbsoluteMode.checklist):
             p_yes = 1.0 / (1.0 + np.exp(-q))
             lp = [np.log(0.8 * p_yes / template.n_yes)] * template.n_yes
             lp += [np.log(0.8 * (1 - p_yes) / (len(template.values) - template.n_yes))] * (

@@ -29,6 +29,7 @@ def table(context: str, texts: list[str]) -> pa.Table:
             "system": [None] * n,
             "text": texts,
             "category": [None] * n,
+            "checklist": [None] * n,
         },
         schema=CANDIDATES,
     )

@@ -70,6 +70,7 @@ def make_run(tmp_path: Path, rows: list[dict], texts: dict | None = None) -> Pat
         "system": ["secret-model-name"] * len(seen),
         "text": [texts.get(k, f"answer number {n}") for n, (_, k) in enumerate(seen)],
         "category": [None] * len(seen),
+        "checklist": [None] * len(seen),
     }
     pl.DataFrame(candidates, schema=pl.Schema(CANDIDATES)).write_parquet(
         run_dir / "tables" / "candidates.parquet"

@@ -129,29 +129,80 @@ def test_a_rerun_judges_exactly_the_lost_ratings(absolute_run):
     )
 
 
-def test_workflow_absolute_rates_without_comparisons(tmp_path):
-    """workflow=absolute: one prompt per candidate, no pairs; the comparative tables are empty, the summary and
-    the cost are the absolute ones (in-process, no Ray)."""
-    cfg = compose(
-        [
-            "workflow=absolute",
-            "absolute.modes=[g_eval]",
-            "dataset.demo.n_contexts=2",
-            "dataset.demo.n_candidates=3",
-            "dataset.attributes=[fluency]",
-            "runtime=inprocess",
-            "judge.env.VLLM_CPU_KVCACHE_SPACE=1",
-            f"paths.output_root={tmp_path}",
-            "tracking.enabled=false",
-        ]
+# A user's per-candidate table of conversations (MT-Bench's shape: two user turns, the candidates the next assistant
+# turn), each with a reference answer and a checklist (TICK), people's scores beside.
+CONVERSATIONS = [
+    ("What is 2 + 2?", "And doubled?", "8", ["Does it say 8?", "Is it one short sentence?"]),
+    ("Name a colour of the sky.", "At sunset?", "Orange or red.", ["Does it name a colour?"]),
+]
+ANSWERS = ("The answer is 8.", "It is blue, I think, or maybe 5.", "Orange.")
+
+
+def conversation_table(folder) -> str:
+    rows = [
+        {"messages": [{"role": "user", "content": q}, {"role": "assistant", "content": "Sure."},
+                      {"role": "user", "content": follow}],
+         "reference": reference, "checklist": checklist, "model": f"m{k}", "response": answer, "quality": 3 - k}
+        for q, follow, reference, checklist in CONVERSATIONS
+        for k, answer in enumerate(ANSWERS)
+    ]  # fmt: skip
+    path = folder / "conversations.parquet"
+    pl.DataFrame(rows).write_parquet(path)
+    return str(path)
+
+
+def test_workflow_absolute_rates_without_comparisons_and_asks_each_checklist_item(tmp_path, capsys):
+    """workflow=absolute on a user's table of conversations with a reference and a checklist: one G-Eval prompt per
+    candidate and one yes/no prompt per checklist item (TICK), no pairs; make check shows the prompt the judge reads
+    (the conversation, the reference, the item asked) and plans what the run judges; a candidate's checklist score is
+    the mean of its items' p(yes); the comparative tables are empty, the summary and the cost are the absolute ones
+    (in-process, no Ray); the finished folder run again judges nothing."""
+    from pipeline.run.check import main
+
+    overrides = [
+        "workflow=absolute",
+        "absolute.modes=[g_eval,checklist]",
+        "dataset.name=conversations",
+        f"dataset.path={conversation_table(tmp_path)}",
+        "dataset.attributes=[quality]",
+        "dataset.context_noun=conversation",
+        "dataset.candidate_noun=reply",
+        "runtime=inprocess",
+        "judge.env.VLLM_CPU_KVCACHE_SPACE=1",
+        f"paths.output_root={tmp_path}",
+        "tracking.enabled=false",
+    ]
+    items = sum(len(c[3]) for c in CONVERSATIONS) * len(ANSWERS)
+    assert main(overrides) == 0
+    plan = capsys.readouterr().out
+    shown = "\n".join(
+        line.removeprefix("  | ")
+        for line in plan[plan.index("prompt (checklist, template tick)") :].splitlines()
     )
+    for part in ("Conversation: User: What is 2 + 2?", "Assistant: Sure.", "Reference answer:\n8", "Checklist:\n1. Does it say 8?",
+                 "Checklist question: Does it say 8?", "Answer:"):  # fmt: skip
+        assert part in shown, (part, shown)
+    assert f"prompts to judge: {items + 6} ({items} checklist, 6 g_eval)" in plan, plan
+    cfg = compose(overrides)
     result = run(cfg)
     assert result.values["judgments"].num_rows == 0 and result.values["comparisons"].num_rows == 0
-    assert result.values["ratings"].num_rows == 6
+    ratings = pl.from_arrow(result.values["ratings"])
+    assert ratings.filter(pl.col("mode") == "g_eval").height == 6
+    asked = ratings.filter(pl.col("mode") == "checklist")
+    assert asked.height == items and set(asked["template_id"]) == {"tick#1", "tick#2"}
+    assert asked["score"].is_between(0, 1).all() and (asked["label_mass"] > 0).all()
+    scores = pl.from_arrow(result.values["absolute_scores"]).filter(pl.col("method") == "checklist")
+    mean = asked.group_by("context_id", "candidate_id").agg(pl.col("score").mean().alias("mean"))
+    joined = scores.join(mean, on=["context_id", "candidate_id"])
+    assert joined.height == 6 and np.allclose(joined["score"], joined["mean"], atol=1e-12)
     corr = pl.from_arrow(result.values["correlations"])
-    assert corr["method"].to_list() == ["g_eval"]
-    assert pl.from_arrow(result.values["cost"])["mode"].to_list() == ["g_eval"]
-    assert "P(A)" not in result.summary and "g_eval" in result.summary
+    assert sorted(corr["method"].to_list()) == ["checklist", "g_eval"]
+    cost = pl.from_arrow(result.values["cost"])
+    assert sorted(zip(cost["mode"], cost["template_id"], cost["prompts"], strict=True)) == [
+        ("checklist", "tick", items), ("g_eval", "geval", 6)]  # fmt: skip
+    assert "P(A)" not in result.summary and "g_eval" in result.summary and "checklist" in result.summary
+    cfg.paths.run_dir = str(result.run_dir)
+    assert run(cfg).judge_stats.judged_now == 0
 
 
 def test_the_check_plans_what_the_run_judged_and_a_resumed_folder_is_planned_as_done(absolute_run):

@@ -86,6 +86,7 @@ def given() -> dict[str, Any]:
             "system": [None, None],
             "text": ["one", "two"],
             "category": [None, None],
+            "checklist": [None, None],
         },
         schema=CANDIDATES,
     )

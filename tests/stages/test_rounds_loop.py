@@ -95,6 +95,7 @@ def pool_tables(truth: np.ndarray) -> tuple[pa.Table, pa.Table]:
             "system": [None] * len(ids),
             "text": pool_texts(len(ids)),
             "category": [None] * len(ids),
+            "checklist": [None] * len(ids),
         },
         schema=CANDIDATES,
     )

@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from pipeline.contracts.engine import Engine, Request, Result
 from pipeline.contracts.frame import PromptFrame
-from pipeline.contracts.keys import PROMPT_KEY
+from pipeline.contracts.keys import PROMPT_KEY, base_template
 from pipeline.contracts.schemas import PROMPTS, RESPONSES, check_schema
 from pipeline.judge.hosting.engines import open_engine
 from pipeline.judge.hosting.watchdog import EngineWatch, Reaper, engine_processes, record_event
@@ -56,6 +56,10 @@ class Task:
     requests: Mapping[str, Request]
     frame: PromptFrame
     frames: Mapping[str, PromptFrame] = field(default_factory=dict)
+
+    def request(self, template_id: str) -> Request:
+        """What the engine reads for a prompt of ``template_id`` (a checklist item's: its template's)."""
+        return self.requests[base_template(template_id)]
 
 
 def engine_spec(spec: JudgeSpec) -> JudgeSpec:
@@ -179,7 +183,7 @@ class JudgeWorker:
         """RESPONSES rows for a batch of PROMPTS rows."""
         template_ids = batch.column("template_id").to_pylist()
         prompts = batch.column("prompt").to_pylist()
-        unknown = sorted(set(template_ids) - set(task.requests))
+        unknown = sorted(t for t in set(template_ids) if base_template(t) not in task.requests)
         if unknown:
             raise ValueError(f"judge stage input: template(s) {unknown} are not in the prompt plan")
         engine = self.engine(task)
@@ -190,7 +194,7 @@ class JudgeWorker:
             answered, took = self.answer(
                 engine,
                 [prompts[k] for k in rows],
-                task.requests[template_id],
+                task.request(template_id),
                 task.frames.get(template_id, task.frame),
             )
             for k, result in zip(rows, answered, strict=True):
