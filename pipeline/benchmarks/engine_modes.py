@@ -41,7 +41,7 @@ from pipeline.prompts.pairs import generate_prompts, split_shards
 from pipeline.run.context import run
 from pipeline.runtime.logs import console
 from pipeline.runtime.ray_data import init_ray
-from pipeline.workflows.settings import mode_record
+from pipeline.workflows.segments import mode_record
 
 
 def representative(contexts: list[str], prompts: list[str], n: int) -> list[str]:

@@ -1,6 +1,6 @@
 """Settings derived from the config wherever it is read: paths, the config as dotted keys, the jury's judges typed
 once, a judge's label. (What a stage is built with is derived where the workflows are composed:
-:mod:`pipeline.workflows.settings`.)
+:mod:`pipeline.workflows.segments`.)
 """
 
 from __future__ import annotations

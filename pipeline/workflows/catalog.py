@@ -24,7 +24,7 @@ from pipeline.methods.scorers.registry import scorers
 from pipeline.stages.base import Stage, WorkflowError
 from pipeline.workflows import segments
 from pipeline.workflows.core import Segment, Workflow
-from pipeline.workflows.settings import drawn_method, judging_identity, rating_identity
+from pipeline.workflows.segments import drawn_method, judging_identity, rating_identity
 
 log = logging.getLogger("pipeline")
 

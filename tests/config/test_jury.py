@@ -8,7 +8,7 @@ import pytest
 from pipeline.config.derived import typed_jurors
 from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.errors import ConfigError
-from pipeline.workflows.settings import judge_templates, judging_identity
+from pipeline.workflows.segments import judge_templates, judging_identity
 from tests.conftest import compose
 
 API_JUROR = (

@@ -462,6 +462,21 @@ def test_invariance_truth_a_judge_right_on_every_pair_is_right_on_every_objectiv
     assert (meta["positional_agreement"] == 1.0).all() and (meta["no_preference"] == 0.0).all()
 
 
+def assert_moves_with_nothing(data, world: World, want) -> None:
+    """The world's run renamed (drawn), its rows shuffled (drawn) and comparisons turned round (drawn) against
+    ``want``, the plain run: every table and metric the same."""
+    names = data.draw(renamings(world), label="names")
+    renamed = run_world(world, base(), METHODS, names=names)
+    inverse = names.inverse(Names.plain(world))
+    assert_tables_same("names", renamed, want, inverse)
+    assert_metrics_same("names", renamed.metrics, want.metrics, inverse)
+    order = Order(records=data.draw(st.integers(0, 2**16)), judgments=data.draw(st.integers(0, 2**16)))
+    shuffled = run_world(world, base(), METHODS, order=order)
+    assert_tables_same("order", shuffled, want, {}, keep_input_order=False)
+    turned_run = run_world(world, base(), METHODS, between=turned(data.draw(st.integers(0, 2**16))))
+    assert_tables_same("sides", turned_run, want, {})
+
+
 # --- checklists (TICK) -----------------------------------------------------------------------------------------
 
 # Conversations with a reference answer and a checklist of 1-3 items per context; each item asked on its own.
@@ -514,17 +529,7 @@ def test_invariance_a_checklist_is_asked_item_by_item_and_moves_with_no_name_ord
             )
             score = scores.filter(pl.col("candidate_id") == plain.candidates[c][k])["score"][0]
             assert score == pytest.approx(truth, abs=1e-9)
-    names = data.draw(renamings(world), label="names")
-    got = run_world(world, base(), METHODS, names=names)
-    inverse = names.inverse(plain)
-    assert_tables_same("names", got, want, inverse)
-    assert_metrics_same("names", got.metrics, want.metrics, inverse)
-    order = Order(records=data.draw(st.integers(0, 2**16)), judgments=data.draw(st.integers(0, 2**16)))
-    assert_tables_same(
-        "order", run_world(world, base(), METHODS, order=order), want, {}, keep_input_order=False
-    )
-    turned_run = run_world(world, base(), METHODS, between=turned(data.draw(st.integers(0, 2**16))))
-    assert_tables_same("sides", turned_run, want, {})
+    assert_moves_with_nothing(data, world, want)
 
 
 # --- people's pairwise votes ------------------------------------------------------------------------------------
@@ -558,17 +563,7 @@ def test_invariance_peoples_votes_are_their_shares_and_move_with_no_name_order_o
             {f"{plain.contexts[c]}:model0": share, f"{plain.contexts[c]}:model1": 1 - share}
         )
     assert {"judge_card", "meta_evaluation", "correlations", "trust"} <= set(want.tables)
-    names = data.draw(renamings(world), label="names")
-    got_run = run_world(world, base(), METHODS, names=names)
-    inverse = names.inverse(plain)
-    assert_tables_same("names", got_run, want, inverse)
-    assert_metrics_same("names", got_run.metrics, want.metrics, inverse)
-    order = Order(records=data.draw(st.integers(0, 2**16)), judgments=data.draw(st.integers(0, 2**16)))
-    assert_tables_same(
-        "order", run_world(world, base(), METHODS, order=order), want, {}, keep_input_order=False
-    )
-    turned_run = run_world(world, base(), METHODS, between=turned(data.draw(st.integers(0, 2**16))))
-    assert_tables_same("sides", turned_run, want, {})
+    assert_moves_with_nothing(data, world, want)
 
 
 def run_world_inputs(world: World) -> pl.DataFrame:

@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.run.context import run
 from pipeline.storage.events import read_events
-from pipeline.workflows.settings import judgement_store_path
+from pipeline.workflows.segments import judgement_store_path
 from tests.conftest import compose
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
