@@ -168,7 +168,7 @@ PARTS = (
         "absolute",
         lambda c: bool(c.absolute.modes),
         "absolute judging",
-        "set absolute.modes=[prompt_score|g_eval|implicit|explicit|options]",
+        "set absolute.modes=[prompt_score|g_eval|implicit|explicit|options|checklist]",
         ("modes", "library", "templates"),
     ),
     Part(

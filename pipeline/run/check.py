@@ -312,11 +312,12 @@ def _chars_per_token(judge: Any, texts: list[str]) -> float | None:
 def _generated_tokens(cfg: RunConfig, by_mode: dict[str, int]) -> int:
     """Tokens the judge generates: one per comparison and read mode (the verdict's first token), the reasoning
     budget where it reasons first, and the generated modes' max_tokens for each sample."""
+    from pipeline.prompts.absolute import GENERATED
+
     reasoning = cfg.judge.reasoning.max_tokens if cfg.judge.reasoning.enabled else 0
-    generated_modes = {"prompt_score", "explicit", "options"}
     total = 0
     for mode, n in by_mode.items():
-        if mode in generated_modes:
+        if mode in GENERATED:
             total += n * cfg.absolute.max_tokens * cfg.absolute.samples
         else:
             total += n * (1 + reasoning)

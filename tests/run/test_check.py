@@ -135,3 +135,29 @@ def test_the_plan_shows_each_templates_rendered_prompt_and_warns_of_nouns_nothin
     assert main(data) == 0  # the data's meta.json names them: no warning
     out = capsys.readouterr().out
     assert "the defaults" not in out and "Which summary is more coherent" in out
+
+
+def test_the_plan_counts_one_generated_token_for_every_mode_that_reads_its_first_token():
+    """Comparisons and the read modes (options, g_eval, implicit, checklist) generate one token; the generated modes
+    (prompt_score, explicit) absolute.max_tokens per sample."""
+    from pipeline.run.check import _generated_tokens
+    from tests.conftest import compose
+
+    cfg = compose(
+        [
+            "absolute.modes=[prompt_score]",
+            "absolute.max_tokens=5",
+            "absolute.samples=2",
+            "absolute.temperature=1.0",
+        ]
+    )
+    by_mode = {
+        "compare": 10,
+        "options": 4,
+        "checklist": 3,
+        "g_eval": 2,
+        "implicit": 1,
+        "prompt_score": 2,
+        "explicit": 1,
+    }
+    assert _generated_tokens(cfg, by_mode) == 10 + 4 + 3 + 2 + 1 + (2 + 1) * 5 * 2
