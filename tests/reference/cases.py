@@ -107,6 +107,8 @@ ADDED_LATER = (
     "benchmark_accuracy",
     "ordering_accuracy",
     "positional_agreement",
+    # issue 75: a context's checklist (null without one)
+    "checklist",
 )
 # Columns added later that a run computes from what the reference holds (system-level correlations, issue 30): a
 # table that has them and the reference does not is compared on the reference's columns; their own values are
