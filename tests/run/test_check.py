@@ -20,6 +20,7 @@ MISTAKES = [
     (["judge=api", "judge.api.base_url=http://127.0.0.1:9/v1", "judge.api.api_key_env=CA_EMPTY_KEY"],
      "CA_EMPTY_KEY', but that environment variable"),
     (["+judge.engine.max_num_seq=4"], "did you mean max_num_seqs"),
+    (["absolute.modes=[checklist]"], "absolute.modes has checklist, but no context gives a checklist"),
 ]  # fmt: skip
 
 
