@@ -274,8 +274,6 @@ def reasoning_identity(judge: JudgeConfig) -> dict:
 def rating_identity(cfg: RunConfig) -> dict:
     """The settings that decide what is rated and how (absolute modes with the templates they run, sampling,
     read words, and the prompt frame); the combination settings are not part of it."""
-    from dataclasses import asdict
-
     absolute = asdict(cfg.absolute)
     used = {m: absolute["templates"].get(str(m), []) for m in cfg.absolute.modes}
     absolute["templates"] = used
