@@ -130,7 +130,7 @@ class AbsoluteMode(StrEnum):
     # score; the expected score over the first-token probabilities of the option letters.
     options = "options"
     # TICK: each item of the context's checklist asked as a yes/no question, read as the implicit mode reads it; the
-    # candidate's score is the mean over the items of p(yes) (its soft pass rate).
+    # candidate's score is the mean over the items of p(yes) (its expected pass rate; TICK counts YES answers).
     checklist = "checklist"
 
 

@@ -36,8 +36,8 @@ class Context:
 
 
 def group_by_context(candidates: pa.Table) -> list[Context]:
-    """The contexts of a CANDIDATES table in input order, each with its candidates in content-key order (and its
-    checklist where the table has the column)."""
+    """The contexts of a CANDIDATES table in input order, each with its candidates in content-key order, and its
+    checklist (none from a run folder's candidates written before the column existed, as the review reads them)."""
     columns = ("context_id", "context", "candidate_id", "candidate_index", "text")
     checklists = (
         candidates.column("checklist").to_pylist()
