@@ -37,10 +37,15 @@ class Port:
     type: type | tuple[type, ...] | None = None
     # Written to the run folder: ``tables/<file>.parquet`` for a table, ``<file>.json`` for an object.
     file: str | None = None
+    # A table of an optional part (:data:`pipeline.config.keys.PARTS`): where the workflow leaves that part out, no
+    # stage writes it and its readers get its empty table (written to the run folder all the same).
+    optional: bool = False
 
     def __post_init__(self) -> None:
         if (self.schema is None) == (self.type is None):
             raise TypeError(f"port {self.name!r} needs exactly one of schema (a table) or type (an object)")
+        if self.optional and self.schema is None:
+            raise TypeError(f"port {self.name!r}: only a table can be optional (read as its empty table)")
 
     @property
     def kind(self) -> str:
@@ -114,15 +119,19 @@ class WorkflowError(TypeError):
 
 
 def check_wiring(stages: Sequence[Stage], available: dict[str, Port], where: str) -> None:
-    """Each stage reads what earlier stages wrote (or ``available`` holds), takes exactly its declared ports (each by
-    name, or some by name and the rest as ``**inputs`` it passes on), and writes no other port of a name already used;
-    then its outputs are available. ``available`` is updated."""
+    """Each stage reads what earlier stages wrote (or ``available`` holds, or an optional port no stage writes), takes
+    exactly its declared ports (each by name, or some by name and the rest as ``**inputs`` it passes on), and writes no
+    other port of a name already used; then its outputs are available. ``available`` is updated."""
+    absent: set[str] = set()
     names = [stage.name for stage in stages]
     if len(set(names)) != len(names):
         raise WorkflowError(f"{where}: stage names repeat: {names}")
     for stage in stages:
         for port in stage.reads:
-            if port.name not in available:
+            if port.name not in available and port.optional:
+                available[port.name] = port
+                absent.add(port.name)
+            elif port.name not in available:
                 raise WorkflowError(
                     f"{where}: stage {stage.name} reads {port.name!r}, which no earlier stage writes"
                 )
@@ -139,6 +148,10 @@ def check_wiring(stages: Sequence[Stage], available: dict[str, Port], where: str
                 f"{where}: stage {stage.name}.run takes {named} but declares reads {declared}"
             )
         for port in stage.writes:
+            if port.name in absent:
+                raise WorkflowError(
+                    f"{where}: stage {stage.name} writes {port.name!r}, which an earlier stage read"
+                )
             if port.name in available and available[port.name] != port:
                 raise WorkflowError(f"{where}: stage {stage.name} writes another {port.name!r}")
             available[port.name] = port
@@ -166,6 +179,11 @@ def run_stages(
             extra=FILE_ONLY,
         )
         started = time.monotonic()
+        for port in stage.reads:
+            if port.name not in values and port.optional:  # a part this workflow leaves out
+                values[port.name] = port.schema.empty_table()  # type: ignore[union-attr]
+                if port.file and persist is not None:
+                    persist(port, values[port.name])
         out = stage.run(ctx, **{p.name: values[p.name] for p in stage.reads})
         where = f"stage {stage.name}"
         if not isinstance(out, Mapping) or set(out) != {p.name for p in stage.writes}:

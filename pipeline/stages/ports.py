@@ -218,6 +218,7 @@ LABELS = Port(
     "the pairs people labelled (from the data's human scores, or the blind review), each with its chance of being drawn",
     schema=trust.LABELS,
     file="labels",
+    optional=True,
 )
 TRUST = Port(
     "trust",
@@ -225,18 +226,21 @@ TRUST = Port(
     "with probability 1 - delta), what it keeps, its bound and agreement",
     schema=trust.TRUST,
     file="trust",
+    optional=True,
 )
 ACCEPTED = Port(
     "accepted",
     "per pair and attribute: the judge that keeps its verdict, or escalated (to people: the review's queue)",
     schema=trust.ACCEPTED,
     file="accepted",
+    optional=True,
 )
 RISK_COVERAGE = Port(
     "risk_coverage",
     "per judge of the cascade: its disagreement with people and the bound at each threshold (the risk-coverage curve)",
     schema=trust.RISK_COVERAGE,
     file="risk_coverage",
+    optional=True,
 )
 PPI_LEADERBOARD = Port(
     "ppi_leaderboard",
@@ -244,4 +248,5 @@ PPI_LEADERBOARD = Port(
     "intervals), beside people's alone, and the labels people alone would need",
     schema=trust.PPI_LEADERBOARD,
     file="ppi_leaderboard",
+    optional=True,
 )

@@ -16,7 +16,7 @@ import pyarrow as pa
 from pipeline.config.enums import LabelSample, LabelSource
 from pipeline.config.trust import TrustConfig
 from pipeline.contracts.errors import UserError
-from pipeline.contracts.trust_schema import ACCEPTED, LABELS, PPI_LEADERBOARD, RISK_COVERAGE, TRUST
+from pipeline.contracts.trust_schema import PPI_LEADERBOARD
 from pipeline.scoring.ppi_board import ppi_board
 from pipeline.scoring.trust_table import ESCALATED, cascade_jurors, certify, data_labels, review_labels
 from pipeline.stages import ports
@@ -84,8 +84,6 @@ class DrawLabels(Stage):
         human_scores: pa.Table,
         judges: tuple,
     ) -> dict[str, Any]:
-        if not self.trust.enabled:
-            return {"labels": LABELS.empty_table()}
         comps = pl.from_arrow(comparisons)
         if self.trust.labels == LabelSource.review:
             labels = self._review(ctx, comps)
@@ -157,20 +155,13 @@ class Certify(Stage):
         candidates: pa.Table,
         judges: tuple,
     ) -> dict[str, Any]:
-        empty = {
-            "trust": TRUST.empty_table(),
-            "accepted": ACCEPTED.empty_table(),
-            "risk_coverage": RISK_COVERAGE.empty_table(),
-        }
-        if not self.trust.enabled:
-            return empty
         frame, comps = pl.from_arrow(labels), pl.from_arrow(comparisons)
         if not uniform(frame):
             log.warning(
                 "trust: the labels were not drawn uniformly (an active sample): they power the leaderboards but "
                 "certify no threshold, which needs a uniform sample (trust.sample=random, or a random review)"
             )
-            return empty
+            return {p.name: p.schema.empty_table() for p in self.writes}  # type: ignore[union-attr]
         jurors = cascade_jurors(comps, judges, self.templates, self.trust.cascade)
         found = certify(comps, frame, candidates, jurors, self.trust.alpha, self.trust.delta)
         for row in found.trust.iter_rows(named=True):
@@ -191,7 +182,6 @@ class PPIBoard(Stage):
     """Rank the models with people's labels and the judges' verdicts together: win rates and Bradley-Terry
     coefficients with prediction-powered (PPI++) intervals, beside people's alone."""
 
-    enabled: bool
     level: float = 0.90
 
     name = "ppi_leaderboard"
@@ -201,7 +191,7 @@ class PPIBoard(Stage):
     def run(
         self, ctx: StageContext, *, comparisons: pa.Table, candidates: pa.Table, labels: pa.Table
     ) -> dict[str, Any]:
-        if not self.enabled or not labels.num_rows:
+        if not labels.num_rows:
             return {"ppi_leaderboard": PPI_LEADERBOARD.empty_table()}
         board = ppi_board(pl.from_arrow(comparisons), candidates, pl.from_arrow(labels), self.level)
         for row in board.filter(pl.col("source") == "ppi").iter_rows(named=True):

@@ -18,9 +18,10 @@ from pipeline.stages.base import Port
 from pipeline.workflows.catalog import build
 from pipeline.workflows.core import Workflow, describe_ports
 
-# One composition per distinct workflow (workflow=absolute runs the comparative workflow's stages).
+# One composition per distinct workflow (workflow=absolute runs the comparative workflow's stages), the first with the
+# trust stages, which a workflow runs only with trust.enabled (pipeline.config.keys.PARTS).
 EXAMPLES: dict[str, list[str]] = {
-    "comparative": [],
+    "comparative": ["trust.enabled=true"],
     "jury": ["experiment=jury_judges"],
     "generate": ["experiment=generate_demo"],
     "adaptive": ["experiment=summeval_pool"],
@@ -46,7 +47,8 @@ def describe(overrides: list[str] | None = None) -> str:
     if not overrides:
         parts[0] += (
             "\n\n`workflow=absolute` runs the same stages with absolute prompts only; with no `absolute.modes` the "
-            "rating stages pass through."
+            "rating stages pass through. `check_trust`, `draw_labels`, `certify` and `ppi_leaderboard` run only with "
+            "`trust.enabled=true` (shown here), the last only with `trust.ppi`; without them their tables are empty."
         )
     table = describe_ports(list(ports.values()))
     return "\n\n".join([*parts, table, *([] if overrides else [registered()])])

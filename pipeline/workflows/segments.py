@@ -178,6 +178,10 @@ def scoring(cfg: RunConfig, root: Path, logit: poe_logit.Settings = poe_logit.DE
     correlate with people and cost every approach. ``logit``: how ``poe_logit`` fits."""
     methods = tuple(cfg.scoring.methods)
     templates = tuple(t.id for t in cfg.prompt.templates)
+    trust: tuple[Any, ...] = ()
+    if used(cfg, "trust"):
+        trust = (DrawLabels(cfg.trust, templates), Certify(cfg.trust, templates))
+        trust += (PPIBoard(cfg.leaderboard.level),) if ppi_board(cfg) else ()
     return Segment(
         "score",
         (
@@ -196,9 +200,7 @@ def scoring(cfg: RunConfig, root: Path, logit: poe_logit.Settings = poe_logit.DE
             Leaderboard(tuple(leaderboard_methods(cfg)), leaderboard_board(cfg)),
             Correlate(cfg.scoring.correlation),
             MetaEvaluate(cfg.leaderboard.level),
-            DrawLabels(cfg.trust, templates),
-            Certify(cfg.trust, templates),
-            PPIBoard(ppi_board(cfg), cfg.leaderboard.level),
+            *trust,
             Card(own_systems(cfg), cfg.scoring.signal_alpha, leaderboard_board(cfg)),
             Cost(),
         ),

@@ -42,7 +42,9 @@ def report_inputs(tables) -> dict:
         cached_tokens=0,
     )
     return {
-        **{n: tables[n].to_arrow() for n in names},
+        # a world without trust leaves its tables out: the report reads them empty, as a run does
+        **{p.name: p.schema.empty_table() for p in Report.reads if p.optional},
+        **{n: tables[n].to_arrow() for n in names if n in tables},
         "input_report": InputReport(),
         "judge_stats": stats,
         "left_out": LEFT_OUT.empty_table(),

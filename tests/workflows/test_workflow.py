@@ -74,12 +74,13 @@ class MakeScores(Stage):
 
 
 def test_the_comparative_workflow_is_its_declared_list():
-    workflow = assessment(compose(), ROOT)
+    workflow = assessment(compose(["trust.enabled=true"]), ROOT)
     assert [s.name for s in workflow.stages] == [
         "load_input",
         "resolve_judge",
         "prepare_prompts",
         "check_answers",
+        "check_trust",
         "open_store",
         "shard_contexts",
         "judge",
@@ -123,6 +124,54 @@ def test_the_comparative_workflow_is_its_declared_list():
     ):
         assert written[name].schema is not None and written[name].file == name
     assert written["prompt_plan"].type is not None and written["judge"].file == "judge"
+    # without trust (the default, and with trust.ppi=false the PPI leaderboard) its stages are not in the workflow:
+    # the one place that says so is pipeline.config.keys.PARTS
+    trust = {"check_trust", "draw_labels", "certify", "ppi_leaderboard"}
+    assert not trust & {s.name for s in assessment(compose(), ROOT).stages}
+    no_ppi = {s.name for s in assessment(compose(["trust.enabled=true", "trust.ppi=false"]), ROOT).stages}
+    assert trust - no_ppi == {"ppi_leaderboard"}
+
+
+def test_a_port_of_a_part_a_workflow_leaves_out_is_read_as_its_empty_table_and_written_all_the_same(tmp_path):
+    from pipeline.stages.base import check_wiring, run_stages
+
+    @dataclass(frozen=True)
+    class Reads(Stage):
+        name = "reads_trust"
+        reads = (ports.TRUST,)
+        writes = (ports.SUMMARY,)
+
+        def run(self, ctx, *, trust):
+            return {"summary": f"{trust.num_rows} rows, columns {trust.schema.names}"}
+
+    @dataclass(frozen=True)
+    class ReadsComparisons(Reads):
+        name = "reads_comparisons"
+        reads = (ports.COMPARISONS,)
+
+        def run(self, ctx, *, comparisons):
+            return {"summary": ""}
+
+    @dataclass(frozen=True)
+    class Writes(Stage):
+        name = "writes_trust"
+        writes = (ports.TRUST, ports.ACCEPTED, ports.RISK_COVERAGE)
+
+        def run(self, ctx):
+            return {p.name: p.schema.empty_table() for p in self.writes}
+
+    written = []
+
+    class Ctx:
+        metrics: dict = {}
+
+    values = run_stages([Reads()], Ctx(), {}, lambda port, value: written.append((port.name, value.num_rows)))
+    assert values["summary"] == f"0 rows, columns {ports.TRUST.schema.names}"
+    assert written == [("trust", 0)]
+    with pytest.raises(WorkflowError, match="writes 'trust', which an earlier stage read"):
+        check_wiring([Reads(), Writes()], {}, "test")
+    with pytest.raises(WorkflowError, match="reads 'comparisons', which no earlier stage writes"):
+        check_wiring([ReadsComparisons()], {}, "test")  # a port that is not optional must be written
 
 
 def test_an_adaptive_run_without_the_rounds_model_among_its_methods_is_warned(caplog):
