@@ -26,6 +26,7 @@ from typing import Any
 
 from pipeline import PROJECT_ROOT
 from pipeline.benchmarks.timing import bench_config, workspace
+from pipeline.config.derived import resolve_path
 from pipeline.judge.hardware import read_cpu
 from pipeline.judge.vllm.cores import worker_process_env
 from pipeline.judge.vllm.engine import VLLMEngine
@@ -218,7 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     out = console()
     if len(prompts) < args.prompts:
         out.write(f"engine modes: measured on {len(prompts)} prompts (the config makes no more)\n")
-    record = mode_record(cfg, PROJECT_ROOT)
+    record = mode_record(cfg, resolve_path(cfg.paths.cache_dir, PROJECT_ROOT))
     modes, passes, together = measure_modes(cfg, record, spec, plan, prompts, args.passes)
     eager, compiled = modes["eager"], modes["compiled"]
     remember(record, spec, True, eager)

@@ -1,23 +1,25 @@
 """Settings derived from the config wherever it is read: paths, the config as dotted keys, the jury's judges typed
-once, a judge's label. (What a stage is built with is derived where the workflows are composed:
-:mod:`pipeline.workflows.segments`.)
+once, a judge's label; and what the stages of a workflow are built with (:class:`Derived`), worked out once before
+the segments are composed (:mod:`pipeline.workflows.segments` reads it and the config's own sections, nothing else).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import asdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from pipeline.config.backends import Trait, backend
+from pipeline.config.backends import Trait, backend, generator_backend
 from pipeline.config.judging import JudgeConfig
+from pipeline.config.keys import reasons_per_group, used
 from pipeline.config.run import RunConfig
 from pipeline.config.workflows import workflow
 from pipeline.contracts.errors import ConfigError
+from pipeline.methods.scorers.registry import ranked, scorers
 
 
 def flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -118,13 +120,85 @@ def judge_label(judge: JudgeConfig) -> str:
     return judge.name or judge.model.rstrip("/").rsplit("/", 1)[-1]
 
 
-def reasons_per_group(cfg: RunConfig) -> int:
-    """How many comparisons per attribute and template get the judge's reasons (``reasons.n``, or the workflow's
-    default where the judge's backend can generate them)."""
-    if cfg.reasons.n is not None:
-        return cfg.reasons.n
-    try:
-        generates = Trait.GENERATION in backend(cfg.judge.backend).traits
-    except ValueError:  # an unknown backend: refused, with its key, by the judge's own check
-        return 0
-    return workflow(cfg.workflow).reasons if generates else 0
+@dataclass(frozen=True)
+class Derived:
+    """What the stages of the run's workflow are built with beyond the config's own sections, worked out once
+    (:func:`derive`) before the segments are composed."""
+
+    # the folder relative paths are read from, and the cache folder
+    root: Path
+    cache: Path
+    # the workflow's shape (pipeline.config.workflows): it compares pairs; its rounds may choose any pair; its
+    # candidates are generated
+    pairs: bool
+    every_pair: bool
+    generated: bool
+    # comparisons per attribute and template that get the judge's reasons (0: none)
+    reasons: int
+    # the optional parts that run (pipeline.config.keys.PARTS): trust, and its PPI leaderboard
+    trust: bool
+    ppi: bool
+    # the judgement store across runs of the run's judge, then of each juror (None: off)
+    stores: tuple[Path | None, ...]
+    # the jurors' names as the config gives them
+    jurors: tuple[str, ...]
+    # the methods the leaderboard reports, and the one the report draws against the human scores
+    leaderboard: tuple[str, ...]
+    drawn: str
+    # per judge, the generators that run on its own model in-process (its card measures its self-preference)
+    own_systems: Mapping[str, tuple[str, ...]]
+
+
+def derive(cfg: RunConfig, root: Path) -> Derived:
+    """What the stages of ``cfg``'s workflow are built with (:class:`Derived`), from the config and the registries."""
+    shape = workflow(cfg.workflow)
+    cache = resolve_path(cfg.paths.cache_dir, root)
+    judges = [cfg.judge, *cfg.jury.judges]
+    reasons, trust = reasons_per_group(cfg), used(cfg, "trust")
+    stores = tuple(judgement_store_path(judge, root, cache) for judge in judges)
+    own: dict[str, tuple[str, ...]] = {}
+    for judge in judges if shape.generated else []:
+        names = tuple(
+            g.name
+            for g in cfg.generate.models
+            if g.model == judge.model and Trait.ENDPOINT not in generator_backend(g, cfg.judge).traits
+        )
+        if names:
+            own[judge_label(judge)] = names
+    if cfg.leaderboard.methods is not None:
+        board = tuple(cfg.leaderboard.methods)
+    else:
+        chosen = set(cfg.scoring.methods)
+        board = tuple(n for n, entry in scorers().items() if entry.leaderboard and n in chosen)
+        board += tuple(str(m) for m in cfg.absolute.modes)
+    return Derived(
+        root=root,
+        cache=cache,
+        pairs=shape.pairs,
+        every_pair=shape.rounds,
+        generated=shape.generated,
+        reasons=reasons,
+        trust=trust,
+        ppi=trust and cfg.trust.ppi,
+        stores=stores,
+        jurors=tuple(judge_label(j) for j in cfg.jury.judges),
+        leaderboard=board,
+        drawn=drawn_method(cfg.scoring.methods) if shape.pairs else str(cfg.absolute.modes[0]),
+        own_systems=own,
+    )
+
+
+def judgement_store_path(judge: JudgeConfig, root: Path, cache_dir: Path) -> Path | None:
+    """Where an in-process judge keeps its answers across runs (``judge.store``); None: off, a judge behind an API
+    (its reply cache does this), or one that answers by key (its answers are what it holds)."""
+    entry = backend(judge.backend)
+    if not judge.store or Trait.ENDPOINT in entry.traits or entry.answers:
+        return None
+    return resolve_path(judge.store_path, root) if judge.store_path else cache_dir / "judgements.sqlite"
+
+
+def drawn_method(methods: Sequence[str]) -> str:
+    """The comparative method the report draws against the human scores: the one of ``methods`` registered first in
+    ``report_rank`` (the capped log-odds, then PoE-Gaussian), else the first of ``methods``."""
+    drawn = ranked([m for m in methods if m in scorers()], lambda entry: entry.report_rank)
+    return drawn[0] if drawn else methods[0]

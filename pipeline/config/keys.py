@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.config.derived import reasons_per_group
+from pipeline.config.backends import Trait, backend, backends
 from pipeline.config.workflows import workflow
 from pipeline.contracts.errors import ConfigError
 
@@ -142,10 +142,20 @@ class Part:
 
 
 def _endpoint(cfg: Any) -> bool:
-    from pipeline.config.backends import Trait, backends
-
     entry = backends().get(cfg.judge.backend)
     return entry is None or Trait.ENDPOINT in entry.traits  # an unknown backend is refused by its own check
+
+
+def reasons_per_group(cfg: Any) -> int:
+    """How many comparisons per attribute and template get the judge's reasons (``reasons.n``, or the workflow's
+    default where the judge's backend can generate them)."""
+    if cfg.reasons.n is not None:
+        return cfg.reasons.n
+    try:
+        generates = Trait.GENERATION in backend(cfg.judge.backend).traits
+    except ValueError:  # an unknown backend: refused, with its key, by the judge's own check
+        return 0
+    return workflow(cfg.workflow).reasons if generates else 0
 
 
 PARTS = (

@@ -16,6 +16,7 @@ import logging
 from dataclasses import asdict
 from pathlib import Path
 
+from pipeline.config.derived import derive
 from pipeline.config.run import RunConfig
 from pipeline.config.stage_plugins import stage_plugin
 from pipeline.config.workflows import workflow
@@ -24,7 +25,7 @@ from pipeline.methods.scorers.registry import scorers
 from pipeline.stages.base import Stage, WorkflowError
 from pipeline.workflows import segments
 from pipeline.workflows.core import Segment, Workflow
-from pipeline.workflows.segments import drawn_method, judging_identity, rating_identity
+from pipeline.workflows.segments import judging_identity, rating_identity
 
 log = logging.getLogger("pipeline")
 
@@ -33,41 +34,36 @@ def assessment(cfg: RunConfig, root: Path) -> Workflow:
     """Comparative assessment (every pair judged in both orderings, debiased, scored) and, with
     ``absolute.modes``, absolute assessment of every candidate beside it, combined with it, correlated and costed.
     ``workflow=absolute`` runs the same segments with no comparisons."""
-    comparative = workflow(cfg.workflow).pairs
-    plot_method = drawn_method(cfg.scoring.methods) if comparative else str(cfg.absolute.modes[0])
+    d = derive(cfg, root)
     return Workflow(
         str(cfg.workflow),
         (
-            segments.dataset_input(cfg, root),
-            segments.prompts(cfg, root, judging_identity(cfg), rating_identity(cfg), comparative),
-            segments.judging(cfg, root),
-            *jury(cfg, root, {}, rating_identity(cfg)),
-            segments.scoring(cfg, root),
-            segments.report(cfg, plot_method),
+            segments.dataset_input(cfg, d),
+            segments.prompts(cfg, d, judging_identity(cfg), rating_identity(cfg), d.pairs),
+            segments.judging(cfg, d),
+            *segments.jurors(cfg, d, {}, rating_identity(cfg)),
+            segments.scoring(cfg, d),
+            segments.report(cfg, d, d.drawn),
         ),
     )
-
-
-def jury(cfg: RunConfig, root: Path, identity: dict, rating: dict) -> tuple[Segment, ...]:
-    """The jury's further judges after the run's judge (``jury.judges``); none without them."""
-    return (segments.jurors(cfg, root, identity, rating),) if cfg.jury.judges else ()
 
 
 def generate(cfg: RunConfig, root: Path) -> Workflow:
     """Generate, then evaluate: every generator model answers every task input, the outputs of each input are
     compared (both orderings, debiased) against each criterion, and the models ranked with intervals."""
+    d = derive(cfg, root)
     dataset = {"generate": asdict(cfg.generate), "criteria": dict(cfg.criteria)}
     judging = {**judging_identity(cfg), "dataset": dataset}
     rating = {**rating_identity(cfg), "dataset": dataset}
     return Workflow(
         "generate",
         (
-            segments.generated_input(cfg, root),
-            segments.prompts(cfg, root, judging, rating),
-            segments.judging(cfg, root),
-            *jury(cfg, root, {"dataset": dataset}, rating),
-            segments.scoring(cfg, root),
-            segments.report(cfg, drawn_method(cfg.scoring.methods), full_leaderboard=True),
+            segments.generated_input(cfg, d),
+            segments.prompts(cfg, d, judging, rating),
+            segments.judging(cfg, d),
+            *segments.jurors(cfg, d, {"dataset": dataset}, rating),
+            segments.scoring(cfg, d),
+            segments.report(cfg, d, d.drawn, full_leaderboard=True),
         ),
     )
 
@@ -77,7 +73,8 @@ def adaptive(cfg: RunConfig, root: Path) -> Workflow:
     until its budget is spent or its ranking has settled; then scored, correlated and reported as a comparative
     run, with the rounds' curve and ranking (:mod:`pipeline.stages.rounds`). ``poe_logit`` scores with the
     rounds' settings, so that the report ranks by the model the rounds fitted."""
-    method = drawn_method(cfg.scoring.methods)
+    d = derive(cfg, root)
+    method = d.drawn
     models = [name for name, entry in scorers().items() if entry.round_link == cfg.adaptive.link]
     if models and not set(models) & set(cfg.scoring.methods):
         log.warning(
@@ -94,11 +91,11 @@ def adaptive(cfg: RunConfig, root: Path) -> Workflow:
     return Workflow(
         "adaptive",
         (
-            segments.dataset_input(cfg, root),
-            segments.prompts(cfg, root, judging_identity(cfg), rating_identity(cfg)),
-            segments.rounds(cfg, root),
-            segments.scoring(cfg, root, logit),
-            segments.report(cfg, method, adaptive=True),
+            segments.dataset_input(cfg, d),
+            segments.prompts(cfg, d, judging_identity(cfg), rating_identity(cfg)),
+            segments.rounds(cfg, d),
+            segments.scoring(cfg, d, logit),
+            segments.report(cfg, d, method, adaptive=True),
         ),
     )
 

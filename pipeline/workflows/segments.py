@@ -9,31 +9,26 @@
   verdicts certified (``trust``), and costed (:func:`scoring`);
 - ``report``: the summary, CSV copies and plots (:func:`report`).
 
-What the stages are built with is derived from the config below them, in this one module (the identities a run
-folder is resumed with, each judge's templates, the leaderboard's and the report's methods, the judgement store, the
-engine modes' record, the cache folder, the judges' own generators): bound when a stage is built; no stage reads the
-config.
+What the stages are built with is the config's sections and what :func:`pipeline.config.derived.derive` worked out
+from them once (the cache folder, the judgement stores, the leaderboard's and the report's methods, the parts that
+run, the judges' own generators), with the identities a run folder is resumed with and each judge's templates made
+here: bound when a stage is built; no stage reads the config.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 from pipeline.config.assessment import PromptConfig
-from pipeline.config.backends import Trait, backend, generator_backend
-from pipeline.config.derived import judge_label, reasons_per_group, resolve_path
+from pipeline.config.derived import Derived
 from pipeline.config.enums import Executor
 from pipeline.config.judging import JudgeConfig
-from pipeline.config.keys import used
 from pipeline.config.run import RunConfig
-from pipeline.config.workflows import workflow
 from pipeline.judge.vllm.mode import RECORD as ENGINE_MODES
 from pipeline.judge.vllm.mode import ModeRecord
 from pipeline.methods.scorers import poe_logit
-from pipeline.methods.scorers.registry import ranked, scorers
 from pipeline.scoring.leaderboard import Board
 from pipeline.stages.answers import CheckAnswers
 from pipeline.stages.card import Card
@@ -51,46 +46,37 @@ from pipeline.stages.trust import Certify, CheckTrust, DrawLabels, PPIBoard
 from pipeline.workflows.core import Segment
 
 
-def dataset_input(cfg: RunConfig, root: Path) -> Segment:
+def dataset_input(cfg: RunConfig, d: Derived) -> Segment:
     """Read the contexts and candidates of the data set (or the demo set) and check every record."""
-    return Segment("input", (LoadInput(cfg.dataset, cfg.scoring.correlation, root, cache_dir(cfg, root)),))
+    return Segment("input", (LoadInput(cfg.dataset, cfg.scoring.correlation, d.root, d.cache),))
 
 
-def generated_input(cfg: RunConfig, root: Path) -> Segment:
+def generated_input(cfg: RunConfig, d: Derived) -> Segment:
     """Every generator model answers every task input; the outputs become the candidates."""
     identity = {"task": cfg.generate.task, "inputs": cfg.generate.inputs, "id_field": cfg.generate.id_field}
-    cache = cache_dir(cfg, root)
     return Segment(
         "input",
         (
-            LoadTasks(cfg.generate, root, cache),
+            LoadTasks(cfg.generate, d.root, d.cache),
             # the generators' engines kept for the judge stage: the judge's model among them starts once
-            Generate(
-                cfg.generate,
-                cfg.judge,
-                cache,
-                identity,
-                judgement_store_path(cfg, root, cache),
-                keep_workers=True,
-            ),
+            Generate(cfg.generate, cfg.judge, d.cache, identity, d.stores[0], keep_workers=True),
             MakeCandidates(cfg.generate, dict(cfg.criteria)),
         ),
     )
 
 
 def prompts(
-    cfg: RunConfig, root: Path, judging: dict[str, Any], rating: dict[str, Any], comparative: bool = True
+    cfg: RunConfig, d: Derived, judging: dict[str, Any], rating: dict[str, Any], comparative: bool = True
 ) -> Segment:
     """Resolve the judge, settle the prompts with its tokenizer, check what a judge that answers by key holds against
     them, make the jury's further judges ready the same way, and only then open the run folder's stores with the
     judging and rating identities they are resumed under. ``comparative=False``: absolute prompts only."""
-    every_pair = workflow(cfg.workflow).rounds  # the rounds may choose any pair
-    jury = (PrepareJurors(juror_seats(cfg, root, {}, rating)),) if cfg.jury.judges else ()
-    trust = (CheckTrust(cfg.trust, tuple(t.id for t in cfg.prompt.templates)),) if used(cfg, "trust") else ()
+    jury = (PrepareJurors(juror_seats(cfg, d, {}, rating)),) if cfg.jury.judges else ()
+    trust = (CheckTrust(cfg.trust, tuple(t.id for t in cfg.prompt.templates)),) if d.trust else ()
     return Segment(
         "prompts",
         (
-            ResolveJudge(cfg.judge, cache_dir(cfg, root)),
+            ResolveJudge(cfg.judge, d.cache),
             PreparePrompts(
                 judge_templates(cfg.prompt, cfg.judge),
                 cfg.absolute,
@@ -98,7 +84,8 @@ def prompts(
                 dict(cfg.criteria_options),
                 cfg.judge.reasoning,
             ),
-            CheckAnswers(cfg.pairs, cfg.runtime.max_shards, every_pair),
+            # the rounds may choose any pair
+            CheckAnswers(cfg.pairs, cfg.runtime.max_shards, d.every_pair),
             *jury,
             *trust,
             OpenStore(judging, rating),
@@ -106,42 +93,39 @@ def prompts(
     )
 
 
-def judge_stage(cfg: RunConfig, root: Path, judge: JudgeConfig | None = None) -> Judge:
-    """The judge stage of ``judge`` (default: the run's judge; or a juror of the jury)."""
-    own = judge is None
-    judge = judge or cfg.judge
+def judge_stage(cfg: RunConfig, d: Derived, juror: int = 0) -> Judge:
+    """The judge stage of the run's judge (``juror`` 0) or of the jury's ``juror``-th further judge (from 1)."""
     return Judge(
         cfg.pairs,
         cfg.runtime.pair_chunk_rows,
         cfg.runtime.max_engine_restarts,
-        judgement_store_path(cfg, root, cache_dir(cfg, root), judge),
+        d.stores[juror],
         # the run's judge's engines kept for its reasons (one engine per model and run)
-        keep_workers=own and reasons_per_group(cfg) > 0,
-        engine_modes=engine_modes(cfg, root),
+        keep_workers=juror == 0 and d.reasons > 0,
+        engine_modes=None if d.generated else mode_record(cfg, d.cache),
     )
 
 
-def judging(cfg: RunConfig, root: Path) -> Segment:
+def judging(cfg: RunConfig, d: Derived) -> Segment:
     """Shard the contexts and judge every prompt once (both orderings of every pair, every absolute prompt)."""
-    return Segment("judge", (ShardContexts(cfg.pairs, cfg.runtime.max_shards), judge_stage(cfg, root)))
+    return Segment("judge", (ShardContexts(cfg.pairs, cfg.runtime.max_shards), judge_stage(cfg, d)))
 
 
 def juror_seats(
-    cfg: RunConfig, root: Path, identity: dict[str, Any], rating: dict[str, Any]
+    cfg: RunConfig, d: Derived, identity: dict[str, Any], rating: dict[str, Any]
 ) -> tuple[Juror, ...]:
     """The jury's further judges (``jury.judges``), each with the stages that make it ready (resolve it, settle its
     comparative prompts with its own tokenizer and templates, no absolute modes; check what it answers) and those
     that judge with it (open its store in ``jurors/<name>/`` with the run's judging identity, ``identity`` over its own
     templates and reasoning; shard; judge every prompt once)."""
-    cache = cache_dir(cfg, root)
     seats = []
-    for juror in cfg.jury.judges:
+    for n, (juror, label) in enumerate(zip(cfg.jury.judges, d.jurors, strict=True), start=1):
         judging = {**judging_identity(cfg, juror), **identity}
         seats.append(
             Juror(
-                judge_label(juror),
+                label,
                 (
-                    ResolveJudge(juror, cache),
+                    ResolveJudge(juror, d.cache),
                     PreparePrompts(
                         judge_templates(cfg.prompt, juror),
                         replace(cfg.absolute, modes=[]),
@@ -154,61 +138,66 @@ def juror_seats(
                 (
                     OpenStore(judging, rating),
                     ShardContexts(cfg.pairs, cfg.runtime.max_shards),
-                    judge_stage(cfg, root, juror),
+                    judge_stage(cfg, d, n),
                 ),
             )
         )
     return tuple(seats)
 
 
-def jurors(cfg: RunConfig, root: Path, identity: dict[str, Any], rating: dict[str, Any]) -> Segment:
+def jurors(
+    cfg: RunConfig, d: Derived, identity: dict[str, Any], rating: dict[str, Any]
+) -> tuple[Segment, ...]:
     """The jury's further judges (``jury.judges``), made ready in the prompts segment, each judging every prompt once
-    in its own folder."""
-    return Segment("jurors", (JudgeJurors(juror_seats(cfg, root, identity, rating)),))
+    in its own folder, after the run's judge; no segment without them."""
+    return (
+        (Segment("jurors", (JudgeJurors(juror_seats(cfg, d, identity, rating)),)),) if cfg.jury.judges else ()
+    )
 
 
-def rounds(cfg: RunConfig, root: Path) -> Segment:
+def rounds(cfg: RunConfig, d: Derived) -> Segment:
     """Adaptive rounds in the judge segment's place: fit, select and judge until the budget or the stopping rule
     ends each context."""
-    return Segment("judge", (Rounds(cfg.adaptive, judge_stage(cfg, root)),))
+    return Segment("judge", (Rounds(cfg.adaptive, judge_stage(cfg, d)),))
 
 
-def scoring(cfg: RunConfig, root: Path, logit: poe_logit.Settings = poe_logit.DEFAULTS) -> Segment:
+def scoring(cfg: RunConfig, d: Derived, logit: poe_logit.Settings = poe_logit.DEFAULTS) -> Segment:
     """Reduce the judgments, ask the judge's reasons, score (comparative, absolute, combined), rank the models,
     correlate with people and cost every approach. ``logit``: how ``poe_logit`` fits."""
     methods = tuple(cfg.scoring.methods)
     templates = tuple(t.id for t in cfg.prompt.templates)
     trust: tuple[Any, ...] = ()
-    if used(cfg, "trust"):
+    if d.trust:
         trust = (DrawLabels(cfg.trust, templates), Certify(cfg.trust, templates))
-        trust += (PPIBoard(cfg.leaderboard.level),) if ppi_board(cfg) else ()
+        trust += (PPIBoard(cfg.leaderboard.level),) if d.ppi else ()
+    board = leaderboard_board(cfg)
     return Segment(
         "score",
         (
             Reduce(cfg.scoring.debias, cfg.pairs.orderings),
             Reasons(
-                reasons_per_group(cfg),
+                d.reasons,
                 tuple(str(s) for s in cfg.reasons.sample),
                 cfg.reasons.max_tokens,
                 cfg.reasons.seed,
-                judgement_store_path(cfg, root, cache_dir(cfg, root)),
+                d.stores[0],
             ),
             Score(methods, cfg.scoring.debias, logit, cfg.scoring.calibrate, cfg.scoring.options),
             Rate(),
             Combine(cfg.scoring.debias, cfg.absolute.combine_weight, cfg.absolute.combine),
             Jury(cfg.scoring.jury),
-            Leaderboard(tuple(leaderboard_methods(cfg)), leaderboard_board(cfg)),
+            Leaderboard(d.leaderboard, board),
             Correlate(cfg.scoring.correlation),
             MetaEvaluate(cfg.leaderboard.level),
             *trust,
-            Card(own_systems(cfg), cfg.scoring.signal_alpha, leaderboard_board(cfg)),
+            Card(dict(d.own_systems), cfg.scoring.signal_alpha, board),
             Cost(),
         ),
     )
 
 
 def report(
-    cfg: RunConfig, plot_method: str, full_leaderboard: bool = False, adaptive: bool = False
+    cfg: RunConfig, d: Derived, plot_method: str, full_leaderboard: bool = False, adaptive: bool = False
 ) -> Segment:
     """Write the summary, CSV copies and plots; with ``adaptive``, the rounds' curve and ranking too."""
     stages: tuple[Any, ...] = (
@@ -217,7 +206,7 @@ def report(
             plot_method,
             cfg.leaderboard.level,
             full_leaderboard=full_leaderboard,
-            ppi=ppi_board(cfg),
+            ppi=d.ppi,
         ),
     )
     if adaptive:
@@ -225,36 +214,7 @@ def report(
     return Segment("report", stages)
 
 
-# --- what the stages are built with ---------------------------------------------------------------------------
-
-
-def leaderboard_methods(cfg: RunConfig) -> list[str]:
-    """The methods whose mean scores the leaderboard reports (``leaderboard.methods``, or its default)."""
-    if cfg.leaderboard.methods is not None:
-        return list(cfg.leaderboard.methods)
-    chosen = set(cfg.scoring.methods)
-    comparative = [name for name, entry in scorers().items() if entry.leaderboard and name in chosen]
-    return comparative + [str(m) for m in cfg.absolute.modes]
-
-
-def judgement_store_path(
-    cfg: RunConfig, root: Path, cache_dir: Path, judge: JudgeConfig | None = None
-) -> Path | None:
-    """Where an in-process judge (``judge``, default ``cfg.judge``) keeps its answers across runs
-    (``judge.store``); None: off, a judge behind an API (its reply cache does this), or one that answers by key
-    (its answers are what it holds)."""
-    judge = judge or cfg.judge
-    entry = backend(judge.backend)
-    if not judge.store or Trait.ENDPOINT in entry.traits or entry.answers:
-        return None
-    return resolve_path(judge.store_path, root) if judge.store_path else cache_dir / "judgements.sqlite"
-
-
-def drawn_method(methods: Sequence[str]) -> str:
-    """The comparative method the report draws against the human scores: the one of ``methods`` registered first in
-    ``report_rank`` (the capped log-odds, then PoE-Gaussian), else the first of ``methods``."""
-    drawn = ranked([m for m in methods if m in scorers()], lambda entry: entry.report_rank)
-    return drawn[0] if drawn else methods[0]
+# --- what the stages are built with, made here from the config's sections ---------------------------------------
 
 
 def judging_identity(cfg: RunConfig, judge: JudgeConfig | None = None) -> dict:
@@ -305,22 +265,6 @@ def judge_templates(prompt: PromptConfig, judge: JudgeConfig) -> PromptConfig:
     return replace(prompt, templates=[t for t in prompt.templates if t.id in judge.templates])
 
 
-def cache_dir(cfg: RunConfig, root: Path) -> Path:
-    return resolve_path(cfg.paths.cache_dir, root)
-
-
-def mode_record(cfg: RunConfig, root: Path) -> ModeRecord:
-    """This machine's record of the engine's modes, for the place the run's engine runs: a Ray worker for the Ray
-    executor, this process otherwise (what ``make engine-modes`` measures and writes)."""
-    return ModeRecord(cache_dir(cfg, root) / ENGINE_MODES, in_actor=cfg.runtime.executor == Executor.ray)
-
-
-def engine_modes(cfg: RunConfig, root: Path) -> ModeRecord | None:
-    """The record the judge stage reads for ``enforce_eager=auto`` (:func:`mode_record`); None: a workflow whose
-    generators share the judge's engine keeps their mode (vLLM's default for the device)."""
-    return None if workflow(cfg.workflow).generated else mode_record(cfg, root)
-
-
 def leaderboard_board(cfg: RunConfig) -> Board:
     """How the run's leaderboard is made (``leaderboard``: bootstrap, games, controls)."""
     board = cfg.leaderboard
@@ -334,21 +278,8 @@ def leaderboard_board(cfg: RunConfig) -> Board:
     )
 
 
-def own_systems(cfg: RunConfig) -> dict[str, tuple[str, ...]]:
-    """Per judge (the run's and the jury's), the generators that run on its own model in-process: where a judge
-    compares its own outputs with others', its card measures its self-preference."""
-    out = {}
-    for judge in [cfg.judge, *cfg.jury.judges]:
-        own = tuple(
-            g.name
-            for g in cfg.generate.models
-            if g.model == judge.model and Trait.ENDPOINT not in generator_backend(g, cfg.judge).traits
-        )
-        if own and workflow(cfg.workflow).generated:
-            out[judge_label(judge)] = own
-    return out
-
-
-def ppi_board(cfg: RunConfig) -> bool:
-    """Whether the run ranks the models with people's labels (``trust.ppi``, where trust runs at all)."""
-    return used(cfg, "trust") and cfg.trust.ppi
+def mode_record(cfg: RunConfig, cache: Path) -> ModeRecord:
+    """This machine's record of the engine's modes, for the place the run's engine runs: a Ray worker for the Ray
+    executor, this process otherwise (what ``make engine-modes`` measures and writes); the judge stage reads it for
+    ``enforce_eager=auto`` (a workflow whose generators share the judge's engine keeps their mode instead)."""
+    return ModeRecord(cache / ENGINE_MODES, in_actor=cfg.runtime.executor == Executor.ray)

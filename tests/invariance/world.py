@@ -30,6 +30,7 @@ import polars as pl
 import pyarrow as pa
 
 from pipeline.config.assessment import AbsoluteConfig, PairsConfig, PromptConfig, TemplateConfig
+from pipeline.config.derived import derive
 from pipeline.config.enums import AbsoluteMode, Calibrate, Debias, LabelSample, LeaderboardGames
 from pipeline.config.judging import GenerateConfig, GeneratorConfig
 from pipeline.config.run import RunConfig
@@ -561,7 +562,7 @@ def score_stages(world: World, base: RunConfig, names: Names, methods: tuple[str
         ),
     )
     own = {names.judges[0]: (names.models[0],)} if world.models else {}
-    stages = segments.scoring(cfg, Path(".")).stages + plugin_stages(cfg)
+    stages = segments.scoring(cfg, derive(cfg, Path("."))).stages + plugin_stages(cfg)
     return tuple(Card(own) if stage.name == "card" else stage for stage in stages)
 
 
@@ -705,7 +706,7 @@ def rounds_run(
     cfg = dataclasses.replace(base, adaptive=adaptive)
     a = adaptive
     logit = poe_logit.Settings(a.logit_clip, a.robust, a.censor, a.ridge, a.drop_contradicted)
-    stages = (Rounds(adaptive, judge_stage), *segments.scoring(cfg, Path("."), logit).stages)
+    stages = (Rounds(adaptive, judge_stage), *segments.scoring(cfg, derive(cfg, Path(".")), logit).stages)
     run_stages(stages, ctx, values)
     ctx.executor.close()
     tables = {

@@ -95,7 +95,7 @@ def test_the_plan_says_which_engine_mode_auto_would_choose_and_why(capsys, tmp_p
     values = run(cfg, PROJECT_ROOT, stop_after="shard_contexts").values
     judge = values["judge"]
     record = ModeRecord(tmp_path / "engine_modes.json")
-    monkeypatch.setattr(segments, "engine_modes", lambda cfg, root: record)
+    monkeypatch.setattr(segments, "mode_record", lambda cfg, cache: record)
 
     def plan_line(*overrides: str) -> str:
         assert main([*quick, *overrides]) == 0

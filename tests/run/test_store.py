@@ -7,9 +7,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from pipeline.config.derived import judgement_store_path
 from pipeline.run.context import run
 from pipeline.storage.events import read_events
-from pipeline.workflows.segments import judgement_store_path
 from tests.conftest import compose
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
@@ -72,5 +72,5 @@ def test_a_run_that_adds_a_context_judges_only_that_context(tmp_path):
     # judge.store=false: no store, so the engine judges everything (every other run test composes it so, and counts
     # each prompt judged by the engine once)
     off = compose([*common, "judge.store=false"])
-    assert judgement_store_path(off, tmp_path, tmp_path) is None
-    assert judgement_store_path(compose(common), tmp_path, tmp_path) == store
+    assert judgement_store_path(off.judge, tmp_path, tmp_path) is None
+    assert judgement_store_path(compose(common).judge, tmp_path, tmp_path) == store
