@@ -22,9 +22,7 @@ log = logging.getLogger("pipeline")
 class Jury(Stage):
     """Score the run's jurors together: the jury's scores (``jury_poe``, ``jury_majority``, ``jury_mean``) join
     the scores table (so they are correlated, costed and drawn like any method), each juror's line and share
-    (``jurors``) and every two jurors' agreement (``juror_agreement``). Off: the scores pass through."""
-
-    enabled: bool
+    (``jurors``) and every two jurors' agreement (``juror_agreement``). In the workflow with ``scoring.jury``."""
 
     name = "jury"
     reads = (ports.JUDGMENTS, ports.SCORES, ports.HUMAN_SCORES)
@@ -33,7 +31,7 @@ class Jury(Stage):
     def run(
         self, ctx: StageContext, *, judgments: pa.Table, scores: pa.Table, human_scores: pa.Table
     ) -> dict[str, Any]:
-        if not self.enabled or judgments.num_rows == 0:
+        if judgments.num_rows == 0:
             return {
                 "scores": scores,
                 "jurors": ports.JURORS.schema.empty_table(),

@@ -114,12 +114,14 @@ JURORS = Port(
     "information, its position bias",
     schema=jury.JURORS,
     file="jurors",
+    optional=True,
 )
 JUROR_AGREEMENT = Port(
     "juror_agreement",
     "every two jurors: Cohen's kappa and raw agreement of their verdicts, Spearman of their scores",
     schema=jury.JUROR_AGREEMENT,
     file="juror_agreement",
+    optional=True,
 )
 CORRELATIONS = Port(
     "correlations",
@@ -190,6 +192,7 @@ REASONS = Port(
     "the judge's reasons for a sample of comparisons, generated after the decision (never used to score)",
     schema=schemas.REASONS,
     file="reasons",
+    optional=True,
 )
 JUDGE_CARD = Port(
     "judge_card",

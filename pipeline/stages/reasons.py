@@ -31,7 +31,8 @@ log = logging.getLogger("pipeline")
 @dataclass(frozen=True)
 class Reasons(Stage):
     """Ask the judge why, for a sample of comparisons (orderings that disagree, the closest calls, random): a
-    short explanation generated after the decision and stored beside it, never used to change a score."""
+    short explanation generated after the decision and stored beside it, never used to change a score. In the
+    workflow where the run asks for reasons (``reasons.n``, or the workflow's default)."""
 
     n: int
     sample: tuple[str, ...]

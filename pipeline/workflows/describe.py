@@ -18,8 +18,8 @@ from pipeline.stages.base import Port
 from pipeline.workflows.catalog import build
 from pipeline.workflows.core import Workflow, describe_ports
 
-# One composition per distinct workflow (workflow=absolute runs the comparative workflow's stages), the first with the
-# trust stages, which a workflow runs only with trust.enabled (pipeline.config.keys.PARTS).
+# One composition per distinct workflow (workflow=absolute runs the comparative workflow's stages), the first with
+# trust on, the jury's with scoring.jury (the optional parts, pipeline.config.keys.PARTS).
 EXAMPLES: dict[str, list[str]] = {
     "comparative": ["trust.enabled=true"],
     "jury": ["experiment=jury_judges"],
@@ -47,8 +47,10 @@ def describe(overrides: list[str] | None = None) -> str:
     if not overrides:
         parts[0] += (
             "\n\n`workflow=absolute` runs the same stages with absolute prompts only; with no `absolute.modes` the "
-            "rating stages pass through. `check_trust`, `draw_labels`, `certify` and `ppi_leaderboard` run only with "
-            "`trust.enabled=true` (shown here), the last only with `trust.ppi`; without them their tables are empty."
+            "rating stages pass through. The optional parts are in a workflow only where the run uses them: "
+            "`reasons` where it asks for reasons (`reasons.n`, or the workflow's default: `generate`'s), `jury` with "
+            "`scoring.jury` (the jury's workflow below), `check_trust`, `draw_labels`, `certify` and `ppi_leaderboard` with `trust.enabled` "
+            "(shown here; the last with `trust.ppi`); without them the tables they write are empty."
         )
     table = describe_ports(list(ports.values()))
     return "\n\n".join([*parts, table, *([] if overrides else [registered()])])

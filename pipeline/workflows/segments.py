@@ -166,6 +166,14 @@ def scoring(cfg: RunConfig, d: Derived, logit: poe_logit.Settings = poe_logit.DE
     correlate with people and cost every approach. ``logit``: how ``poe_logit`` fits."""
     methods = tuple(cfg.scoring.methods)
     templates = tuple(t.id for t in cfg.prompt.templates)
+    # the optional parts in the workflow only where the run uses them (pipeline.config.keys.PARTS, scoring.jury)
+    r = cfg.reasons
+    reasons = (
+        (Reasons(d.reasons, tuple(map(str, r.sample)), r.max_tokens, r.seed, d.stores[0]),)
+        if d.reasons
+        else ()
+    )
+    jury = (Jury(),) if cfg.scoring.jury else ()
     trust: tuple[Any, ...] = ()
     if d.trust:
         trust = (DrawLabels(cfg.trust, templates), Certify(cfg.trust, templates))
@@ -175,17 +183,11 @@ def scoring(cfg: RunConfig, d: Derived, logit: poe_logit.Settings = poe_logit.DE
         "score",
         (
             Reduce(cfg.scoring.debias, cfg.pairs.orderings),
-            Reasons(
-                d.reasons,
-                tuple(str(s) for s in cfg.reasons.sample),
-                cfg.reasons.max_tokens,
-                cfg.reasons.seed,
-                d.stores[0],
-            ),
+            *reasons,
             Score(methods, cfg.scoring.debias, logit, cfg.scoring.calibrate, cfg.scoring.options),
             Rate(),
             Combine(cfg.scoring.debias, cfg.absolute.combine_weight, cfg.absolute.combine),
-            Jury(cfg.scoring.jury),
+            *jury,
             Leaderboard(d.leaderboard, board),
             Correlate(cfg.scoring.correlation),
             MetaEvaluate(cfg.leaderboard.level),

@@ -413,6 +413,9 @@ def test_invariance_battery_covers_every_table_and_every_registered_scorer():
     generated = dataclasses.replace(widest, sizes=(2, 2), generate=True, human=False, trust=None)
     seen = set(run_world(widest, base(), METHODS).tables) | set(run_world(generated, base(), METHODS).tables)
     checked_elsewhere = {"rounds", "round_pairs"}  # test_rounds_invariance.py
+    # the judge's reasons are text an engine generates (the simulated judges generate none, so the score segment has
+    # no reasons stage here): tests/run/test_api.py and test_reasoning.py read them
+    checked_elsewhere.add("reasons")
     every = {p.name for p in TABLE_PORTS if p.file is not None}
     assert every - checked_elsewhere <= seen, (
         f"tables no world reaches: {sorted(every - checked_elsewhere - seen)}"

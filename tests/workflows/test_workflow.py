@@ -74,7 +74,9 @@ class MakeScores(Stage):
 
 
 def test_the_comparative_workflow_is_its_declared_list():
-    workflow = assessment(compose(["trust.enabled=true"]), ROOT)
+    # every optional part on: reasons, the jury's scores (of two templates), trust
+    on = ["trust.enabled=true", "reasons.n=4", "experiment=jury_templates", "scoring.jury=true"]
+    workflow = assessment(compose(on), ROOT)
     assert [s.name for s in workflow.stages] == [
         "load_input",
         "resolve_judge",
@@ -124,12 +126,12 @@ def test_the_comparative_workflow_is_its_declared_list():
     ):
         assert written[name].schema is not None and written[name].file == name
     assert written["prompt_plan"].type is not None and written["judge"].file == "judge"
-    # without trust (the default, and with trust.ppi=false the PPI leaderboard) its stages are not in the workflow:
-    # the one place that says so is pipeline.config.keys.PARTS
-    trust = {"check_trust", "draw_labels", "certify", "ppi_leaderboard"}
-    assert not trust & {s.name for s in assessment(compose(), ROOT).stages}
-    no_ppi = {s.name for s in assessment(compose(["trust.enabled=true", "trust.ppi=false"]), ROOT).stages}
-    assert trust - no_ppi == {"ppi_leaderboard"}
+    # an optional part the run does not use is not in the workflow (the default: no reasons on the comparative
+    # workflow, no jury, no trust; trust.ppi=false: no PPI leaderboard): pipeline.config.keys.PARTS decides
+    optional = {"reasons", "jury", "check_trust", "draw_labels", "certify", "ppi_leaderboard"}
+    assert not optional & {s.name for s in assessment(compose(), ROOT).stages}
+    no_ppi = {s.name for s in assessment(compose([*on, "trust.ppi=false"]), ROOT).stages}
+    assert optional - no_ppi == {"ppi_leaderboard"}
 
 
 def test_a_port_of_a_part_a_workflow_leaves_out_is_read_as_its_empty_table_and_written_all_the_same(tmp_path):
