@@ -68,7 +68,7 @@ from pipeline.benchmarks.adaptive_arms import (
     run_seed,
     settings,
 )
-from pipeline.judge.hardware import read_cpu
+from pipeline.benchmarks.timing import header
 from pipeline.methods.adaptive.locate import select_locate
 from pipeline.methods.adaptive.loop import rank_pool
 from pipeline.methods.adaptive.pairset import PairSet
@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> None:
     unknown = (set(args.judges.split(",")) - set(names)) | (set(args.truths.split(",")) - set(TRUTHS))
     if unknown:
         parser.error(f"unknown judges or truths {sorted(unknown)}; valid: {names}, {list(TRUTHS)}")
-    print(f"# cpu: {read_cpu().describe()}")
+    print("\n".join(header("adaptive benchmark", "adaptive", argv)))
     print(f"# python {os.sys.version.split()[0]}, numpy {np.__version__}; {args.workers} worker process(es)")
     print(
         f"# model: link {model.link} (clip {model.clip:g}), robust {model.robust}, "

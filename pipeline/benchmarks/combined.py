@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import spearmanr
 
-from pipeline.judge.hardware import read_cpu
+from pipeline.benchmarks.timing import header
 from pipeline.methods.scorers import poe_gaussian
 from pipeline.methods.scorers.poe_combined import ContextData, combine, estimate
 from pipeline.methods.simulation.simulate import simulate_assessment
@@ -89,14 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--items", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    print(f"# cpu: {read_cpu().describe()}")
+    print("\n".join(header("combined benchmark", "combined", argv)))
     print(f"# {args.contexts} contexts x {args.items} candidates, true scores N(0, 1), seed {args.seed}")
-    header = (
+    columns = (
         f"{'setting':<40} {'acc':>5} {'K':>4} {'abs sd':>6} {'scale':>6} | {'comparative':>11} {'absolute':>8} "
         f"{'combined':>8} {'gain':>7} | {'weight':>7} {'time/PoE':>8}"
     )
-    print(header)
-    print("-" * len(header))
+    print(columns)
+    print("-" * len(columns))
     wins = 0
     informative = 0
     # A 1-10 absolute score ties many candidates; Spearman gives tied candidates their average rank, which a weak

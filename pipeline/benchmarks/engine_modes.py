@@ -25,9 +25,8 @@ from dataclasses import replace
 from typing import Any
 
 from pipeline import PROJECT_ROOT
-from pipeline.benchmarks.timing import bench_config, workspace
+from pipeline.benchmarks.timing import bench_config, header, workspace
 from pipeline.config.derived import resolve_path
-from pipeline.judge.hardware import read_cpu
 from pipeline.judge.vllm.cores import worker_process_env
 from pipeline.judge.vllm.engine import VLLMEngine
 from pipeline.judge.vllm.mode import (
@@ -228,8 +227,8 @@ def main(argv: list[str] | None = None) -> None:
     out.write(
         "\n".join(
             [
-                f"# engine modes  {time.strftime('%Y-%m-%dT%H:%M:%S')}",
-                f"# cpu: {read_cpu().describe()}; judge {spec.name}, {spec.dtype}; {len(prompts)} prompts; "
+                *header("engine modes", "engine_modes", argv),
+                f"# judge {spec.name}, {spec.dtype}; {len(prompts)} prompts; "
                 f"{'on Ray workers, as the run' if record.in_actor else 'in this process, as runtime=inprocess'}; "
                 f"{'passes alternated, both engines alive' if together else 'one engine after the other'}",
                 f"eager:    start {eager.start:5.1f} s, {eager.rate:6.2f} prompts/s (passes {_rates(passes['eager'])})",

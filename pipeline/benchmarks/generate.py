@@ -13,10 +13,8 @@ direct engine is closed before Ray starts); the medians are printed, with the pi
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import json
-import platform
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -30,6 +28,7 @@ from pipeline.benchmarks.timing import (
     TimedJudgeWorker,
     Timing,
     bench_config,
+    header,
     round_lines,
     stream_timed,
     time_split,
@@ -37,7 +36,6 @@ from pipeline.benchmarks.timing import (
 )
 from pipeline.data.tasks import DEMO_TICKETS, load_tasks
 from pipeline.judge.generators import Generator, generator_judge_config, generator_request
-from pipeline.judge.hardware import read_cpu
 from pipeline.judge.hf_engine import HFEngine
 from pipeline.judge.models import resolve_judge
 from pipeline.judge.vllm.engine import VLLMEngine
@@ -167,11 +165,9 @@ def main(argv: list[str] | None = None) -> None:
         "vLLM generate, direct": (n, m.tokens, float(np.median(direct_rates))),
         "HF generate, one at a time": (n_hf, hf_tokens, hf_tokens / hf_seconds),
     }
-    header = [
-        f"# generate benchmark  {datetime.datetime.now().isoformat(timespec='seconds')}",
-        f"# cpu: {read_cpu().describe()}",
-        f"# {platform.node()}; python {platform.python_version()}; dtype {m.dtype} ({s.spec.dtype_reason})",
-        f"# {n} prompts (demo tickets), greedy, max_tokens {args.max_tokens}, "
+    top = [
+        *header("generate benchmark", "generate", argv),
+        f"# dtype {m.dtype} ({s.spec.dtype_reason}); {n} prompts (demo tickets), greedy, max_tokens {args.max_tokens}, "
         f"generate.batch_size {s.cfg.generate.batch_size}, {args.rounds} alternated rounds",
     ]
     footer = [
@@ -182,7 +178,7 @@ def main(argv: list[str] | None = None) -> None:
         f"{np.median([t.start_seconds for t in m.direct]):.1f} s, HF {hf.start_seconds:.1f} s",
     ]
     out_console = console()
-    out_console.write("\n".join([*header, "", *rate_lines(rates), "", *footer]) + "\n")
+    out_console.write("\n".join([*top, "", *rate_lines(rates), "", *footer]) + "\n")
     out_console.flush()
 
 

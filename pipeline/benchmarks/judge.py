@@ -22,11 +22,9 @@ during judging is included. The CPU (model and flags) and the dtype are printed 
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import logging
 import os
-import platform
 import sys
 import time
 from dataclasses import dataclass, field, replace
@@ -42,6 +40,8 @@ from pipeline.benchmarks.timing import (
     Timing,
     bench_config,
     cache_share,
+    header,
+    in_order,
     rate,
     rates,
     round_lines,
@@ -49,7 +49,6 @@ from pipeline.benchmarks.timing import (
     time_split,
     workspace,
 )
-from pipeline.judge.hardware import read_cpu
 from pipeline.judge.hf_engine import HFEngine
 from pipeline.judge.spec import ApiEndpoint, JudgeSpec
 from pipeline.judge.vllm.cores import engine_inside
@@ -213,7 +212,9 @@ class Variant:
     shards: list[pa.Table]
 
 
-def prepare(args: argparse.Namespace) -> Setup:
+def prepare(args: argparse.Namespace, variant: list[str] | None = None) -> Setup:
+    """The real workflow up to the shards for ``args`` (contexts, attribute, overrides), and for ``variant`` (more
+    overrides, ``--variant``) where given."""
     work = workspace("bench-judge", args.verbose)
     data = [
         "dataset=summeval",
@@ -230,12 +231,8 @@ def prepare(args: argparse.Namespace) -> Setup:
     log.info(
         "%d prompts (%d SummEval contexts, %s, both orderings)", pairs.num_rows, args.contexts, args.attribute
     )
-    variant = (
-        Variant(args.variant, *planned(work, [*data, *args.overrides, *args.variant]))
-        if args.variant
-        else None
-    )
-    return Setup(cfg, plan, spec, shards, pairs, work, variant)
+    other = Variant(variant, *planned(work, [*data, *args.overrides, *variant])) if variant else None
+    return Setup(cfg, plan, spec, shards, pairs, work, other)
 
 
 def planned(work: Path, overrides: list[str]) -> tuple[Any, Any, JudgeSpec, list[pa.Table]]:
@@ -325,16 +322,6 @@ def measure(args: argparse.Namespace, s: Setup) -> Measured:
     return m
 
 
-def in_order(table: pa.Table, pairs: pa.Table) -> np.ndarray:
-    """A judged table's label log-probabilities in the order of ``pairs`` (keyed by the two candidates)."""
-
-    def keys(t: pa.Table) -> list[tuple[str, str]]:
-        return list(zip(t.column("cand_a").to_pylist(), t.column("cand_b").to_pylist(), strict=True))
-
-    by_key = dict(zip(keys(table), table.column("token_logprobs").to_pylist(), strict=True))
-    return np.array([by_key[k] for k in keys(pairs)])
-
-
 def report(args: argparse.Namespace, s: Setup, m: Measured, argv: list[str]) -> list[str]:
     """The rate table (against direct and HF) and what it rests on: rounds, engine starts, agreement."""
     assert m.hf is not None and m.pipe_lp is not None and m.direct_lp is not None and m.hf_lp is not None
@@ -349,13 +336,9 @@ def report(args: argparse.Namespace, s: Setup, m: Measured, argv: list[str]) -> 
         rows.append(("pipeline, API (local vLLM server)", total, rate(m.api, total)))
     if m.actors:
         rows.append((f"pipeline, {args.actors} actors (pinned)", total, rate(m.actors, total)))
-    cpu = read_cpu()
     lines = [
-        f"# judge benchmark  {datetime.datetime.now().isoformat(timespec='seconds')}",
-        f"# cpu: {cpu.describe()}",
-        f"# {platform.node()}; python {platform.python_version()}",
+        *header("judge benchmark", "judge", argv),
         f"# dtype {m.dtype} for all ({s.spec.dtype_reason})",
-        f"# command: python -m pipeline.benchmarks.judge {' '.join(argv)}",
         "",
         f"{'method':<50} {'prompts':>7} {'cmp/s':>7} {'x direct':>9} {'x HF':>7}",
     ]
@@ -422,7 +405,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     given = sys.argv[1:] if argv is None else argv
     if not args.standin_only:
-        setup = prepare(args)
+        setup = prepare(args, args.variant)
         measured = measure(args, setup)
         out = console()  # after prepare: the process output is captured from then on
         out.write("\n".join(report(args, setup, measured, given)) + "\n")

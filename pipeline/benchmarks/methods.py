@@ -26,20 +26,17 @@ The machine may be shared: the load average is printed at the start and the end.
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import os
-import platform
 import resource
 import statistics
-import sys
 import time
 import tracemalloc
 from collections.abc import Callable
 
 import numpy as np
 
-from pipeline.judge.hardware import read_cpu
+from pipeline.benchmarks.timing import header
 from pipeline.methods.adaptive import greedy
 from pipeline.methods.scorers.bradley_terry import bradley_terry
 from pipeline.methods.scorers.poe_gaussian import fit as gaussian_fit
@@ -277,16 +274,9 @@ def main(argv: list[str] | None = None) -> int:
 
     rng = np.random.default_rng(args.seed)
     n_big, k_big = (20_000, 200_000) if args.quick else (100_000, 1_000_000)
-    print(f"# methods benchmark  {datetime.datetime.now().isoformat(timespec='seconds')}")
-    print(f"# cpu: {read_cpu().describe()}")
-    print(
-        f"# {platform.node()}; python {platform.python_version()}, numpy {np.__version__}, "
-        f"scipy {__import__('scipy').__version__}"
-    )
+    print("\n".join(header("methods benchmark", "methods", argv)))
+    print(f"# numpy {np.__version__}, scipy {__import__('scipy').__version__}")
     print(f"# load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(
-        f"# command: python -m pipeline.benchmarks.methods {' '.join(sys.argv[1:] if argv is None else argv)}"
-    )
 
     truth, pairs, p = random_comparisons(n_big, k_big, rng)
     rows, ok = gaussian_rows(truth, pairs, p, args.repeats)

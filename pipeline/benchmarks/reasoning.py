@@ -16,10 +16,7 @@
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
-import platform
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -28,9 +25,8 @@ import numpy as np
 import polars as pl
 
 from pipeline.benchmarks.judge import Setup, prepare, run_pipeline
-from pipeline.benchmarks.timing import Timing, round_lines
+from pipeline.benchmarks.timing import Timing, header, in_order, round_lines
 from pipeline.config.hydra import compose
-from pipeline.judge.hardware import read_cpu
 from pipeline.judge.reasoning import ReasoningEngine
 from pipeline.judge.vllm.engine import VLLMEngine
 from pipeline.run.context import run
@@ -84,25 +80,11 @@ def reasoning_rounds(s: Setup, rounds: int) -> list[str]:
     pipe_rates = [n / t.seconds for t in pipe]
     direct_rates = [n / t.seconds for t in direct]
     ratios = [p / d for p, d in zip(pipe_rates, direct_rates, strict=True)]
-    order = {
-        k: i
-        for i, k in enumerate(
-            zip(*(s.pairs.column(c).to_pylist() for c in ("context_id", "cand_a", "cand_b")), strict=True)
-        )
-    }
-    keys = list(
-        zip(*(pipe_table.column(c).to_pylist() for c in ("context_id", "cand_a", "cand_b")), strict=True)
-    )
-    same_text = np.mean(
-        [
-            direct_results[order[k]].reasoning == r
-            for k, r in zip(keys, pipe_table.column("reasoning").to_pylist(), strict=True)
-        ]
-    )
-    diff = max(
-        float(np.max(np.abs(np.subtract(direct_results[order[k]].token_logprobs, lp))))
-        for k, lp in zip(keys, pipe_table.column("token_logprobs").to_pylist(), strict=True)
-    )
+    # the direct answers come in the prompts' order
+    texts = in_order(pipe_table, s.pairs, "reasoning")
+    same_text = np.mean([d.reasoning == t for d, t in zip(direct_results, texts, strict=True)])
+    direct_lp = np.array([d.token_logprobs for d in direct_results])
+    diff = float(np.max(np.abs(direct_lp - in_order(pipe_table, s.pairs))))
     tokens = np.asarray(pipe_table.column("reasoning_tokens"))
     cut = np.asarray(pipe_table.column("reasoning_cut"))
     return [
@@ -187,17 +169,13 @@ def main(argv: list[str] | None = None) -> None:
     lines = reasoning_rounds(s, args.rounds)
     dtype = s.spec.dtype
     lines += ["", *jury_cost(args), *judges_cost(args, s.work)]
-    header = [
-        f"# reasoning benchmark  {datetime.datetime.now().isoformat(timespec='seconds')}",
-        f"# cpu: {read_cpu().describe()}",
-        f"# {platform.node()}; python {platform.python_version()}; dtype {dtype} ({s.spec.dtype_reason})",
-        "# command: python -m pipeline.benchmarks.reasoning "
-        + " ".join(sys.argv[1:] if argv is None else argv),
-        f"# {s.pairs.num_rows} prompts ({args.contexts} SummEval context(s), {args.candidates} candidates, both "
+    top = [
+        *header("reasoning benchmark", "reasoning", argv),
+        f"# dtype {dtype} ({s.spec.dtype_reason}); {s.pairs.num_rows} prompts ({args.contexts} SummEval context(s), {args.candidates} candidates, both "
         f"orderings), reasoning budget {args.budget} tokens, {args.rounds} alternated rounds",
     ]
     out = console()
-    out.write("\n".join([*header, "", *lines]) + "\n")
+    out.write("\n".join([*top, "", *lines]) + "\n")
     out.flush()
 
 

@@ -4,8 +4,6 @@ process in batches of ``judge.batch_size`` (the engine's own time, which no pipe
 
 from __future__ import annotations
 
-import datetime
-import platform
 import time
 from dataclasses import replace
 from typing import Any
@@ -13,8 +11,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.benchmarks.standin import StandinEngine, StandinWorker, standin_spec
-from pipeline.benchmarks.timing import Timing, rate, stream_timed, time_split
-from pipeline.judge.hardware import read_cpu
+from pipeline.benchmarks.timing import Timing, header, rate, stream_timed, time_split
 from pipeline.stages.judging import judge_steps
 
 
@@ -46,10 +43,7 @@ def standin_rows(args: Any, s: Any, argv: list[str]) -> list[str]:
     prompts = s.pairs.column("prompt").to_pylist()
     total, batch = len(prompts), s.cfg.judge.batch_size
     lines = [
-        f"# judge benchmark, stand-in engine at GPU rates  {datetime.datetime.now().isoformat(timespec='seconds')}",
-        f"# cpu: {read_cpu().describe()}",
-        f"# {platform.node()}; python {platform.python_version()}",
-        f"# command: python -m pipeline.benchmarks.judge {' '.join(argv)}",
+        *header("judge benchmark, stand-in engine at GPU rates", "judge", argv),
         f"# {total} prompts, judge.batch_size {batch}, {args.rounds} alternated rounds (medians)",
         "",
         f"{'stand-in':<34} {'pipeline/s':>10} {'direct/s':>9} {'x direct':>9}  where the pipeline's time went",

@@ -1,10 +1,14 @@
-"""What the engine benchmarks share: the judge worker that stamps its batches, the pipeline streamed and timed
-from its engine being ready to the last row at the driver (with that window split), and the per-round lines and
-rates every engine benchmark prints (judge, generate, reasoning)."""
+"""What the benchmarks share: the header every one prints (what, when, the machine, the command), the judge worker
+that stamps its batches, the pipeline streamed and timed from its engine being ready to the last row at the driver
+(with that window split), and the per-round lines and rates every engine benchmark prints (judge, generate,
+reasoning)."""
 
 from __future__ import annotations
 
+import datetime
 import gc
+import platform
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -14,8 +18,21 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from pipeline.judge.hardware import read_cpu
 from pipeline.judge.hosting.worker import JudgeWorker, Task
 from pipeline.runtime.logs import capture_process_output, setup_logging
+
+
+def header(title: str, module: str, argv: list[str] | None) -> list[str]:
+    """What a benchmark's output starts with: what it measures and when, this machine's CPU (model and flags), its
+    host and Python, and the command that repeats it (``argv``: the arguments given, None: this process's)."""
+    given = " ".join(sys.argv[1:] if argv is None else argv)
+    return [
+        f"# {title}  {datetime.datetime.now().isoformat(timespec='seconds')}",
+        f"# cpu: {read_cpu().describe()}",
+        f"# {platform.node()}; python {platform.python_version()}",
+        f"# command: python -m pipeline.benchmarks.{module} {given}".rstrip(),
+    ]
 
 
 def workspace(name: str, verbose: bool = False) -> Path:
@@ -154,6 +171,17 @@ def time_split(pipeline: list[Timing], direct: list[Timing]) -> str:
         f"{total:.1f} s = {split}; direct vLLM's call {direct_s:.1f} s; then the workers' close {closing:.1f} s "
         "(outside both rates)"
     )
+
+
+def in_order(table: pa.Table, pairs: pa.Table, column: str = "token_logprobs") -> np.ndarray:
+    """A judged table's ``column`` in the order of the prompts ``pairs`` (keyed by the context and the two
+    candidates): the pipeline's answers beside the direct engine's, which come in the prompts' order."""
+
+    def keys(t: pa.Table) -> list[tuple[str, str, str]]:
+        return list(zip(*(t.column(c).to_pylist() for c in ("context_id", "cand_a", "cand_b")), strict=True))
+
+    by_key = dict(zip(keys(table), table.column(column).to_pylist(), strict=True))
+    return np.array([by_key[k] for k in keys(pairs)])
 
 
 def cache_share(table: pa.Table) -> float:
