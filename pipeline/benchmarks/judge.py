@@ -27,6 +27,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -116,12 +117,8 @@ def run_api(cfg, shards, plan, spec, dtype: str, rounds: int, work: Path) -> tup
     with LocalVLLMServer(spec.model_path, work / "vllm-server.log", served, dtype=dtype) as server:
         settings = replace(cfg.judge.api, base_url=server.url, model=served, cache=False)
         api_spec = replace(spec, backend="api", engine={}, api=ApiEndpoint(settings, served))
-        runs = []
-        for round_ in range(rounds):
-            timing, table = run_pipeline(cfg, shards, plan, api_spec, work / "logs")
-            runs.append(replace(timing, start_seconds=server.start_seconds))
-            log.info("API round %d/%d: %.2f/s", round_ + 1, rounds, table.num_rows / timing.seconds)
-    return runs, table
+        runs, table = pipeline_rounds("API", cfg, shards, plan, api_spec, rounds, work)
+    return [replace(t, start_seconds=server.start_seconds) for t in runs], table
 
 
 def run_actors(cfg, shards, plan, spec, actors: int, rounds: int, work: Path) -> list[Timing]:
@@ -133,14 +130,19 @@ def run_actors(cfg, shards, plan, spec, actors: int, rounds: int, work: Path) ->
     env = {"VLLM_CPU_OMP_THREADS_BIND": "auto", "CA_CORES_PER_WORKER": str(max(1, cores // actors))}
     place = replace(spec.placement, workers=(actors, actors), num_cpus=1)
     pinned = replace(spec, env={**spec.env, **env}, placement=place)
+    return pipeline_rounds(f"{actors} actors", many, shards, plan, pinned, rounds, work)[0]
+
+
+def pipeline_rounds(
+    what: str, cfg, shards, plan, spec, rounds: int, work: Path
+) -> tuple[list[Timing], pa.Table]:
+    """``rounds`` pipeline runs one after the other (:func:`run_pipeline`), each one's rate logged."""
     runs = []
-    for round_ in range(rounds):
-        timing, table = run_pipeline(many, shards, plan, pinned, work / "logs")
+    for k in range(rounds):
+        timing, table = run_pipeline(cfg, shards, plan, spec, work / "logs")
         runs.append(timing)
-        log.info(
-            "%d actors, round %d/%d: %.2f/s", actors, round_ + 1, rounds, table.num_rows / timing.seconds
-        )
-    return runs
+        log.info("%s, round %d/%d: %.2f/s", what, k + 1, rounds, table.num_rows / timing.seconds)
+    return runs, table
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -190,7 +192,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 @dataclass
 class Setup:
     """The real workflow up to the shards: the config, the prompt plan, the judge (dtype for this CPU), the
-    shards and every prompt they make, and the benchmark's scratch folder."""
+    shards and every prompt they make, and the benchmark's scratch folder; the ``--variant`` arm's the same way, with
+    its further overrides (the same prompts)."""
 
     cfg: Any
     plan: Any
@@ -198,18 +201,8 @@ class Setup:
     shards: list[pa.Table]
     pairs: pa.Table
     work: Path
-    variant: Variant | None = None
-
-
-@dataclass
-class Variant:
-    """The pipeline arm with more overrides (``--variant``): its config, shards, plan and judge."""
-
-    overrides: list[str]
-    cfg: Any
-    plan: Any
-    spec: JudgeSpec
-    shards: list[pa.Table]
+    variant: Setup | None = None
+    overrides: tuple[str, ...] = ()
 
 
 def prepare(args: argparse.Namespace, variant: list[str] | None = None) -> Setup:
@@ -231,7 +224,11 @@ def prepare(args: argparse.Namespace, variant: list[str] | None = None) -> Setup
     log.info(
         "%d prompts (%d SummEval contexts, %s, both orderings)", pairs.num_rows, args.contexts, args.attribute
     )
-    other = Variant(variant, *planned(work, [*data, *args.overrides, *variant])) if variant else None
+    other = (
+        Setup(*planned(work, [*data, *args.overrides, *variant]), pairs, work, overrides=tuple(variant))
+        if variant
+        else None
+    )
     return Setup(cfg, plan, spec, shards, pairs, work, other)
 
 
@@ -283,17 +280,18 @@ def measure(args: argparse.Namespace, s: Setup) -> Measured:
         m.direct.append(timing)
         ids, m.dtype = direct.ids, direct.dtype
 
-    def pipeline_arm() -> None:
-        timing, tables["pipeline"] = run_pipeline(s.cfg, s.shards, s.plan, s.spec, s.work / "logs")
-        m.pipeline.append(timing)
+    def pipeline_arm(name: str, arm: Setup) -> Callable[[], None]:
+        def timed() -> None:
+            timing, tables[name] = run_pipeline(arm.cfg, arm.shards, arm.plan, arm.spec, s.work / "logs")
+            getattr(m, name).append(timing)
 
-    def variant_arm() -> None:
-        v = s.variant
-        assert v is not None
-        timing, tables["variant"] = run_pipeline(v.cfg, v.shards, v.plan, v.spec, s.work / "logs")
-        m.variant.append(timing)
+        return timed
 
-    arms = [direct_arm, pipeline_arm, *([variant_arm] if s.variant else [])]
+    arms = [
+        direct_arm,
+        pipeline_arm("pipeline", s),
+        *([pipeline_arm("variant", s.variant)] if s.variant else []),
+    ]
     for round_ in range(args.rounds):
         direct_first = round_ % 2 == 0
         for arm in arms if direct_first else arms[::-1]:
