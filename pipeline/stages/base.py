@@ -37,7 +37,7 @@ class Port:
     type: type | tuple[type, ...] | None = None
     # Written to the run folder: ``tables/<file>.parquet`` for a table, ``<file>.json`` for an object.
     file: str | None = None
-    # A table of an optional part (:data:`pipeline.config.keys.PARTS`): where the workflow leaves that part out, no
+    # A table of an optional part (trust, reasons, the jury's scores): where the workflow leaves that part out, no
     # stage writes it and its readers get its empty table (written to the run folder all the same).
     optional: bool = False
 

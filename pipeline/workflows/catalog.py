@@ -39,11 +39,11 @@ def assessment(cfg: RunConfig, root: Path) -> Workflow:
         str(cfg.workflow),
         (
             segments.dataset_input(cfg, d),
-            segments.prompts(cfg, d, judging_identity(cfg), rating_identity(cfg), d.pairs),
+            segments.prompts(cfg, d, judging_identity(cfg), rating_identity(cfg)),
             segments.judging(cfg, d),
             *segments.jurors(cfg, d, {}, rating_identity(cfg)),
             segments.scoring(cfg, d),
-            segments.report(cfg, d, d.drawn),
+            segments.report(cfg, d),
         ),
     )
 
@@ -63,7 +63,7 @@ def generate(cfg: RunConfig, root: Path) -> Workflow:
             segments.judging(cfg, d),
             *segments.jurors(cfg, d, {"dataset": dataset}, rating),
             segments.scoring(cfg, d),
-            segments.report(cfg, d, d.drawn, full_leaderboard=True),
+            segments.report(cfg, d, full_leaderboard=True),
         ),
     )
 
@@ -74,7 +74,6 @@ def adaptive(cfg: RunConfig, root: Path) -> Workflow:
     run, with the rounds' curve and ranking (:mod:`pipeline.stages.rounds`). ``poe_logit`` scores with the
     rounds' settings, so that the report ranks by the model the rounds fitted."""
     d = derive(cfg, root)
-    method = d.drawn
     models = [name for name, entry in scorers().items() if entry.round_link == cfg.adaptive.link]
     if models and not set(models) & set(cfg.scoring.methods):
         log.warning(
@@ -83,7 +82,7 @@ def adaptive(cfg: RunConfig, root: Path) -> Workflow:
             cfg.adaptive.link,
             list(cfg.scoring.methods),
             " or ".join(models),
-            method,
+            d.drawn,
             models[0],
         )
     a = cfg.adaptive
@@ -95,7 +94,7 @@ def adaptive(cfg: RunConfig, root: Path) -> Workflow:
             segments.prompts(cfg, d, judging_identity(cfg), rating_identity(cfg)),
             segments.rounds(cfg, d),
             segments.scoring(cfg, d, logit),
-            segments.report(cfg, d, method, adaptive=True),
+            segments.report(cfg, d, adaptive=True),
         ),
     )
 

@@ -65,12 +65,11 @@ def generated_input(cfg: RunConfig, d: Derived) -> Segment:
     )
 
 
-def prompts(
-    cfg: RunConfig, d: Derived, judging: dict[str, Any], rating: dict[str, Any], comparative: bool = True
-) -> Segment:
-    """Resolve the judge, settle the prompts with its tokenizer, check what a judge that answers by key holds against
-    them, make the jury's further judges ready the same way, and only then open the run folder's stores with the
-    judging and rating identities they are resumed under. ``comparative=False``: absolute prompts only."""
+def prompts(cfg: RunConfig, d: Derived, judging: dict[str, Any], rating: dict[str, Any]) -> Segment:
+    """Resolve the judge, settle the prompts with its tokenizer (absolute prompts only where the workflow compares
+    no pairs), check what a judge that answers by key holds against them, make the jury's further judges ready the
+    same way, and only then open the run folder's stores with the judging and rating identities they are resumed
+    under."""
     jury = (PrepareJurors(juror_seats(cfg, d, {}, rating)),) if cfg.jury.judges else ()
     trust = (CheckTrust(cfg.trust, tuple(t.id for t in cfg.prompt.templates)),) if d.trust else ()
     return Segment(
@@ -80,7 +79,7 @@ def prompts(
             PreparePrompts(
                 judge_templates(cfg.prompt, cfg.judge),
                 cfg.absolute,
-                comparative,
+                d.pairs,
                 dict(cfg.criteria_options),
                 cfg.judge.reasoning,
             ),
@@ -198,22 +197,14 @@ def scoring(cfg: RunConfig, d: Derived, logit: poe_logit.Settings = poe_logit.DE
     )
 
 
-def report(
-    cfg: RunConfig, d: Derived, plot_method: str, full_leaderboard: bool = False, adaptive: bool = False
-) -> Segment:
-    """Write the summary, CSV copies and plots; with ``adaptive``, the rounds' curve and ranking too."""
+def report(cfg: RunConfig, d: Derived, full_leaderboard: bool = False, adaptive: bool = False) -> Segment:
+    """Write the summary, CSV copies and plots (drawn by ``d.drawn``); with ``adaptive``, the rounds' curve and
+    ranking too."""
+    plots = cfg.tracking.plots
     stages: tuple[Any, ...] = (
-        Report(
-            cfg.tracking.plots,
-            plot_method,
-            cfg.leaderboard.level,
-            full_leaderboard=full_leaderboard,
-            ppi=d.ppi,
-        ),
+        Report(plots, d.drawn, cfg.leaderboard.level, full_leaderboard=full_leaderboard, ppi=d.ppi),
     )
-    if adaptive:
-        stages += (ReportRounds(cfg.tracking.plots, plot_method),)
-    return Segment("report", stages)
+    return Segment("report", stages + ((ReportRounds(plots, d.drawn),) if adaptive else ()))
 
 
 # --- what the stages are built with, made here from the config's sections ---------------------------------------
