@@ -116,7 +116,7 @@ def run_api(cfg, shards, plan, spec, dtype: str, rounds: int, work: Path) -> tup
     served = "bench-judge"
     with LocalVLLMServer(spec.model_path, work / "vllm-server.log", served, dtype=dtype) as server:
         settings = replace(cfg.judge.api, base_url=server.url, model=served, cache=False)
-        api_spec = replace(spec, backend="api", engine={}, api=ApiEndpoint(settings, served))
+        api_spec = replace(spec, backend="api", engine={}, endpoint=ApiEndpoint(settings, served))
         runs, table = pipeline_rounds("API", cfg, shards, plan, api_spec, rounds, work)
     return [replace(t, start_seconds=server.start_seconds) for t in runs], table
 

@@ -71,7 +71,7 @@ def engine_groups(generators: Sequence[Generator]) -> list[list[Generator]]:
                 "path": g.spec.model_path,
                 **g.spec.identity(),
                 "name": "",
-                "api": g.spec.api.describe() if g.spec.api else {},
+                "endpoint": g.spec.endpoint.describe() if g.spec.endpoint else {},
             },
             sort_keys=True,
             default=str,

@@ -171,5 +171,5 @@ def resolve_endpoint(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model"
         max_model_len=cfg.max_model_len,
         env={str(k): str(v) for k, v in cfg.env.items()},
         dtype_reason=f"served by {cfg.api.base_url}",
-        api=ApiEndpoint(cfg.api, cfg.api.model or name, cache_path, secret),
+        endpoint=ApiEndpoint(cfg.api, cfg.api.model or name, cache_path, secret),
     )

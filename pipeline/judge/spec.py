@@ -115,8 +115,9 @@ class JudgeSpec:
     on_gpu: bool = False
     # Why the engine runs in its dtype (logged, and written to judge.json).
     dtype_reason: str = ""
-    # backend=api: the endpoint (its settings, the served model name and the key); None in-process.
-    api: ApiEndpoint | None = None
+    # a backend behind an endpoint (api, anthropic): the endpoint (its settings, the served model name and the key);
+    # None in-process.
+    endpoint: ApiEndpoint | None = None
     # where its workers run (set where the judge is resolved: pipeline.judge.models.resolve_judge); not an answer's
     placement: Placement = field(default_factory=Placement)
 
@@ -124,11 +125,11 @@ class JudgeSpec:
     def dtype(self) -> str:
         return str(self.engine.get("dtype", "auto"))
 
-    def endpoint(self, engine: str) -> ApiEndpoint:
+    def endpoint_of(self, engine: str) -> ApiEndpoint:
         """The endpoint ``engine`` (an endpoint backend's engine, in words) sends to; an error without one."""
-        if self.api is None:
+        if self.endpoint is None:
             raise ValueError(f"judge {self.name}: {engine} needs the endpoint (judge.api)")
-        return self.api
+        return self.endpoint
 
     def identity(self) -> dict[str, Any]:
         """What decides the judge's answers: a resumed run must match it."""
@@ -138,12 +139,16 @@ class JudgeSpec:
             "name": self.name,
             "max_model_len": self.max_model_len,
             "engine": {k: v for k, v in sorted(self.engine.items()) if k not in RESOURCE_ONLY_ENGINE_KEYS},
-            **({"api_model": self.api.model, "api_path": str(self.api.path)} if self.api else {}),
+            **(
+                {"api_model": self.endpoint.model, "api_path": str(self.endpoint.path)}
+                if self.endpoint
+                else {}
+            ),
         }
 
     def describe(self) -> dict[str, Any]:
         """Every field, and the dtype the engine runs in (``judge.json``)."""
         # the endpoint as it describes itself (no key); the environment by names, its secrets' values redacted
-        described = redacted_env(asdict(replace(self, api=None)))
-        api = self.api.describe() if self.api else {}
-        return {**described, "api": api, "backend": str(self.backend), "dtype": self.dtype}
+        described = redacted_env(asdict(replace(self, endpoint=None)))
+        endpoint = self.endpoint.describe() if self.endpoint else {}
+        return {**described, "endpoint": endpoint, "backend": str(self.backend), "dtype": self.dtype}

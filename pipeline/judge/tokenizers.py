@@ -138,11 +138,11 @@ def load_tokenizer(spec: Any, ask_server: bool = True) -> Any:
             if Trait.ENDPOINT not in entry.traits:
                 raise
             log.info("no local tokenizer for %s (%s)", spec.model_path, str(exc).splitlines()[0])
-    if Trait.ENDPOINT not in entry.traits or spec.api is None:
+    if Trait.ENDPOINT not in entry.traits or spec.endpoint is None:
         raise ValueError(f"judge {spec.name}: no model to load a tokenizer from")
     # a server that takes token-id prompts (vLLM's) may tokenize for us; another (a hosted API) is not asked
     found = (
-        server_tokenizer(str(spec.api.settings.base_url), spec.api.model, spec.api.secret)
+        server_tokenizer(str(spec.endpoint.settings.base_url), spec.endpoint.model, spec.endpoint.secret)
         if Trait.TOKEN_IDS in entry.traits and ask_server
         else None
     )

@@ -273,7 +273,7 @@ def _engine_mode(judge: Any, plan: Plan, stage: Judge) -> None:
             "nothing to judge" if not plan.prompts else "answered by key, no engine",
         )
     elif Trait.ENDPOINT in entry.traits:
-        at_once = max(1, judge.api.settings.concurrency) if judge.api is not None else 1
+        at_once = max(1, judge.endpoint.settings.concurrency) if judge.endpoint is not None else 1
         plan.seconds = plan.prompts / at_once * ENDPOINT_SECONDS
         plan.timing = f"{ENDPOINT_SECONDS:g} s a request, {at_once} at once (judge.api.concurrency); a batch job takes up to a day"
     elif entry.rate is not None:

@@ -69,12 +69,12 @@ class ResolveJudge(Stage):
         spec = resolve_judge(self.judge, self.cache_dir)
         if (
             Trait.ENDPOINT in backend(spec.backend).traits
-            and spec.api is not None
-            and spec.api.settings.batch
+            and spec.endpoint is not None
+            and spec.endpoint.settings.batch
         ):
             # batch judging records its jobs in the run folder
             record = str(ctx.planned_run_dir / RECORD_FILE)
-            spec = dataclasses.replace(spec, api=dataclasses.replace(spec.api, record_path=record))
+            spec = dataclasses.replace(spec, endpoint=dataclasses.replace(spec.endpoint, record_path=record))
         log.info("judge %s on %s, %s: %s", spec.name, spec.backend, spec.dtype, spec.dtype_reason)
         log.info(
             "judge model %s, engine %s",
@@ -192,7 +192,7 @@ class PreparePrompts(Stage):
         from pipeline.prompts.absolute import resolve_absolute
 
         tokenizer = load_tokenizer(judge, ask_server=ctx.sends)
-        endpoint = judge.api if Trait.ENDPOINT in backend(judge.backend).traits else None
+        endpoint = judge.endpoint if Trait.ENDPOINT in backend(judge.backend).traits else None
         if (
             not is_exact(tokenizer)
             and endpoint is not None

@@ -310,7 +310,7 @@ class Judge(Stage):
             cached_replies=api.cached,
             billed_prompt_tokens=api.prompt_tokens,
             billed_completion_tokens=api.completion_tokens,
-            money=api.money(judge.api.settings if judge.api else None),
+            money=api.money(judge.endpoint.settings if judge.endpoint else None),
             logprobs_read=api.logprobs_read,
             missing_logprobs=api.missing,
             api_paths=tuple(sorted(p.removeprefix("api/") for p in api.paths)),

@@ -62,7 +62,7 @@ class Reasons(Stage):
             return {"reasons": REASONS.empty_table()}
         # an API judge gets conversations: the server applies its own chat template
         prompts = reason_prompts(
-            chosen, candidates, prompt_plan, load_tokenizer(judge), as_messages=bool(judge.api)
+            chosen, candidates, prompt_plan, load_tokenizer(judge), as_messages=bool(judge.endpoint)
         )
         # the judge's workers of the judge stage where they were kept (one engine per model and run: its mode too)
         task = Task(judge, {REASON: Request(max_tokens=self.max_tokens)}, prompt_plan.frame)

@@ -300,17 +300,17 @@ def test_the_key_is_read_on_the_driver_and_never_described(tmp_path, monkeypatch
     monkeypatch.setenv("CA_TEST_KEY", KEY)
     spec = resolve_judge(compose(overrides).judge, judge_model_cache(judge_model))
     assert (
-        spec.api.secret.value == KEY and pickle.loads(pickle.dumps(spec)).api.secret.value == KEY
+        spec.endpoint.secret.value == KEY and pickle.loads(pickle.dumps(spec)).endpoint.secret.value == KEY
     )  # reaches actors
     for text in (
         json.dumps(spec.describe(), default=str),
         json.dumps(spec.identity()),
         repr(spec),
-        str(spec.api.secret),
+        str(spec.endpoint.secret),
     ):
         assert KEY not in text
     assert (
-        spec.api.settings.api_key_env == "CA_TEST_KEY"
+        spec.endpoint.settings.api_key_env == "CA_TEST_KEY"
         and spec.identity()["api_model"] == "smollm2-135m-instruct"
     )
 

@@ -30,7 +30,7 @@ class EndpointEngine:
     def __init__(self, spec: JudgeSpec):
         started = time.perf_counter()
         self.spec = spec
-        self.endpoint = spec.endpoint(self.api_name)
+        self.endpoint = spec.endpoint_of(self.api_name)
         self.settings = self.endpoint.settings
         self.model = self.endpoint.model
         self.client = self.client_class(self.endpoint)

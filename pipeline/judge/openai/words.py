@@ -40,9 +40,9 @@ def check_words(
     """Send ``prompts`` (whole prompt texts, answered as ``request`` says) to the chat endpoint and look for
     ``words`` among the first token's alternatives: a word that is there is one token the judge answers with.
     The replies go to the reply cache, so the run's own identical requests cost nothing more."""
-    if spec.api is None:
+    if spec.endpoint is None:
         raise ValueError(f"judge {spec.name}: a test request needs the endpoint (judge.api)")
-    endpoint = spec.api
+    endpoint = spec.endpoint
     client = ApiClient(endpoint)
     bodies = []
     for prompt in prompts:
