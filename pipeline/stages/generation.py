@@ -108,11 +108,11 @@ class Generate(Stage):
         events = ctx.run_dir / "logs" / ENGINE_EVENTS
         seen_events = len(read_events(events))
         for group in engine_groups(generators):
-            stores = {
+            parts = {
                 g.name: PartStore(ctx.run_dir / "generations" / g.name, identities[g.name], GENERATIONS)
                 for g in group
             }
-            self._generate(ctx, group, tasks, stores, done)
+            self._generate(ctx, group, tasks, parts, done)
         report_interruptions(
             ctx, events, seen_events, stage="generate"
         )  # nodes and workers lost, outputs redone
@@ -140,7 +140,7 @@ class Generate(Stage):
         ctx: StageContext,
         group: Sequence[Generator],
         tasks: pa.Table,
-        stores: dict[str, PartStore],
+        parts: dict[str, PartStore],
         done: Generated,
     ) -> None:
         """One engine's generators: the outputs the folder lacks generated and stored as they arrive; then the
@@ -148,7 +148,7 @@ class Generate(Stage):
         spec = group[0].spec
         tokenizer = load_tokenizer(spec)
         frames = {g.name: generator_frame(tokenizer, g.spec.name, g.system_prompt) for g in group}
-        held = {name: set(store.read().column("input_id").to_pylist()) for name, store in stores.items()}
+        held = {name: set(own.read().column("input_id").to_pylist()) for name, own in parts.items()}
         prompts = generation_prompts(frames, tasks, held)
         log.info(
             "generating %d output(s) with %s (%s) for %s",
@@ -182,17 +182,17 @@ class Generate(Stage):
                     for (model,), part in pl.from_arrow(generation_rows(batch)).group_by(
                         ["model"], maintain_order=True
                     ):
-                        stores[model].add(part.to_arrow())
+                        parts[model].add(part.to_arrow())
                     progress.update(
                         batch.num_rows,
                         column_total(batch, "prompt_tokens"),
                         column_total(batch, "cached_tokens"),
                     )
         wanted = tasks.column("input_id")
-        for store in stores.values():
-            store.flush()
+        for own in parts.values():
+            own.flush()
             # outputs of inputs no longer in the task set (e.g. a lower max_inputs) stay out
-            kept = store.read()
+            kept = own.read()
             done.parts.append(kept.filter(pc.is_in(kept.column("input_id"), value_set=wanted)))
 
     def _report(self, ctx: StageContext, generations: pa.Table, done: Generated) -> None:
@@ -275,15 +275,15 @@ def generation_step(
     group: Sequence[Generator],
     frames: Mapping[str, PromptFrame],
     batch_size: int,
-    store: Path | None = None,
+    judgement_store: Path | None = None,
     worker: type | None = None,
     events: Path | None = None,
     keep_alive: bool = False,
 ) -> MapStep:
     """The streamed step of one engine: an actor pool of the judge worker answering every generator's prompts
-    with its own request and frame (the judge's actor resources), behind the judgement ``store`` for an
+    with its own request and frame (the judge's actor resources), behind the ``judgement_store`` for an
     in-process engine; ``keep_alive``: its workers stay for the next stage of the same engine (the judge's)."""
     spec = group[0].spec
     task = Task(spec, {g.name: g.request for g in group}, frames[group[0].name], dict(frames))
-    front = on_the_driver(task, store)
+    front = on_the_driver(task, judgement_store)
     return engine_step("generate", spec, task, front, events, keep_alive, worker or JudgeWorker, batch_size)

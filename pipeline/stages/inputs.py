@@ -274,7 +274,7 @@ class OpenStore(Stage):
 
     name = "open_store"
     reads = (ports.JUDGE, ports.PROMPT_PLAN)
-    writes = (ports.STORE, ports.RATING_STORE, ports.JUDGED)
+    writes = (ports.PARTS, ports.RATING_PARTS, ports.JUDGED)
 
     def run(self, ctx: StageContext, *, judge: JudgeSpec, prompt_plan: PromptPlan) -> dict[str, Any]:
         identity = {**self.identity, "judge": judge.identity()}
@@ -283,9 +283,9 @@ class OpenStore(Stage):
         # refused before the run folder is opened, so its config.json and MLflow history stay those of its judgments
         JudgmentParts(ctx.planned_run_dir / "judgments", identity, words).check_identity()
         RatingParts(ctx.planned_run_dir / "ratings", rating_identity).check_identity()
-        store = JudgmentParts(ctx.run_dir / "judgments", identity, words)
-        rating_store = RatingParts(ctx.run_dir / "ratings", rating_identity)
-        judged = pa.concat_tables([store.judged(), rating_store.judged()]).select(JUDGED_KEYS.names)
+        parts = JudgmentParts(ctx.run_dir / "judgments", identity, words)
+        rating_parts = RatingParts(ctx.run_dir / "ratings", rating_identity)
+        judged = pa.concat_tables([parts.judged(), rating_parts.judged()]).select(JUDGED_KEYS.names)
         if judged.num_rows:
             log.info("%d prompts already judged in %s: skipped", judged.num_rows, ctx.run_dir)
-        return {"store": store, "rating_store": rating_store, "judged": judged}
+        return {"parts": parts, "rating_parts": rating_parts, "judged": judged}

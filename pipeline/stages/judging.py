@@ -109,14 +109,14 @@ def judge_steps(
     worker: type[JudgeWorker] = JudgeWorker,
     events: Path | None = None,
     max_restarts: int | None = None,
-    store: Path | None = None,
+    judgement_store: Path | None = None,
     given: Mapping[str, np.ndarray] | None = None,
     keep_alive: bool = False,
     eager: bool | None = None,
 ) -> list[MapStep]:
     """The streamed chain: prompt generation per shard (on the driver as the judge's pool reads it: far lighter
     than a task), then the judge (one engine per actor), one engine batch per call so results reach the driver and
-    the store batch by batch. The judgement ``store`` is consulted and written on the driver
+    the store batch by batch. The ``judgement_store`` is consulted and written on the driver
     (:class:`pipeline.judge.stored.StoreFront`: close it after the stream). A worker whose engine dies records it in
     ``events`` and is replaced at most ``max_restarts`` times (its batch judged again); ``eager``: the engine's mode
     (:func:`pipeline.judge.vllm.mode.settled`)."""
@@ -129,7 +129,7 @@ def judge_steps(
             on_driver=True,
         ),
         engine_step(
-            "judge", spec, task, on_the_driver(task, store, plan.labels), events, keep_alive, worker,
+            "judge", spec, task, on_the_driver(task, judgement_store, plan.labels), events, keep_alive, worker,
             max_restarts=max_restarts, eager=eager,
         ),
     ]  # fmt: skip
@@ -193,7 +193,7 @@ class Judge(Stage):
     engine_modes: ModeRecord | None = None
 
     name = "judge"
-    reads = (ports.CONTEXTS, ports.PROMPT_PLAN, ports.JUDGE, ports.STORE, ports.RATING_STORE)
+    reads = (ports.CONTEXTS, ports.PROMPT_PLAN, ports.JUDGE, ports.PARTS, ports.RATING_PARTS)
     writes = (ports.JUDGMENTS, ports.RATINGS, ports.JUDGE_STATS)
 
     def mode(self, judge: JudgeSpec, prompts: int) -> Choice | None:
@@ -208,8 +208,8 @@ class Judge(Stage):
         contexts: pa.Table,
         prompt_plan: PromptPlan,
         judge: JudgeSpec,
-        store: JudgmentParts,
-        rating_store: RatingParts,
+        parts: JudgmentParts,
+        rating_parts: RatingParts,
     ) -> dict[str, Any]:
         remaining = column_total(contexts, "n_prompts")
         shards = split_shards(contexts)
@@ -229,7 +229,7 @@ class Judge(Stage):
                 judge,
                 events=events,
                 max_restarts=self.max_restarts,
-                store=self.judgement_store,
+                judgement_store=self.judgement_store,
                 given=self.given,
                 keep_alive=self.keep_workers,
                 eager=choice.eager if choice is not None else None,
@@ -237,33 +237,33 @@ class Judge(Stage):
             try:
                 with closing_front(steps[-1]), closing(ctx.executor.stream(shards, steps)) as batches:
                     for batch in batches:
-                        tally.add(batch, prompt_plan, store, rating_store)
+                        tally.add(batch, prompt_plan, parts, rating_parts)
                         progress.update(
                             batch.num_rows,
                             column_total(batch, "prompt_tokens"),
                             column_total(batch, "cached_tokens"),
                         )
             except Exception as exc:
-                store.flush()  # everything judged so far stays on disk
-                rating_store.flush()
+                parts.flush()  # everything judged so far stays on disk
+                rating_parts.flush()
                 lost = report_interruptions(ctx, events, seen_events)
                 if isinstance(exc, UserError):  # bad input or config: its own message says what to do
                     raise
                 raise JudgeStageError(
                     f"the judge stage stopped: {error_cause(exc)}. {progress.done} of {remaining} prompt(s) were "
-                    f"judged and are stored in {store.folder.parent}; the same command with "
+                    f"judged and are stored in {parts.folder.parent}; the same command with "
                     f"paths.run_dir={ctx.run_dir} (or paths.run_dir=latest) judges only the rest. "
                     + judge_failure_hint(exc, lost, self.max_restarts)
                 ) from exc
-        store.flush()
-        rating_store.flush()
+        parts.flush()
+        rating_parts.flush()
         if progress.done != remaining:
             raise RuntimeError(f"the judge stage returned {progress.done} prompts, expected {remaining}")
         self._log(progress, tally.reused)
         lost = report_interruptions(ctx, events, seen_events)
         if tally.failed:
-            raise_failed(pa.concat_tables(tally.failed), store.folder.parent)
-        judgments, ratings = store.read(), rating_store.read()
+            raise_failed(pa.concat_tables(tally.failed), parts.folder.parent)
+        judgments, ratings = parts.read(), rating_parts.read()
         stats = replace(
             self._stats(judge, judgments, ratings, progress, tally, ctx.run_dir),
             interruptions=tuple((k, n) for k, n in lost.counts() if n),
@@ -333,7 +333,7 @@ class Tally:
     reused: int = 0
     recorded: int = 0
 
-    def add(self, batch: pa.Table, plan: PromptPlan, store: JudgmentParts, rating_store: RatingParts) -> None:
+    def add(self, batch: pa.Table, plan: PromptPlan, parts: JudgmentParts, rating_parts: RatingParts) -> None:
         self.api.add(batch)
         self.reused += pc.sum(pc.equal(batch.column("source"), "store")).as_py() or 0
         self.recorded += pc.sum(pc.equal(batch.column("source"), RECORDED)).as_py() or 0
@@ -342,5 +342,5 @@ class Tally:
             self.failed.append(batch.filter(unanswered))
             batch = batch.filter(pc.invert(unanswered))
         judgments, ratings = split_responses(batch, plan)
-        store.add(judgments)
-        rating_store.add(ratings)
+        parts.add(judgments)
+        rating_parts.add(ratings)

@@ -43,8 +43,8 @@ PROMPT_PLAN = Port(
     type=PromptPlan,
     file="prompt_plan",
 )
-STORE = Port(
-    "store",
+PARTS = Port(
+    "parts",
     "the run folder's judgments on disk, checked against this run's judging identity",
     type=JudgmentParts,
 )
@@ -130,8 +130,8 @@ CORRELATIONS = Port(
     file="correlations",
 )
 SUMMARY = Port("summary", "the table printed at the end (summary.txt)", type=str)
-RATING_STORE = Port(
-    "rating_store",
+RATING_PARTS = Port(
+    "rating_parts",
     "the run folder's absolute ratings on disk, checked against this run's rating identity",
     type=RatingParts,
 )

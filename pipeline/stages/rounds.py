@@ -84,8 +84,8 @@ class Rounds(Stage):
         ports.HUMAN_SCORES,
         ports.PROMPT_PLAN,
         ports.JUDGE,
-        ports.STORE,
-        ports.RATING_STORE,
+        ports.PARTS,
+        ports.RATING_PARTS,
     )
     writes = (ports.JUDGMENTS, ports.RATINGS, ports.JUDGE_STATS, ports.ROUNDS, ports.ROUND_PAIRS)
 
@@ -97,8 +97,8 @@ class Rounds(Stage):
         human_scores: pa.Table,
         prompt_plan: PromptPlan,
         judge: JudgeSpec,
-        store: JudgmentParts,
-        rating_store: RatingParts,
+        parts: JudgmentParts,
+        rating_parts: RatingParts,
     ) -> dict[str, Any]:
         if len(prompt_plan.attributes) != 1:
             raise ConfigError(
@@ -106,7 +106,7 @@ class Rounds(Stage):
                 "choose one with dataset.attributes=[name]"
             )
         contexts = {c.context_id: c for c in group_by_context(candidates)}
-        io = RoundsIO(self, ctx, contexts, human_scores, prompt_plan, judge, store, rating_store)
+        io = RoundsIO(self, ctx, contexts, human_scores, prompt_plan, judge, parts, rating_parts)
         start = io.resume()
         pools = io.pools()
         run_rounds(
@@ -133,16 +133,16 @@ class RoundsIO:
         human_scores: pa.Table,
         plan: PromptPlan,
         judge: JudgeSpec,
-        store: JudgmentParts,
-        rating_store: RatingParts,
+        parts: JudgmentParts,
+        rating_parts: RatingParts,
     ):
         self.stage, self.adaptive, self.ctx = stage, stage.adaptive, ctx
-        self.contexts, self.plan, self.judge, self.store, self.rating_store = (
+        self.contexts, self.plan, self.judge, self.parts, self.rating_parts = (
             contexts,
             plan,
             judge,
-            store,
-            rating_store,
+            parts,
+            rating_parts,
         )
         self.attribute = plan.attributes[0]
         self.human = human_arrays(human_scores, contexts, self.attribute)
@@ -207,7 +207,7 @@ class RoundsIO:
         mode = self.adaptive.warm_start
         if mode is None:
             return {}
-        ratings = pl.from_arrow(self.rating_store.read()).filter(pl.col("mode") == mode)
+        ratings = pl.from_arrow(self.rating_parts.read()).filter(pl.col("mode") == mode)
         out = {}
         for cid, context in self.contexts.items():
             index = {c: k for k, c in enumerate(context.candidate_ids)}
@@ -270,15 +270,15 @@ class RoundsIO:
     def _judge(self, given: Mapping[str, NDArray[np.int64]]) -> JudgeStats:
         """Judge the given prompts (and the warm start's absolute prompts) with the judge stage, skipping what the
         run folder holds; one set of judge workers (engines started once) for every round."""
-        contexts = round_contexts(self.contexts, given, self.store, self.rating_store, self.plan)
+        contexts = round_contexts(self.contexts, given, self.parts, self.rating_parts, self.plan)
         stage = dataclasses.replace(self.stage.judge_stage, given=given, keep_workers=True)
         out = stage.run(
             self.ctx,
             contexts=contexts,
             prompt_plan=self.plan,
             judge=self.judge,
-            store=self.store,
-            rating_store=self.rating_store,
+            parts=self.parts,
+            rating_parts=self.rating_parts,
         )
         return out["judge_stats"]
 
@@ -286,7 +286,7 @@ class RoundsIO:
         """Both orderings' answers of every pair (rows ``(p(A wins) with i in A, with j in A)``) from the folder's
         judgments; the prompt tokens each context has spent."""
         frame = pl.from_arrow(
-            self.store.read().select(["context_id", "cand_a", "cand_b", "p_a", "prompt_tokens"])
+            self.parts.read().select(["context_id", "cand_a", "cand_b", "p_a", "prompt_tokens"])
         )
         answer = {(cid, a, b): p for cid, a, b, p, _ in frame.iter_rows() if cid in self.contexts}
         for (cid,), group in frame.group_by(["context_id"]):
@@ -361,7 +361,7 @@ class RoundsIO:
                 ordered,
                 pool.stopped,
             )
-        judgments, ratings = self.store.read(), self.rating_store.read()
+        judgments, ratings = self.parts.read(), self.rating_parts.read()
         total = combine_stats(
             self.stats, judgments.num_rows + ratings.num_rows, time.monotonic() - self.started
         )

@@ -77,13 +77,13 @@ def chosen_pairs(chosen: pa.Table, contexts: Mapping[str, Context]) -> dict[str,
 def round_contexts(
     contexts: Mapping[str, Context],
     given: Mapping[str, NDArray[np.int64]],
-    store: JudgmentParts,
-    rating_store: RatingParts,
+    parts: JudgmentParts,
+    rating_parts: RatingParts,
     plan: PromptPlan,
 ) -> pa.Table:
     """A CONTEXTS table for the judge stage: every context with prompts left among ``given`` (and its absolute
     prompts), with what the run folder already holds in ``done``."""
-    judged = pa.concat_tables([store.judged(), rating_store.judged()])
+    judged = pa.concat_tables([parts.judged(), rating_parts.judged()])
     done: dict[str, set[tuple[str, ...]]] = {}
     for row in judged.to_pylist():
         done.setdefault(row["context_id"], set()).add(tuple(row[k] for k in DONE_KEY))

@@ -699,8 +699,8 @@ def rounds_run(
         "prompt_plan": plan,
         "judge": spec,
         "judges": (spec.name,),
-        "store": JudgmentParts(folder / "judgments", identity, plan.labels.words),
-        "rating_store": RatingParts(folder / "ratings", identity),
+        "parts": JudgmentParts(folder / "judgments", identity, plan.labels.words),
+        "rating_parts": RatingParts(folder / "ratings", identity),
     }
     judge_stage = JudgeStage(PairsConfig(), 4096, 0, None)
     cfg = dataclasses.replace(base, adaptive=adaptive)

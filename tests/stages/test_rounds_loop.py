@@ -134,8 +134,8 @@ def stage_choices(
         human_scores=human,
         prompt_plan=plan,
         judge=spec,
-        store=JudgmentParts(folder / "judgments", identity, LABELS.words),
-        rating_store=RatingParts(folder / "ratings", identity),
+        parts=JudgmentParts(folder / "judgments", identity, LABELS.words),
+        rating_parts=RatingParts(folder / "ratings", identity),
     )
     chosen = read_round_pairs(folder / ROUNDS_DIR)
     out = []
