@@ -50,7 +50,8 @@ def describe(overrides: list[str] | None = None) -> str:
             "rating stages pass through. The optional parts are in a workflow only where the run uses them: "
             "`reasons` where it asks for reasons (`reasons.n`, or the workflow's default: `generate`'s), `jury` with "
             "`scoring.jury` (the jury's workflow below), `check_trust`, `draw_labels`, `certify` and `ppi_leaderboard` with `trust.enabled` "
-            "(shown here; the last with `trust.ppi`); without them the tables they write are empty."
+            "(shown here; the last with `trust.ppi`); without them the stages after read their tables as empty (the run "
+            "folder holds them empty; `jurors` and `juror_agreement`, which nothing after reads, are not written)."
         )
     table = describe_ports(list(ports.values()))
     return "\n\n".join([*parts, table, *([] if overrides else [registered()])])
