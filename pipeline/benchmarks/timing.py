@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from pipeline.contracts.keys import PROMPT_KEY
 from pipeline.judge.hardware import read_cpu
 from pipeline.judge.hosting.worker import JudgeWorker, Task
 from pipeline.runtime.logs import capture_process_output, setup_logging
@@ -174,11 +175,12 @@ def time_split(pipeline: list[Timing], direct: list[Timing]) -> str:
 
 
 def in_order(table: pa.Table, pairs: pa.Table, column: str = "token_logprobs") -> np.ndarray:
-    """A judged table's ``column`` in the order of the prompts ``pairs`` (keyed by the context and the two
-    candidates): the pipeline's answers beside the direct engine's, which come in the prompts' order."""
+    """A judged table's ``column`` in the order of the prompts ``pairs`` (keyed by the prompt's key,
+    :data:`pipeline.contracts.keys.PROMPT_KEY`): the pipeline's answers beside the direct engine's, which come in the
+    prompts' order."""
 
-    def keys(t: pa.Table) -> list[tuple[str, str, str]]:
-        return list(zip(*(t.column(c).to_pylist() for c in ("context_id", "cand_a", "cand_b")), strict=True))
+    def keys(t: pa.Table) -> list[tuple[str, ...]]:
+        return list(zip(*(t.column(c).to_pylist() for c in PROMPT_KEY), strict=True))
 
     by_key = dict(zip(keys(table), table.column(column).to_pylist(), strict=True))
     return np.array([by_key[k] for k in keys(pairs)])

@@ -16,7 +16,6 @@ import pyarrow as pa
 from pipeline.config.enums import LabelSample, LabelSource
 from pipeline.config.trust import TrustConfig
 from pipeline.contracts.errors import UserError
-from pipeline.contracts.trust_schema import PPI_LEADERBOARD
 from pipeline.scoring.ppi_board import ppi_board
 from pipeline.scoring.trust_table import ESCALATED, cascade_jurors, certify, data_labels, review_labels
 from pipeline.stages import ports
@@ -191,8 +190,7 @@ class PPIBoard(Stage):
     def run(
         self, ctx: StageContext, *, comparisons: pa.Table, candidates: pa.Table, labels: pa.Table
     ) -> dict[str, Any]:
-        if not labels.num_rows:
-            return {"ppi_leaderboard": PPI_LEADERBOARD.empty_table()}
+        # in the workflow only with trust on, after draw_labels, which refuses a run without people's labels
         board = ppi_board(pl.from_arrow(comparisons), candidates, pl.from_arrow(labels), self.level)
         for row in board.filter(pl.col("source") == "ppi").iter_rows(named=True):
             prefix = (
