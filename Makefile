@@ -65,7 +65,7 @@ run: $(STAMP) ## set up and run the main job on the embedded default (demo data,
 	$(BIN)/python -m pipeline.cli $(ARGS)
 
 engine-modes: $(STAMP) ## measure this machine's eager and compiled engine (start, rate) for a run's judge, for enforce_eager=auto (ARGS: the run's overrides)
-	$(BIN)/python -m pipeline.benchmarks.engine_modes $(ARGS)
+	$(BIN)/python -m pipeline.run.engine_modes $(ARGS)
 
 stages: $(STAMP) ## print every workflow's stages by segment, from their declarations (ARGS: overrides for one; --markdown: the full tables)
 	$(BIN)/python -m pipeline.workflows.describe $(ARGS)
@@ -86,14 +86,14 @@ test-fast: $(STAMP) ## run the tests that need no engine and no Ray
 	$(BIN)/python -m pytest $(PYTEST_XDIST) -m "not engine and not ray" $(PYTEST_ARGS)
 
 lint: $(STAMP) ## ruff (lint and format), the layer contracts (import-linter) and the type checker (mypy)
-	$(BIN)/ruff check pipeline tests jobs
-	$(BIN)/ruff format --check pipeline tests jobs
+	$(BIN)/ruff check pipeline benchmarks tests jobs
+	$(BIN)/ruff format --check pipeline benchmarks tests jobs
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
 format: $(STAMP) ## ruff format and autofix
-	$(BIN)/ruff format pipeline tests jobs
-	$(BIN)/ruff check --fix pipeline tests jobs
+	$(BIN)/ruff format pipeline benchmarks tests jobs
+	$(BIN)/ruff check --fix pipeline benchmarks tests jobs
 
 review: $(STAMP) ## blind review of a finished run in the browser on 127.0.0.1:8765 (RUN: the run folder, its name or its MLflow run id; ARGS: --root DIR --reviewer NAME --strategy stratified|disagreements|random|active|escalated --n 40 ...)
 	$(BIN)/python -m pipeline.review serve $(RUN) $(ARGS)
@@ -102,22 +102,22 @@ review-report: $(STAMP) ## agreement of the review's answers with the judge and 
 	$(BIN)/python -m pipeline.review report $(RUN) $(ARGS)
 
 bench-judge: $(STAMP) ## judge the same SummEval prompts three ways (pipeline on Ray, direct vLLM, HF one at a time; ARGS=--api adds a local vLLM server, ARGS="--actors 2" two pinned actors) and print rates and ratios
-	$(BIN)/python -m pipeline.benchmarks.judge $(ARGS)
+	$(BIN)/python -m benchmarks.judge $(ARGS)
 
 bench-methods: $(STAMP) ## time the scoring and selection maths at scale (PoE-Gaussian 100k/1M, greedy N=658, BT vs choix, efficiency curves)
-	$(BIN)/python -m pipeline.benchmarks.methods $(ARGS)
+	$(BIN)/python -m benchmarks.methods $(ARGS)
 
 bench-combined: $(STAMP) ## absolute, comparative and combined (PoE with absolute priors) scores side by side on simulated judges with a known truth
-	$(BIN)/python -m pipeline.benchmarks.combined $(ARGS)
+	$(BIN)/python -m benchmarks.combined $(ARGS)
 
 bench-generate: $(STAMP) ## generation through the pipeline vs vLLM generate direct vs HF generate one at a time: output tokens/s and ratios
-	$(BIN)/python -m pipeline.benchmarks.generate $(ARGS)
+	$(BIN)/python -m benchmarks.generate $(ARGS)
 
 bench-reasoning: $(STAMP) ## reasoning then the verdict through the pipeline vs the same two calls direct with vLLM; a jury of two templates vs its jurors judged apart
-	$(BIN)/python -m pipeline.benchmarks.reasoning $(ARGS)
+	$(BIN)/python -m benchmarks.reasoning $(ARGS)
 
 bench-adaptive: $(STAMP) ## adaptive rounds vs random, greedy-optimal and sorting on simulated pools (N=658, 20 seeds, Spearman/Kendall with 95% CIs), then one round's fit + selection at N=100,000
-	$(BIN)/python -m pipeline.benchmarks.adaptive $(ARGS)
+	$(BIN)/python -m benchmarks.adaptive $(ARGS)
 
 lock: $(STAMP) ## rewrite requirements-lock.txt from the current .venv
 	$(PIP) freeze --exclude-editable | grep -v -E '^(torchvision|torchaudio|torchcodec)==' > requirements-lock.txt

@@ -175,10 +175,7 @@ def test_the_cluster_jobs_runtime_environment_is_the_projects_dependencies_and_c
     distributions = importlib.metadata.packages_distributions()
     imported: dict[str, str] = {}
     for path in (ROOT / "pipeline").rglob("*.py"):
-        if path.parent.name in (
-            "benchmarks",
-            "testing",
-        ):  # run here, not as cluster jobs (bench extra, pytest)
+        if path.parent.name == "testing":  # run here, not as cluster jobs (pytest)
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             names = (

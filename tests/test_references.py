@@ -1,6 +1,6 @@
-"""Docstrings, comments and docs name only what exists: every ``pipeline.x.y`` dotted name, every Sphinx role
+"""Docstrings, comments and docs name only what exists: every ``pipeline.x.y`` (or ``benchmarks.x``) dotted name, every Sphinx role
 (``:mod:``, ``:func:``, ``:class:``, ``:meth:``, ``:data:``, ``:attr:``; relative ones from the module they stand in)
-and every ``pipeline/...`` path resolves to a module, a file or a name defined there (read from the source, nothing
+and every ``pipeline/...`` (or ``benchmarks/...``) path resolves to a module, a file or a name defined there (read from the source, nothing
 imported)."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "pipeline"
-DOTTED = re.compile(r"(?<![\w/.-])pipeline(?:\.\w+)+")
+DOTTED = re.compile(r"(?<![\w/.-])(?:pipeline|benchmarks)(?:\.\w+)+")
 ROLE = re.compile(r":(?:mod|func|class|meth|data|attr|exc):`~?([\w.]+)`")
-PATH = re.compile(r"(?<![\w/.-])pipeline/(?:\w+/)*\w+\.py|(?<![\w/.-])pipeline/(?:\w+/)+")
+PATH = re.compile(r"(?<![\w/.-])(?:pipeline|benchmarks)/(?:\w+/)*\w+\.py|(?<![\w/.-])pipeline/(?:\w+/)+")
 
 
 def module_file(dotted: str) -> Path | None:
@@ -87,7 +87,7 @@ def resolves(dotted: str) -> bool:
 
 def relative(role: str, module: str) -> str:
     """A role's target as a dotted name: relative (``.x``) from the module's package, bare from the module itself."""
-    if role.startswith("pipeline"):
+    if role.startswith(("pipeline", "benchmarks")):
         return role
     package = module if module.endswith("__init__") else module.rsplit(".", 1)[0]
     package = package.removesuffix(".__init__")
@@ -99,8 +99,8 @@ def relative(role: str, module: str) -> str:
 
 
 def sources() -> list[Path]:
-    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    return [*sorted(PACKAGE.rglob("*.py")), *docs]
+    docs = [ROOT / "README.md", ROOT / "BENCHMARKS.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [*sorted(PACKAGE.rglob("*.py")), *sorted((ROOT / "benchmarks").glob("*.py")), *docs]
 
 
 def broken(path: Path) -> list[str]:
@@ -113,7 +113,7 @@ def broken(path: Path) -> list[str]:
             if "." not in role and (role in members or hasattr(builtins, role)):
                 continue  # a member of a class of the module (Sphinx reads it in its class), or a builtin
             name = relative(role, module)
-            if name.startswith("pipeline") and not resolves(name):
+            if name.startswith(("pipeline", "benchmarks")) and not resolves(name):
                 out.append(f":{role}: ({name})")
     out += [p for p in PATH.findall(text) if not (ROOT / p).exists() and not (ROOT / f"{p}.py").exists()]
     return sorted(set(out))

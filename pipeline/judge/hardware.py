@@ -9,8 +9,10 @@ bfloat16 where the CPU has it natively and in float32 elsewhere, unless ``judge.
 
 from __future__ import annotations
 
+import datetime
 import os
 import platform
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -91,3 +93,16 @@ def engine_dtype(configured: str | None, on_gpu: bool, cpu: Cpu | None = None) -
         f"this CPU has no native bfloat16 (no {'/'.join(BF16_FLAGS)} flag), where bfloat16 falls back to plain "
         "matmuls, about 10x slower; set +judge.engine.dtype=bfloat16 to use it anyway",
     )
+
+
+def machine_header(title: str, module: str, argv: list[str] | None) -> list[str]:
+    """What a measurement's output starts with: what it measures and when, this machine's CPU (model and flags), its
+    host and Python, and the command that repeats it (``python -m <module>``; ``argv``: the arguments given, None:
+    this process's)."""
+    given = " ".join(sys.argv[1:] if argv is None else argv)
+    return [
+        f"# {title}  {datetime.datetime.now().isoformat(timespec='seconds')}",
+        f"# cpu: {read_cpu().describe()}",
+        f"# {platform.node()}; python {platform.python_version()}",
+        f"# command: python -m {module} {given}".rstrip(),
+    ]

@@ -16,6 +16,7 @@ import logging.handlers
 import os
 import socket
 import sys
+import tempfile
 from pathlib import Path
 from typing import TextIO
 
@@ -125,6 +126,16 @@ def setup_logging(level: str = "INFO", verbose: bool = False) -> None:
     logging.captureWarnings(True)
     for name in QUIET:
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def workspace(name: str, verbose: bool = False) -> Path:
+    """A fresh folder for a measurement's run (``/tmp/<name>-*``) whose ``output.log`` takes the engines' and Ray's
+    output (on the console with ``verbose``), and the pipeline's log lines on the console."""
+    work = Path(tempfile.mkdtemp(prefix=f"{name}-"))
+    if not verbose:
+        capture_process_output(work / "output.log")
+    setup_logging("INFO", verbose)
+    return work
 
 
 class RunLog:

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from pipeline.benchmarks import adaptive
-from pipeline.benchmarks import adaptive_arms as arms
+from benchmarks import adaptive
+from benchmarks import adaptive_arms as arms
 
 
 def test_tiny_run_reports_the_chosen_judge_and_truth(capsys):

@@ -16,8 +16,8 @@ from tests.conftest import ROOT
 SCRIPT = """
 import json, random, sys
 import pyarrow as pa
-from pipeline.benchmarks import judge, reasoning
-from pipeline.benchmarks.timing import in_order
+from benchmarks import judge, reasoning
+from benchmarks.timing import in_order
 
 args = reasoning.parse_args(["--candidates", "3", "--verbose"])
 s = judge.prepare(reasoning.replace_args(args, ["judge.reasoning.enabled=true"]))

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from pipeline.benchmarks import adaptive_arms as bench
+from benchmarks import adaptive_arms as bench
 from pipeline.config.adaptive_rounds import AdaptiveConfig, BudgetConfig, StopConfig
 from pipeline.config.assessment import PairsConfig, PromptConfig
 from pipeline.config.enums import RoundStrategy

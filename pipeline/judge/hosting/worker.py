@@ -112,7 +112,7 @@ class JudgeWorker:
 
     @staticmethod
     def open(spec: JudgeSpec) -> Engine:
-        """The worker's engine: its backend's (a benchmark's worker may give another, :mod:`pipeline.benchmarks`)."""
+        """The worker's engine: its backend's (a benchmark's worker may give another, :mod:`benchmarks`)."""
         return open_engine(spec)
 
     def engine(self, task: Task) -> Engine:

@@ -5,11 +5,7 @@ reasoning)."""
 
 from __future__ import annotations
 
-import datetime
 import gc
-import platform
-import sys
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,31 +15,13 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.contracts.keys import PROMPT_KEY
-from pipeline.judge.hardware import read_cpu
+from pipeline.judge.hardware import machine_header
 from pipeline.judge.hosting.worker import JudgeWorker, Task
-from pipeline.runtime.logs import capture_process_output, setup_logging
 
 
 def header(title: str, module: str, argv: list[str] | None) -> list[str]:
-    """What a benchmark's output starts with: what it measures and when, this machine's CPU (model and flags), its
-    host and Python, and the command that repeats it (``argv``: the arguments given, None: this process's)."""
-    given = " ".join(sys.argv[1:] if argv is None else argv)
-    return [
-        f"# {title}  {datetime.datetime.now().isoformat(timespec='seconds')}",
-        f"# cpu: {read_cpu().describe()}",
-        f"# {platform.node()}; python {platform.python_version()}",
-        f"# command: python -m pipeline.benchmarks.{module} {given}".rstrip(),
-    ]
-
-
-def workspace(name: str, verbose: bool = False) -> Path:
-    """A fresh folder for a benchmark's run (``/tmp/<name>-*``) whose ``output.log`` takes the engines' and Ray's
-    output (on the console with ``verbose``), and the pipeline's log lines on the console."""
-    work = Path(tempfile.mkdtemp(prefix=f"{name}-"))
-    if not verbose:
-        capture_process_output(work / "output.log")
-    setup_logging("INFO", verbose)
-    return work
+    """:func:`pipeline.judge.hardware.machine_header` for ``python -m benchmarks.<module>``."""
+    return machine_header(title, f"benchmarks.{module}", argv)
 
 
 def bench_config(work: Path, overrides: list[str]) -> Any:

@@ -18,7 +18,7 @@ The protocol of the adaptive-comparison literature (Fathullah & Gales 2025; Mays
   windowed neighbours with 10% exploration, reorder warm-started from one absolute score per item, which costs
   one call per item of the budget), locate (every item placed by a graded answer first, then reorder:
   :mod:`pipeline.methods.adaptive.locate`), repeated quicksort and merge sort (PairS-greedy); an **oracle** design that
-  no selection can make, because it knows the judge's own view of every item (:func:`pipeline.benchmarks.adaptive_arms.oracle_design`): it shows
+  no selection can make, because it knows the judge's own view of every item (:func:`benchmarks.adaptive_arms.oracle_design`): it shows
   what a design could reach at a budget, not what a strategy does; and ``greedy_poe``, greedy-optimal's pairs
   scored as the PoE paper and the fixed-design workflow (``pairs=greedy``, ``poe_gaussian``) score them:
   PoE-Gaussian on the debiased average probability, the baseline as the product offered it before the rounds;
@@ -57,7 +57,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 from scipy.stats import spearmanr
 
-from pipeline.benchmarks.adaptive_arms import (
+from benchmarks.adaptive_arms import (
     ARMS,
     FLOOR_POINTS,
     JUDGES,
@@ -68,7 +68,7 @@ from pipeline.benchmarks.adaptive_arms import (
     run_seed,
     settings,
 )
-from pipeline.benchmarks.timing import header
+from benchmarks.timing import header
 from pipeline.methods.adaptive.locate import select_locate
 from pipeline.methods.adaptive.loop import rank_pool
 from pipeline.methods.adaptive.pairset import PairSet

@@ -1,4 +1,4 @@
-"""``make engine-modes``'s sample (pipeline.benchmarks.engine_modes.representative): whole contexts whose prompts'
+"""``make engine-modes``'s sample (pipeline.run.engine_modes.representative): whole contexts whose prompts'
 mean length is nearest the run's, so that the rates recorded are those of the run's prompts, not of its first
 article's. Pure on given prompts; then on the product's own prompts of SummEval (its stages up to the judging, no
 engine)."""
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.benchmarks.engine_modes import main, representative, run_prompts
+from pipeline.run.engine_modes import main, representative, run_prompts
 
 
 def blocks(lengths: dict[str, list[int]]) -> tuple[list[str], list[str]]:
@@ -119,7 +119,7 @@ class Drifting:
 def test_alternated_rounds_cancel_a_steady_drift(half, gain, slope):
     """An even number of rounds, the order reversed every other one: the medians' ratio is the meters' own, whatever
     the drift; one meter's passes after the other's would give the drift to the later one."""
-    from pipeline.benchmarks.engine_modes import rounds
+    from pipeline.run.engine_modes import rounds
 
     host = [0]
     rates = rounds(
@@ -138,7 +138,7 @@ def test_alternated_rounds_cancel_a_steady_drift(half, gain, slope):
 
 
 def test_the_rounds_alternate_their_order():
-    from pipeline.benchmarks.engine_modes import rounds
+    from pipeline.run.engine_modes import rounds
 
     seen: list[str] = []
 

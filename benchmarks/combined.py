@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import spearmanr
 
-from pipeline.benchmarks.timing import header
+from benchmarks.timing import header
 from pipeline.methods.scorers import poe_gaussian
 from pipeline.methods.scorers.poe_combined import ContextData, combine, estimate
 from pipeline.methods.simulation.simulate import simulate_assessment

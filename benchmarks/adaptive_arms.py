@@ -1,4 +1,4 @@
-"""The arms of ``make bench-adaptive`` on one simulated pool (:mod:`pipeline.benchmarks.adaptive` runs them over
+"""The arms of ``make bench-adaptive`` on one simulated pool (:mod:`benchmarks.adaptive` runs them over
 seeds, judges and truths and prints the tables): the simulated judges and truths, the budgets, every arm's design
 and its correlations with the truth and with the all-pairs solution.
 

@@ -10,7 +10,7 @@
 3. A jury of two judges (``experiment=jury_judges``: two engines) in one run against each judge in a run of its
    own: the judge stages' seconds, engine starts included; the same target.
 
-    python -m pipeline.benchmarks.reasoning [--contexts 1] [--candidates 6] [--budget 64] [--rounds 3] [overrides ...]
+    python -m benchmarks.reasoning [--contexts 1] [--candidates 6] [--budget 64] [--rounds 3] [overrides ...]
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pipeline.benchmarks.judge import Setup, prepare, run_pipeline
-from pipeline.benchmarks.timing import Timing, header, in_order, round_lines
+from benchmarks.judge import Setup, prepare, run_pipeline
+from benchmarks.timing import Timing, header, in_order, round_lines
 from pipeline.config.hydra import compose
 from pipeline.judge.reasoning import ReasoningEngine
 from pipeline.judge.vllm.engine import VLLMEngine

@@ -15,7 +15,7 @@ benchmark measures what ``make run`` does on this machine: the dtype chosen for 
 the moment its actor's engine is ready to the last judged row arriving at the driver, so every Ray overhead
 during judging is included. The CPU (model and flags) and the dtype are printed with the results.
 
-    python -m pipeline.benchmarks.judge [--contexts 2] [--hf-prompts 48] [--rounds 3] [--api] [--variant OVERRIDES]
+    python -m benchmarks.judge [--contexts 2] [--hf-prompts 48] [--rounds 3] [--api] [--variant OVERRIDES]
         [overrides ...]
 """
 
@@ -35,8 +35,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipeline import PROJECT_ROOT
-from pipeline.benchmarks.timing import (
+from benchmarks.timing import (
     TimedJudgeWorker,
     Timing,
     bench_config,
@@ -48,8 +47,8 @@ from pipeline.benchmarks.timing import (
     round_lines,
     stream_timed,
     time_split,
-    workspace,
 )
+from pipeline import PROJECT_ROOT
 from pipeline.judge.hf_engine import HFEngine
 from pipeline.judge.spec import ApiEndpoint, JudgeSpec
 from pipeline.judge.vllm.cores import engine_inside
@@ -57,10 +56,10 @@ from pipeline.judge.vllm.engine import VLLMEngine
 from pipeline.methods.verdicts.win_probability import p_a_wins, side_logprobs
 from pipeline.prompts.pairs import generate_prompts, split_shards
 from pipeline.run.context import run
-from pipeline.runtime.logs import captured_output_path, console
+from pipeline.runtime.logs import captured_output_path, console, workspace
 from pipeline.stages.judging import judge_steps
 
-log = logging.getLogger("pipeline.benchmarks.judge")
+log = logging.getLogger("benchmarks.judge")
 
 
 def run_pipeline(cfg, shards, plan, spec, log_dir: Path) -> tuple[Timing, pa.Table]:
@@ -177,7 +176,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--standin",
         default="",
         help="also judge with a stand-in engine at these GPU rates (prompts/s per worker, e.g. 200,1000): the "
-        "pipeline against the stand-in called directly in batches of judge.batch_size (pipeline.benchmarks.standin)",
+        "pipeline against the stand-in called directly in batches of judge.batch_size (benchmarks.standin)",
     )
     parser.add_argument("--standin-prompts", type=int, default=10000, help="prompts of the stand-in rows")
     parser.add_argument("--standin-workers", default="1,2", help="judge workers of the stand-in rows")
@@ -409,7 +408,7 @@ def main(argv: list[str] | None = None) -> None:
         out.write("\n".join(report(args, setup, measured, given)) + "\n")
         out.flush()
     if args.standin:
-        from pipeline.benchmarks.standin_rows import standin_rows
+        from benchmarks.standin_rows import standin_rows
 
         contexts = max(1, -(-args.standin_prompts // 240))  # SummEval: 240 ordered pairs per article
         setup = prepare(argparse.Namespace(**{**vars(args), "contexts": contexts}))

@@ -11,7 +11,7 @@ environment for the Ray executor (the default; a CPU engine then runs inside the
 for ``runtime=inprocess``. The starts and rates go to ``<paths.cache_dir>/engine_modes.json``
 (:mod:`pipeline.judge.vllm.mode`), where ``judge.engine.enforce_eager=auto`` reads them; the crossover is printed.
 
-    python -m pipeline.benchmarks.engine_modes [--prompts 256] [--passes 4] [overrides ...]
+    python -m pipeline.run.engine_modes [--prompts 256] [--passes 4] [overrides ...]
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from dataclasses import replace
 from typing import Any
 
 from pipeline import PROJECT_ROOT
-from pipeline.benchmarks.timing import bench_config, header, workspace
 from pipeline.config.derived import resolve_path
+from pipeline.config.hydra import compose
+from pipeline.judge.hardware import machine_header
 from pipeline.judge.vllm.cores import worker_process_env
 from pipeline.judge.vllm.engine import VLLMEngine
 from pipeline.judge.vllm.mode import (
@@ -39,7 +40,7 @@ from pipeline.judge.vllm.mode import (
 )
 from pipeline.prompts.pairs import generate_prompts, split_shards
 from pipeline.run.context import run
-from pipeline.runtime.logs import console
+from pipeline.runtime.logs import console, workspace
 from pipeline.runtime.ray_data import init_ray
 from pipeline.workflows.segments import mode_record
 
@@ -212,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.passes < 1 or args.prompts < 1:
         parser.error(f"--passes and --prompts must be at least 1 (given {args.passes} and {args.prompts})")
     work = workspace("engine-modes")
-    cfg = bench_config(work, args.overrides)
+    cfg = compose([f"paths.output_root={work}", "tracking.enabled=false", *args.overrides])
     spec, plan, contexts, every = run_prompts(cfg)
     prompts = representative(contexts, every, args.prompts)
     out = console()
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> None:
     out.write(
         "\n".join(
             [
-                *header("engine modes", "engine_modes", argv),
+                *machine_header("engine modes", "pipeline.run.engine_modes", argv),
                 f"# judge {spec.name}, {spec.dtype}; {len(prompts)} prompts; "
                 f"{'on Ray workers, as the run' if record.in_actor else 'in this process, as runtime=inprocess'}; "
                 f"{'passes alternated, both engines alive' if together else 'one engine after the other'}",

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from pipeline.benchmarks.timing import TimedJudgeWorker
+from benchmarks.timing import TimedJudgeWorker
 from pipeline.contracts.engine import Request, Result
 
 CHARS_PER_TOKEN = 4

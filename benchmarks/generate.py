@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from pipeline import PROJECT_ROOT
-from pipeline.benchmarks.timing import (
+from benchmarks.timing import (
     TimedJudgeWorker,
     Timing,
     bench_config,
@@ -32,15 +31,15 @@ from pipeline.benchmarks.timing import (
     round_lines,
     stream_timed,
     time_split,
-    workspace,
 )
+from pipeline import PROJECT_ROOT
 from pipeline.data.tasks import DEMO_TICKETS, load_tasks
 from pipeline.judge.generators import Generator, generator_judge_config, generator_request
 from pipeline.judge.hf_engine import HFEngine
 from pipeline.judge.models import resolve_judge
 from pipeline.judge.vllm.engine import VLLMEngine
 from pipeline.prompts.generation import generation_prompts, generator_frame
-from pipeline.runtime.logs import console
+from pipeline.runtime.logs import console, workspace
 from pipeline.stages.generation import generation_step
 
 

@@ -1,5 +1,5 @@
 """``make bench-judge ARGS="--standin 200,1000"``: the pipeline against a stand-in engine at GPU rates
-(:mod:`pipeline.benchmarks.standin`), one and several workers, each against the stand-in called directly in the same
+(:mod:`benchmarks.standin`), one and several workers, each against the stand-in called directly in the same
 process in batches of ``judge.batch_size`` (the engine's own time, which no pipeline can beat), rounds alternated."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from pipeline.benchmarks.standin import StandinEngine, StandinWorker, standin_spec
-from pipeline.benchmarks.timing import Timing, header, rate, stream_timed, time_split
+from benchmarks.standin import StandinEngine, StandinWorker, standin_spec
+from benchmarks.timing import Timing, header, rate, stream_timed, time_split
 from pipeline.stages.judging import judge_steps
 
 

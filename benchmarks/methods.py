@@ -18,7 +18,7 @@ Prints one table:
    averaged), the Spearman correlation lost at 20% of the comparisons (K = 24 of 120) relative to the full
    set, per method; PoE-Gaussian and PoE-BT must lose less than the win-ratio.
 
-    python -m pipeline.benchmarks.methods [--quick] [--repeats 3] [--seed 0] [--no-choix]
+    python -m benchmarks.methods [--quick] [--repeats 3] [--seed 0] [--no-choix]
 
 The machine may be shared: the load average is printed at the start and the end.
 """
@@ -36,7 +36,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pipeline.benchmarks.timing import header
+from benchmarks.timing import header
 from pipeline.methods.adaptive import greedy
 from pipeline.methods.scorers.bradley_terry import bradley_terry
 from pipeline.methods.scorers.poe_gaussian import fit as gaussian_fit
