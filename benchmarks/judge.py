@@ -114,7 +114,7 @@ def run_api(cfg, shards, plan, spec, dtype: str, rounds: int, work: Path) -> tup
 
     served = "bench-judge"
     with LocalVLLMServer(spec.model_path, work / "vllm-server.log", served, dtype=dtype) as server:
-        settings = replace(cfg.judge.api, base_url=server.url, model=served, cache=False)
+        settings = replace(cfg.judge.endpoint, base_url=server.url, model=served, cache=False)
         api_spec = replace(spec, backend="api", engine={}, endpoint=ApiEndpoint(settings, served))
         runs, table = pipeline_rounds("API", cfg, shards, plan, api_spec, rounds, work)
     return [replace(t, start_seconds=server.start_seconds) for t in runs], table
@@ -363,7 +363,7 @@ def details(args: argparse.Namespace, s: Setup, m: Measured) -> list[str]:
     pipe_rate = rate(m.pipeline, total)
     if m.api and m.api_lp is not None:
         lines.append(
-            f"API judge ({s.cfg.judge.api.concurrency} requests in flight, token-id path, no reply cache): rounds "
+            f"API judge ({s.cfg.judge.endpoint.concurrency} requests in flight, token-id path, no reply cache): rounds "
             f"{rates(m.api, total)} cmp/s; {rate(m.api, total) / pipe_rate:.2f}x the in-process pipeline (median "
             f"rates); server start {m.api[-1].start_seconds:.1f} s (excluded); max |label logprob| vs direct "
             f"{np.abs(m.api_lp - m.direct_lp).max():.2e}"

@@ -19,7 +19,7 @@ class BudgetConfig:
     calls: int | None = None
     calls_per_item: float | None = 8.0
     prompt_tokens: int | None = None
-    # money of an API judge (needs judge.api prices)
+    # money of an API judge (needs judge.endpoint prices)
     money: float | None = None
     seconds: float | None = None
 

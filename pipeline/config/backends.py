@@ -4,7 +4,7 @@ A :class:`BackendEntry` says where a backend's engine and its resolver are (``mo
 where they run: the engine on its worker, the resolver on the driver; so nothing that imports this module imports an
 engine's heavy dependencies), the checks of a judge config that names it, and what it supports: label-word
 log-probabilities, prompts as token ids, a prefilled answer, sampled verdicts, batch jobs, generation, whether it
-answers behind an endpoint (``judge.api``: address, key, prices, reply cache, batch jobs) or computes on this
+answers behind an endpoint (``judge.endpoint``: address, key, prices, reply cache, batch jobs) or computes on this
 machine, and where its engine runs. The rest of the package reads these instead of comparing names.
 
 Every backend, the built-in ones included, is registered by the entry point group
@@ -38,7 +38,7 @@ Check = Callable[["JudgeConfig", str], list[str]]
 class Trait(Flag):
     """What a judge backend can do, and where it answers: declared once, in its :class:`BackendEntry`."""
 
-    # it answers behind an endpoint configured by ``judge.api`` (its replies kept in the reply cache, not in the
+    # it answers behind an endpoint configured by ``judge.endpoint`` (its replies kept in the reply cache, not in the
     # judgement store; token prices; batch jobs); without it, it computes on this machine
     ENDPOINT = auto()
     # it reads label-word log-probabilities from the first generated token
@@ -160,7 +160,7 @@ def backend(name: object) -> BackendEntry:
     return REGISTRY.get(name)
 
 
-# A generator with an endpoint of its own (``generate.models[k].api``) and no backend named is asked through this one
+# A generator with an endpoint of its own (``generate.models[k].endpoint``) and no backend named is asked through this one
 # (OpenAI's wire format, the one most servers speak).
 DEFAULT_ENDPOINT = "api"
 
@@ -173,7 +173,7 @@ def generator_backend(generator: GeneratorConfig, judge: JudgeConfig) -> Backend
 
     if generator.backend is not None:
         return backend(generator.backend)
-    if generator.api is not None:
+    if generator.endpoint is not None:
         return backend(DEFAULT_ENDPOINT)
     entry = backend(judge.backend)
     if Trait.ENDPOINT in entry.traits or Trait.GENERATION not in entry.traits or not entry.engine:

@@ -10,7 +10,7 @@ import re
 
 from pipeline.config.backends import Trait, backends, generator_backend
 from pipeline.config.enums import AbsoluteMode, ApiPath, Orderings, StopCriterion
-from pipeline.config.judging import ApiConfig
+from pipeline.config.judging import EndpointConfig
 from pipeline.config.run import RunConfig
 from pipeline.config.templates import absolute_template_problems
 from pipeline.config.workflows import workflow
@@ -85,7 +85,7 @@ def url_problems(url: str, key: str) -> list[str]:
     return []
 
 
-def endpoint_problems(api: ApiConfig, key: str) -> list[str]:
+def endpoint_problems(api: EndpointConfig, key: str) -> list[str]:
     """What is wrong with an endpoint's settings at config ``key`` (never echoing a value that may be a key)."""
     problems = []
     if not api.base_url or not str(api.base_url).startswith(("http://", "https://")):
@@ -140,7 +140,9 @@ def adaptive_problems(cfg: RunConfig) -> list[str]:
         positive(problems, f"adaptive.budget.{key}", getattr(b, key), allow_none=True)
     judge = backends().get(cfg.judge.backend)
     if b.money is not None and not (judge is not None and Trait.ENDPOINT in judge.traits):
-        problems.append("config adaptive.budget.money needs a judge behind an API with prices (judge.api)")
+        problems.append(
+            "config adaptive.budget.money needs a judge behind an API with prices (judge.endpoint)"
+        )
     if not workflow(cfg.workflow).rounds:
         return problems
     if all(
@@ -212,12 +214,12 @@ def generate_problems(cfg: RunConfig) -> list[str]:
                 f"config {key}.backend={entry.name} cannot generate; one of {', '.join(able)} can"
             )
         if Trait.ENDPOINT in entry.traits:
-            problems += endpoint_problems(m.api or ApiConfig(), f"{key}.api")
+            problems += endpoint_problems(m.endpoint or EndpointConfig(), f"{key}.endpoint")
             if m.engine:
                 problems.append(f"config {key}.engine has no effect behind an endpoint ({entry.name})")
-        elif m.api is not None:
+        elif m.endpoint is not None:
             problems.append(
-                f"config {key}.api has no effect: backend {entry.name} generates on this machine; remove it, or "
+                f"config {key}.endpoint has no effect: backend {entry.name} generates on this machine; remove it, or "
                 "name a backend behind an endpoint (backend: api, anthropic)"
             )
         if m.max_tokens < 1 or m.temperature < 0 or not 0 < m.top_p <= 1:

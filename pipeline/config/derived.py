@@ -100,7 +100,7 @@ def typed_jurors(cfg: RunConfig) -> list[JudgeConfig]:
             own = plain(own)
         if not isinstance(own, Mapping):
             raise ConfigError(
-                f"config {key} must be a judge config (backend, model, name, api, ...), got {own!r}"
+                f"config {key} must be a judge config (backend, model, name, endpoint, ...), got {own!r}"
             )
         start = dict(base)
         if str(own.get("backend", start["backend"])) != start["backend"]:

@@ -170,7 +170,7 @@ class ApiPath(StrEnum):
     token ids and the exact log-probability of every label token (vLLM's server); chat: ``/chat/completions``
     with the message and the ``top_logprobs`` alternatives of the first token (any OpenAI-compatible server);
     auto: token_ids if a first request shows the server takes them, else chat; sampled: ``/chat/completions``
-    without log-probabilities, the verdict sampled ``judge.api.samples`` times and its words' probabilities
+    without log-probabilities, the verdict sampled ``judge.endpoint.samples`` times and its words' probabilities
     counted (:mod:`pipeline.judge.endpoint.sampled`; a hosted model that returns no logprobs)."""
 
     auto = "auto"

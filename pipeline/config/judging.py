@@ -9,7 +9,7 @@ from pipeline.config.enums import ApiPath, EngineProcess, OutputHandling
 
 
 @dataclass
-class ApiConfig:
+class EndpointConfig:
     """The judge behind an OpenAI-compatible API (``judge.backend=api``; :mod:`pipeline.judge.openai` on :mod:`pipeline.judge.endpoint`)."""
 
     # The endpoint, e.g. http://127.0.0.1:8000/v1 (a `vllm serve`).
@@ -90,7 +90,7 @@ class JudgeConfig:
 
     # backend: a registered judge backend (pipeline.config.backends; `make stages` lists them): vllm (the product) |
     # hf (Hugging Face transformers, one prompt at a time: the papers' way) | api (an OpenAI-compatible endpoint,
-    # judge.api) | a plugin's.
+    # judge.endpoint) | a plugin's.
     backend: str = "vllm"
     # A model alias known to pipeline.judge.models (e.g. smollm2-135m-instruct), a local folder, or a hub id.
     model: str = "smollm2-135m-instruct"
@@ -114,7 +114,7 @@ class JudgeConfig:
     num_cpus_per_actor: float = field(default=1.0, metadata=PLACEMENT)
     num_gpus_per_actor: float = field(default=0.0, metadata=PLACEMENT)
     # backend=api: the endpoint, its model name, the key's environment variable, concurrency, retries, cache.
-    api: ApiConfig = field(default_factory=ApiConfig)
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)
     # Keep every answer of an in-process judge by content (judge identity, read, exact prompt) in one SQLite
     # file that every run consults before judging (pipeline.storage.judgements): store_path, default
     # paths.cache_dir/judgements.sqlite. (A judge behind an API has its reply cache instead.)
@@ -169,8 +169,8 @@ class GeneratorConfig:
     # The backend it generates on (a registered one that can generate: `make stages` lists them); None: the judge's
     # in-process backend, or `api` (OpenAI's wire format) when ``api`` is set (pipeline.config.backends).
     backend: str | None = None
-    # Its endpoint, for a backend behind one (base_url, model, api_key_env, concurrency, cache, prices: as judge.api).
-    api: ApiConfig | None = None
+    # Its endpoint, for a backend behind one (base_url, model, api_key_env, concurrency, cache, prices: as judge.endpoint).
+    endpoint: EndpointConfig | None = None
 
 
 @dataclass

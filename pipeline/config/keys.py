@@ -8,7 +8,7 @@ requires (``???``), and the settings of parts the run does not use.
   requires the key: the schema registered with Hydra leaves those keys missing, so that a value from the schema's
   defaults cannot stand in for it, and a key still missing when the option is chosen is refused (where another option
   is chosen, the schema's default applies).
-- :data:`PARTS` and :func:`unused_settings`: a section that only one part of the product reads (``judge.api`` an
+- :data:`PARTS` and :func:`unused_settings`: a section that only one part of the product reads (``judge.endpoint`` an
   endpoint judge, ``adaptive`` the adaptive workflow...) and whose values differ from their defaults in a run that does
   not use that part is refused, saying what would use it.
 """
@@ -43,6 +43,11 @@ def _strip_optional(tp: Any) -> Any:
     return tp
 
 
+# Settings renamed, by their old name: an old command or preset is told the new one. ``api`` (of the judge, a juror, a
+# generator) is the endpoint's section ``endpoint``, named apart from the backend ``api``.
+RENAMED = {"api": "endpoint"}
+
+
 def unknown_keys(value: Any, schema: type, prefix: str = "") -> Iterator[str]:
     """A message per key of ``value`` (a composed mapping) that ``schema`` (a dataclass) has no field for, naming
     the nearest field; nested dataclasses, lists and mappings of them walked."""
@@ -53,6 +58,8 @@ def unknown_keys(value: Any, schema: type, prefix: str = "") -> Iterator[str]:
         if key not in hints or key not in names:
             near = difflib.get_close_matches(str(key), names, n=1, cutoff=0.6)
             hint = f"did you mean {prefix}{near[0]}? " if near else ""
+            if RENAMED.get(str(key)) in names:
+                hint = f"it is now {prefix}{RENAMED[str(key)]}; "
             yield (
                 f"config {path}: no such setting (a + does not add one: every setting is declared); {hint}"
                 f"{prefix.rstrip('.') or 'the config'} has {', '.join(names)}"
@@ -159,7 +166,9 @@ def reasons_per_group(cfg: Any) -> int:
 
 
 PARTS = (
-    Part("judge.api", _endpoint, "a judge behind an endpoint", "choose one: judge=api or judge=anthropic"),
+    Part(
+        "judge.endpoint", _endpoint, "a judge behind an endpoint", "choose one: judge=api or judge=anthropic"
+    ),
     Part(
         "judge.reasoning",
         lambda c: c.judge.reasoning.enabled,

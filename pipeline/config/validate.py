@@ -315,18 +315,20 @@ def backend_problems(entry: BackendEntry, judge: JudgeConfig, key: str) -> list[
         )
 
     if Trait.ENDPOINT in entry.traits:
-        api, path = judge.api, judge.api.path
+        api, path = judge.endpoint, judge.endpoint.path
         if api.batch and Trait.BATCH not in entry.traits:
-            problems.append(f"config {key}.api.batch: {name} has no batch jobs; set {key}.api.batch=false")
+            problems.append(
+                f"config {key}.endpoint.batch: {name} has no batch jobs; set {key}.endpoint.batch=false"
+            )
         if path == ApiPath.sampled and Trait.SAMPLED not in entry.traits:
-            problems.append(f"config {key}.api.path=sampled: {name} does not sample verdicts")
+            problems.append(f"config {key}.endpoint.path=sampled: {name} does not sample verdicts")
         if path == ApiPath.token_ids and Trait.TOKEN_IDS not in entry.traits:
             problems.append(
-                f"config {key}.api.path=token_ids: {name} takes no token ids; use {key}.api.path=chat"
+                f"config {key}.endpoint.path=token_ids: {name} takes no token ids; use {key}.endpoint.path=chat"
             )
         if path != ApiPath.sampled and Trait.LOGPROBS not in entry.traits:
             problems.append(
-                f"config {key}.api.path={path}: {name} gives no log-probabilities; set {key}.api.path=sampled (the "
+                f"config {key}.endpoint.path={path}: {name} gives no log-probabilities; set {key}.endpoint.path=sampled (the "
                 "verdict sampled and its words counted)"
             )
     return problems + entry.problems(judge, key)

@@ -17,7 +17,7 @@ class JudgeStats:
     prompt_tokens: int
     cached_tokens: int
     # judge.backend=api: HTTP requests sent (retries included), prompts answered from the reply cache, the
-    # tokens the endpoint billed (cached replies excluded) and their price (None without judge.api prices)
+    # tokens the endpoint billed (cached replies excluded) and their price (None without judge.endpoint prices)
     requests: int = 0
     cached_replies: int = 0
     billed_prompt_tokens: int = 0
@@ -36,7 +36,7 @@ class JudgeStats:
     failed_attempts: tuple[tuple[str, int], ...] = ()
     # behind an API: answers whose reply gave no token counts (their billed tokens are unknown)
     usage_unknown: int = 0
-    # judge.api.batch: the batch jobs recorded in the run folder (api_batches.jsonl) by state (completed, expired,
+    # judge.endpoint.batch: the batch jobs recorded in the run folder (api_batches.jsonl) by state (completed, expired,
     # failed, cancelled once read; open: submitted, not yet read)
     batches: tuple[tuple[str, int], ...] = ()
     # prompts answered from a judge's file of verdicts (a recorded judge: no engine, nothing billed)

@@ -4,7 +4,7 @@
 - ``vllm``: the product, vLLM in-process (batched, prefix-cached); its engine inside the judge worker's process or
   in processes of its own (``judge.engine_process``);
 - ``hf``: Hugging Face transformers, one prompt at a time (the papers' way: a baseline and a fallback);
-- ``api``: an OpenAI-compatible endpoint (``judge.api``: ``/completions`` with token ids, ``/chat/completions``,
+- ``api``: an OpenAI-compatible endpoint (``judge.endpoint``: ``/completions`` with token ids, ``/chat/completions``,
   sampled verdicts, OpenAI's Batch API).
 """
 
@@ -29,16 +29,16 @@ class HFSettings:
 
 
 def endpoint_judge_problems(judge: JudgeConfig, key: str) -> list[str]:
-    """What is wrong with a judge behind an endpoint: its ``judge.api`` (never echoing a value that may be a key),
+    """What is wrong with a judge behind an endpoint: its ``judge.endpoint`` (never echoing a value that may be a key),
     engine settings it would ignore, and reasoning it cannot continue from."""
-    problems = endpoint_problems(judge.api, f"{key}.api")
+    problems = endpoint_problems(judge.endpoint, f"{key}.endpoint")
     if judge.engine:
         problems.append(
             f"config {key}.engine {sorted(judge.engine)} has no effect with {key}.backend={judge.backend}"
         )
-    if judge.reasoning.enabled and not judge.api.prefill:
+    if judge.reasoning.enabled and not judge.endpoint.prefill:
         problems.append(
-            f"config {key}.reasoning needs {key}.api.prefill=true behind an API: the verdict is read after the "
+            f"config {key}.reasoning needs {key}.endpoint.prefill=true behind an API: the verdict is read after the "
             "reasoning, sent as the assistant's message for the endpoint to continue"
         )
     return problems

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.config.backends import Trait, generator_backend
-from pipeline.config.judging import ApiConfig, GeneratorConfig, JudgeConfig
+from pipeline.config.judging import EndpointConfig, GeneratorConfig, JudgeConfig
 from pipeline.contracts.engine import Request
 from pipeline.judge.spec import JudgeSpec
 
@@ -53,7 +53,7 @@ def generator_judge_config(cfg: GeneratorConfig, judge: JudgeConfig) -> JudgeCon
         "num_cpus_per_actor": judge.num_cpus_per_actor,
     }
     if Trait.ENDPOINT in entry.traits:
-        return JudgeConfig(**common, num_gpus_per_actor=0.0, api=cfg.api or ApiConfig())
+        return JudgeConfig(**common, num_gpus_per_actor=0.0, endpoint=cfg.endpoint or EndpointConfig())
     return JudgeConfig(
         **common,
         engine={**judge.engine, **cfg.engine},

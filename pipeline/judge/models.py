@@ -136,10 +136,10 @@ def resolve_local(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -
 
 
 def resolve_endpoint(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model") -> JudgeSpec:
-    """A judge (or generator) behind an endpoint (``judge.api``): the endpoint's settings as the client takes them,
+    """A judge (or generator) behind an endpoint (``judge.endpoint``): the endpoint's settings as the client takes them,
     the key read from its environment variable here (never written), and the local checkpoint of the served
     model where there is one (its tokenizer settles the prompts; a hosted model has none: ``model_path=""``)."""
-    api_key = key.rsplit(".model", 1)[0] + ".api"
+    endpoint_key = key.rsplit(".model", 1)[0] + ".endpoint"
     try:
         model = resolve_model(cfg.model, cache_dir, key)
     except ModelError:
@@ -148,21 +148,21 @@ def resolve_endpoint(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model"
         model = ResolvedModel("", cfg.model)  # a hosted model's name (gpt-4o-mini): no local checkpoint
     name = cfg.name or model.name
     cache_path = (
-        str(Path(cfg.api.cache_path or cache_dir / "api" / "replies.sqlite").resolve())
-        if cfg.api.cache
+        str(Path(cfg.endpoint.cache_path or cache_dir / "api" / "replies.sqlite").resolve())
+        if cfg.endpoint.cache
         else None
     )
     secret = None
-    if cfg.api.api_key_env:
-        value = os.environ.get(cfg.api.api_key_env)
+    if cfg.endpoint.api_key_env:
+        value = os.environ.get(cfg.endpoint.api_key_env)
         if not value:
             raise ConfigError(
-                f"config {api_key}.api_key_env names {cfg.api.api_key_env!r}, but that environment variable "
+                f"config {endpoint_key}.api_key_env names {cfg.endpoint.api_key_env!r}, but that environment variable "
                 "is empty here; set it before the run"
             )
         secret = Secret(value)
     # a verdict sampled, not read, says so in the judge's name, so in every table it reaches
-    shown = name + SAMPLED if cfg.api.path == ApiPath.sampled and not name.endswith(SAMPLED) else name
+    shown = name + SAMPLED if cfg.endpoint.path == ApiPath.sampled and not name.endswith(SAMPLED) else name
     return JudgeSpec(
         backend=cfg.backend,
         model=cfg.model,
@@ -170,6 +170,6 @@ def resolve_endpoint(cfg: JudgeConfig, cache_dir: Path, key: str = "judge.model"
         name=shown,
         max_model_len=cfg.max_model_len,
         env={str(k): str(v) for k, v in cfg.env.items()},
-        dtype_reason=f"served by {cfg.api.base_url}",
-        endpoint=ApiEndpoint(cfg.api, cfg.api.model or name, cache_path, secret),
+        dtype_reason=f"served by {cfg.endpoint.base_url}",
+        endpoint=ApiEndpoint(cfg.endpoint, cfg.endpoint.model or name, cache_path, secret),
     )

@@ -1,5 +1,5 @@
 """The judge as resolved once on the driver: where the model loads from and how its engine is configured, or the
-endpoint it answers behind (typed end to end: the endpoint's settings are :class:`pipeline.config.judging.ApiConfig`,
+endpoint it answers behind (typed end to end: the endpoint's settings are :class:`pipeline.config.judging.EndpointConfig`,
 declared once).
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from pipeline.config.derived import redacted_env
 from pipeline.config.enums import ApiPath, EngineProcess
-from pipeline.config.judging import ApiConfig
+from pipeline.config.judging import EndpointConfig
 
 # vLLM engine settings that change where and how fast the engine runs, not what it computes: a resumed run may
 # change them (e.g. a lower gpu_memory_utilization after running out of memory). Every other engine key, the
@@ -49,7 +49,7 @@ class Secret:
     __str__ = __repr__
 
 
-# ApiConfig settings that stay on the driver: prices (for the report) and the cache switch (resolved into cache_path).
+# EndpointConfig settings that stay on the driver: prices (for the report) and the cache switch (resolved into cache_path).
 DRIVER_ONLY_API_KEYS = ("price_input", "price_output", "cache", "batch_discount")
 
 
@@ -59,7 +59,7 @@ class ApiEndpoint:
     server serves the model under, the reply cache's file (None: no cache), and the key read from the variable
     ``settings.api_key_env`` names (a :class:`Secret`; None without a key)."""
 
-    settings: ApiConfig
+    settings: EndpointConfig
     model: str
     cache_path: str | None = None
     secret: Secret | None = field(default=None, repr=False, compare=False)
@@ -128,7 +128,7 @@ class JudgeSpec:
     def endpoint_of(self, engine: str) -> ApiEndpoint:
         """The endpoint ``engine`` (an endpoint backend's engine, in words) sends to; an error without one."""
         if self.endpoint is None:
-            raise ValueError(f"judge {self.name}: {engine} needs the endpoint (judge.api)")
+            raise ValueError(f"judge {self.name}: {engine} needs the endpoint (judge.endpoint)")
         return self.endpoint
 
     def identity(self) -> dict[str, Any]:

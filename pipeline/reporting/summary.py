@@ -156,7 +156,7 @@ def judge_stats_lines(judge_stats: JudgeStats) -> list[str]:
                 served = ", ".join(f"{model} ({n})" for model, n in models)
                 lines.append(
                     f"judge {judge} changed within the run: its replies name {len(models)} models ({served}), so its "
-                    "verdicts mix them; pin the snapshot (judge.api.model) and judge again"
+                    "verdicts mix them; pin the snapshot (judge.endpoint.model) and judge again"
                 )
             if judge_stats.batches:
                 states = ", ".join(f"{n} {state}" for state, n in judge_stats.batches)

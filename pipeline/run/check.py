@@ -133,7 +133,7 @@ class Plan:
             f"tokens (estimated from {how}): {self.prompt_tokens:,} prompt, {self.completion_tokens:,} generated"
         )
         if self.cost is not None:
-            lines.append(f"cost (estimated, at judge.api's prices): {self.cost:.4f}")
+            lines.append(f"cost (estimated, at judge.endpoint's prices): {self.cost:.4f}")
         if self.seconds is not None:
             lines.append(
                 f"time (estimated, judging on this machine): about {_duration(self.seconds)} ({self.timing})"
@@ -275,7 +275,7 @@ def _engine_mode(judge: Any, plan: Plan, stage: Judge) -> None:
     elif Trait.ENDPOINT in entry.traits:
         at_once = max(1, judge.endpoint.settings.concurrency) if judge.endpoint is not None else 1
         plan.seconds = plan.prompts / at_once * ENDPOINT_SECONDS
-        plan.timing = f"{ENDPOINT_SECONDS:g} s a request, {at_once} at once (judge.api.concurrency); a batch job takes up to a day"
+        plan.timing = f"{ENDPOINT_SECONDS:g} s a request, {at_once} at once (judge.endpoint.concurrency); a batch job takes up to a day"
     elif entry.rate is not None:
         start, rate, where = entry.rate
         plan.seconds = start + plan.prompts / rate
@@ -366,7 +366,7 @@ def _judges(cfg: RunConfig, values: dict[str, Any], plan: Plan) -> list[JudgePla
 
 
 def _cost(cfg: RunConfig, plan: Plan) -> None:
-    api = cfg.judge.api
+    api = cfg.judge.endpoint
     if Trait.ENDPOINT not in backend(cfg.judge.backend).traits or (
         api.price_input is None and api.price_output is None
     ):
@@ -383,7 +383,7 @@ HELP = """usage: make check ARGS="<the run's overrides>"   (python -m pipeline.r
 
 Every check a run makes before it spends anything, and its plan: the config, the data, the judge (model, key,
 engine settings), the prompts settled with the judge's tokenizer, the run folder; then the stages, the prompts to
-judge (and those already stored), the engine starts, the tokens, the cost at judge.api's prices and the time on
+judge (and those already stored), the engine starts, the tokens, the cost at judge.endpoint's prices and the time on
 this machine. Nothing is started, sent or spent: a judge behind an API without a tokenizer here has its label words
 checked by two test requests when the run starts. Overrides are the run's (e.g. dataset=summeval
 dataset.max_contexts=3); docs/configuration.md lists the settings."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.config.judging import ApiConfig, GenerateConfig
+from pipeline.config.judging import EndpointConfig, GenerateConfig
 from pipeline.contracts.errors import UserError
 from pipeline.judge.hosting.watchdog import Interruptions, interruptions
 from pipeline.runtime.logs import FILE_ONLY
@@ -44,7 +44,7 @@ class ApiUsage:
     paths: set[str] = dataclasses.field(default_factory=set)
     # failed attempts by kind (replies that were not answers, HTTP errors, timeouts, lost connections)
     failures: dict[str, int] = dataclasses.field(default_factory=dict)
-    # the billed tokens answered as lines of batch jobs (judge.api.batch), priced at the batch discount
+    # the billed tokens answered as lines of batch jobs (judge.endpoint.batch), priced at the batch discount
     batch_prompt_tokens: int = 0
     batch_completion_tokens: int = 0
     # the answers per judge and model their replies say served them (a provider that switches snapshots mid-run)
@@ -77,7 +77,7 @@ class ApiUsage:
             ):
                 self.models[key] = self.models.get(key, 0) + 1
 
-    def money(self, api: ApiConfig | None) -> float | None:
+    def money(self, api: EndpointConfig | None) -> float | None:
         """The price of the billed tokens at the endpoint's prices (per million), those of batch jobs at its
         ``batch_discount`` times the price; None without an endpoint or its prices."""
         if api is None or (api.price_input is None and api.price_output is None):
@@ -135,7 +135,7 @@ def report_generator_usage(
     cache, billed tokens and, with prices, money (``generate/api_*``)."""
     if not usage:
         return
-    prices = {m.name: m.api for m in cfg.models if m.name in usage}  # None: no prices given
+    prices = {m.name: m.endpoint for m in cfg.models if m.name in usage}  # None: no prices given
     total = ApiUsage()
     money: float | None = None
     for name, u in usage.items():

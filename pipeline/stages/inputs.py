@@ -200,8 +200,8 @@ class PreparePrompts(Stage):
             and ctx.sends
         ):
             raise ConfigError(
-                f"config judge.api.path=token_ids needs the tokenizer of {judge.model}, and there is none here "
-                "(no local checkpoint, no /tokenize on the server): use judge.api.path=chat or auto"
+                f"config judge.endpoint.path=token_ids needs the tokenizer of {judge.model}, and there is none here "
+                "(no local checkpoint, no /tokenize on the server): use judge.endpoint.path=chat or auto"
             )
         labels = resolve_labels(
             tokenizer,

@@ -36,7 +36,9 @@ def test_every_option_composes(group, option):
     if group == "judge" and option == "gpu":
         overrides.append("judge.model=/models/any")  # the GPU config asks for a model (???)
     if group == "judge" and option == "api":
-        overrides.append("judge.api.base_url=http://127.0.0.1:8000/v1")  # and the API config for its endpoint
+        overrides.append(
+            "judge.endpoint.base_url=http://127.0.0.1:8000/v1"
+        )  # and the API config for its endpoint
     if group == "judge" and option == "recorded":  # and the recorded judge for its file of verdicts
         overrides.append(
             f"judge.model={DATASETS}/judgebench/recorded/gpt/arena_hard:o1-mini-2024-09-12.jsonl"
@@ -127,11 +129,11 @@ def test_type_errors_name_the_field():
         (
             [
                 "judge=api",
-                "judge.api.base_url=http://127.0.0.1:8000/v1",
-                "judge.api.prefill=false",
+                "judge.endpoint.base_url=http://127.0.0.1:8000/v1",
+                "judge.endpoint.prefill=false",
                 "judge.reasoning.enabled=true",
             ],
-            "judge.reasoning needs judge.api.prefill=true",
+            "judge.reasoning needs judge.endpoint.prefill=true",
         ),
         (["scoring.jury=true"], "scoring.jury=true needs at least two jurors"),
         (
@@ -153,12 +155,16 @@ def test_type_errors_name_the_field():
             "absolute.temperature=-1.0 must be in [0, inf)",
         ),
         (
-            ["judge=api", "judge.api.base_url=http://127.0.0.1:8000/v1", "judge.api.max_retries=-1"],
-            "judge.api.max_retries=-1 must be in [0, inf)",
+            [
+                "judge=api",
+                "judge.endpoint.base_url=http://127.0.0.1:8000/v1",
+                "judge.endpoint.max_retries=-1",
+            ],
+            "judge.endpoint.max_retries=-1 must be in [0, inf)",
         ),
         (
-            ["judge=api", "judge.api.base_url=http://127.0.0.1:8000/v1", "judge.api.concurrency=0"],
-            "judge.api.concurrency=0 must be a positive integer",
+            ["judge=api", "judge.endpoint.base_url=http://127.0.0.1:8000/v1", "judge.endpoint.concurrency=0"],
+            "judge.endpoint.concurrency=0 must be a positive integer",
         ),
         (["workflow=adaptive", "adaptive.window=0"], "adaptive.window=0 must be a positive integer"),
         (["workflow=adaptive", "adaptive.later_round=0"], "adaptive.later_round=0.0 must be in (0, 64]"),
@@ -232,14 +238,16 @@ def test_flat_params_for_mlflow():
 
 def test_the_api_judge_needs_an_endpoint_and_the_name_of_its_key_variable():
     cfg = compose(
-        ["judge=api", "judge.api.base_url=http://127.0.0.1:8000/v1", "judge.api.api_key_env=MY_KEY"]
+        ["judge=api", "judge.endpoint.base_url=http://127.0.0.1:8000/v1", "judge.endpoint.api_key_env=MY_KEY"]
     )
-    assert cfg.judge.backend == "api" and cfg.judge.api.concurrency == 8 and cfg.judge.api.cache
+    assert cfg.judge.backend == "api" and cfg.judge.endpoint.concurrency == 8 and cfg.judge.endpoint.cache
     assert "base_url" in refused(["judge=api"])
-    message = refused(["judge=api", "judge.api.base_url=http://x/v1", "judge.api.api_key_env=sk-abc-123"])
+    message = refused(
+        ["judge=api", "judge.endpoint.base_url=http://x/v1", "judge.endpoint.api_key_env=sk-abc-123"]
+    )
     assert "the NAME of an environment variable" in message and "sk-abc-123" not in message
-    assert "judge.api.base_url must be the endpoint's URL" in refused(
-        ["judge=api", "judge.api.base_url=localhost:8000"]
+    assert "judge.endpoint.base_url must be the endpoint's URL" in refused(
+        ["judge=api", "judge.endpoint.base_url=localhost:8000"]
     )
 
 
@@ -247,12 +255,14 @@ def test_the_api_judge_needs_an_endpoint_and_the_name_of_its_key_variable():
     "pasted", ["hf_AbCdEfGhIjKlMnOpQrStUv12", "gsk_abc123DEF456ghi789JKL", "sk_live_abc123"]
 )
 def test_a_key_pasted_where_its_variables_name_belongs_is_refused_without_echoing_it(pasted):
-    message = refused(["judge=api", "judge.api.base_url=http://x/v1", f"judge.api.api_key_env={pasted}"])
+    message = refused(
+        ["judge=api", "judge.endpoint.base_url=http://x/v1", f"judge.endpoint.api_key_env={pasted}"]
+    )
     assert "the NAME of an environment variable" in message and pasted not in message
 
 
 def test_credentials_in_an_endpoints_url_are_refused_without_echoing_them():
-    message = refused(["judge=api", "judge.api.base_url=https://me:s3cr3t-key@api.example.com/v1"])
+    message = refused(["judge=api", "judge.endpoint.base_url=https://me:s3cr3t-key@api.example.com/v1"])
     assert "holds credentials" in message and "api.example.com" in message
     assert "s3cr3t-key" not in message and "me:" not in message
 

@@ -13,7 +13,7 @@ from tests.conftest import compose
 
 API_JUROR = (
     "+jury.judges=[{name: smol-api, backend: api, templates: [c2], "
-    "api: {base_url: 'http://127.0.0.1:8000/v1', model: smol}}]"
+    "endpoint: {base_url: 'http://127.0.0.1:8000/v1', model: smol}}]"
 )
 
 
@@ -23,7 +23,7 @@ def test_a_juror_takes_what_it_does_not_set_from_the_judge():
     # typed once, at conversion; typing again changes nothing
     assert isinstance(juror, JudgeConfig) and typed_jurors(cfg) == cfg.jury.judges
     assert juror.backend == "api" and juror.name == "smol-api" and juror.templates == ["c2"]
-    assert juror.api.base_url == "http://127.0.0.1:8000/v1" and juror.api.model == "smol"
+    assert juror.endpoint.base_url == "http://127.0.0.1:8000/v1" and juror.endpoint.model == "smol"
     # the judge's sizes, but not its vLLM engine settings (another backend)
     assert juror.max_model_len == cfg.judge.max_model_len and juror.batch_size == cfg.judge.batch_size
     assert juror.engine == {} and cfg.judge.engine
@@ -50,7 +50,7 @@ def test_each_judge_is_resumed_on_its_own_templates_and_the_default_identity_is_
         (["judge.templates=[]"], "judge.templates=[] must name one or more"),
         (
             ["+jury.judges=[{name: b, backend: api}]"],
-            "jury.judges[0].api.base_url must be the endpoint's URL",
+            "jury.judges[0].endpoint.base_url must be the endpoint's URL",
         ),
         (
             ["+jury.judges=[{name: b, batch_size: 0}]"],

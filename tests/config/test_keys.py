@@ -19,7 +19,7 @@ from pipeline.contracts.errors import ConfigError
         ("+dataset.max_context=3", "dataset.max_contexts"),
         ("+scoring.debiass=alpha", "scoring.debias"),
         ("+verbos=true", "verbose"),
-        ("+judge.api.concurency=4", "judge.api.concurrency"),
+        ("+judge.endpoint.concurency=4", "judge.endpoint.concurrency"),
         ("+trust.alpah=0.1", "trust.alpha"),
     ],
 )
@@ -40,6 +40,24 @@ def test_a_misspelt_key_inside_a_list_of_settings_is_refused_with_its_place():
         compose(["experiment=generate_demo", "+generate.models.0.temprature=0.5"])
 
 
+@pytest.mark.parametrize(
+    ("overrides", "old", "new"),
+    [
+        (["judge=api", "+judge.api.base_url=http://127.0.0.1:8000/v1"], "judge.api", "judge.endpoint"),
+        (
+            ["experiment=generate_demo", "+generate.models.0.api.model=smol"],
+            r"generate.models\[0\].api",
+            r"generate.models\[0\].endpoint",
+        ),
+    ],
+)
+def test_a_renamed_section_is_refused_naming_its_new_name(overrides, old, new):
+    """``api`` (the endpoint's settings of the judge, a juror or a generator) is ``endpoint``, named apart from the
+    backend ``api``: an old command is told where its setting went."""
+    with pytest.raises(ConfigError, match=rf"config {old}: no such setting.*it is now {new};"):
+        compose(overrides)
+
+
 def test_free_mappings_stay_free():
     """judge.engine, judge.env and criteria are mappings whose keys are the backend's or the user's."""
     cfg = compose(["+judge.env.MY_FLAG=1", "+criteria.brevity=short"])
@@ -49,9 +67,9 @@ def test_free_mappings_stay_free():
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["judge.api.base_url=http://127.0.0.1:8000/v1"], "judge.api.base_url=http://127.0.0.1:8000/v1 is set, but "
+        (["judge.endpoint.base_url=http://127.0.0.1:8000/v1"], "judge.endpoint.base_url=http://127.0.0.1:8000/v1 is set, but "
          "this run does not use it: it is for a judge behind an endpoint; remove it, or choose one: judge=api"),
-        (["judge.api.batch=true"], "judge.api.batch=True is set, but this run does not use it"),
+        (["judge.endpoint.batch=true"], "judge.endpoint.batch=True is set, but this run does not use it"),
         (["adaptive.strategy=locate"], "adaptive.strategy=locate is set.*adaptive rounds.*set workflow=adaptive"),
         (["absolute.temperature=0.7"], "absolute.temperature=0.7 is set.*absolute judging.*set absolute.modes="),
         (["trust.alpha=0.05"], "trust.alpha=0.05 is set.*certified verdicts.*set trust.enabled=true"),
@@ -66,8 +84,8 @@ def test_a_setting_for_a_part_the_run_does_not_use_is_refused_with_what_would_us
 
 def test_the_same_settings_are_taken_where_their_part_runs():
     assert compose(
-        ["judge=api", "judge.api.base_url=http://127.0.0.1:8000/v1", "judge.api.batch=true"]
-    ).judge.api.batch
+        ["judge=api", "judge.endpoint.base_url=http://127.0.0.1:8000/v1", "judge.endpoint.batch=true"]
+    ).judge.endpoint.batch
     assert compose(["workflow=adaptive", "adaptive.strategy=locate"]).adaptive.strategy == "locate"
     assert compose(["absolute.modes=[prompt_score]", "absolute.temperature=0.7"]).absolute.temperature == 0.7
     assert compose(["reasons.n=4", "reasons.max_tokens=32"]).reasons.max_tokens == 32
@@ -82,7 +100,7 @@ def test_the_same_settings_are_taken_where_their_part_runs():
     [
         (["judge=gpu"], "judge.model"),
         (["judge=recorded"], "judge.model"),
-        (["judge=api"], "judge.api.base_url"),
+        (["judge=api"], "judge.endpoint.base_url"),
     ],
 )
 def test_a_key_the_chosen_option_marks_required_is_required(overrides, key):
@@ -95,7 +113,9 @@ def test_a_key_the_chosen_option_marks_required_is_required(overrides, key):
 def test_a_required_key_set_is_taken_and_other_options_keep_the_schemas_default():
     assert compose(["judge=gpu", "judge.model=/models/judge"]).judge.model == "/models/judge"
     assert compose([]).judge.model == "smollm2-135m-instruct"  # smollm2_cpu sets its own
-    assert compose([]).judge.api.base_url is None  # judge=api's ??? does not reach a run of another judge
+    assert (
+        compose([]).judge.endpoint.base_url is None
+    )  # judge=api's ??? does not reach a run of another judge
 
 
 def test_every_preset_and_option_sets_only_what_it_uses():
@@ -104,4 +124,4 @@ def test_every_preset_and_option_sets_only_what_it_uses():
     for path in sorted(Path(CONF_DIR).glob("experiment/*.yaml")):
         cfg = compose([f"experiment={path.stem}"])
         assert unused_settings(cfg) == [], path.stem
-    assert {p.key for p in PARTS} >= {"judge.api", "adaptive", "generate", "absolute", "trust"}
+    assert {p.key for p in PARTS} >= {"judge.endpoint", "adaptive", "generate", "absolute", "trust"}

@@ -33,15 +33,15 @@ def anthropic_overrides(url: str, judge_model: str, tmp_path, *extra: str) -> li
     return [
         "judge=anthropic",
         f"judge.model={judge_model}",
-        f"judge.api.base_url={url}",
-        "judge.api.model=claude-stand-in",
-        "judge.api.api_key_env=STAND_IN_ANTHROPIC_KEY",
-        f"judge.api.cache_path={tmp_path / 'replies.sqlite'}",
-        f"judge.api.samples={SAMPLES}",
-        "judge.api.backoff=0.01",
-        "judge.api.backoff_max=0.05",
-        "judge.api.price_input=3.0",
-        "judge.api.price_output=15.0",
+        f"judge.endpoint.base_url={url}",
+        "judge.endpoint.model=claude-stand-in",
+        "judge.endpoint.api_key_env=STAND_IN_ANTHROPIC_KEY",
+        f"judge.endpoint.cache_path={tmp_path / 'replies.sqlite'}",
+        f"judge.endpoint.samples={SAMPLES}",
+        "judge.endpoint.backoff=0.01",
+        "judge.endpoint.backoff_max=0.05",
+        "judge.endpoint.price_input=3.0",
+        "judge.endpoint.price_output=15.0",
         "judge.max_model_len=2048",
         "runtime=inprocess",
         "dataset.demo.n_contexts=2",
@@ -66,10 +66,10 @@ def test_anthropic_checks_refuse_what_the_messages_api_cannot_do():
     """The backend's declarations and its own checks: no log-probabilities (only the sampled path), no token ids,
     temperatures in [0, 1]; the rest is the endpoint's."""
     for override, said in (
-        ("judge.api.path=auto", "gives no log-probabilities; set judge.api.path=sampled"),
-        ("judge.api.path=token_ids", "takes no token ids"),
-        ("judge.api.sample_temperature=1.5", "must be in [0, 1] for Anthropic"),
-        ("judge.api.base_url=api.anthropic.com", "base_url must be the endpoint's URL"),
+        ("judge.endpoint.path=auto", "gives no log-probabilities; set judge.endpoint.path=sampled"),
+        ("judge.endpoint.path=token_ids", "takes no token ids"),
+        ("judge.endpoint.sample_temperature=1.5", "must be in [0, 1] for Anthropic"),
+        ("judge.endpoint.base_url=api.anthropic.com", "base_url must be the endpoint's URL"),
     ):
         with pytest.raises(ConfigError, match=said.replace("[", r"\[").replace("]", r"\]")):
             compose(["judge=anthropic", override])
@@ -145,12 +145,12 @@ def test_anthropic_run_samples_every_verdict_reads_what_was_said_and_reasons_by_
 def test_anthropic_message_batches_answer_every_request_once_at_the_batch_price(
     tmp_path, judge_model, anthropic_key
 ):
-    """judge.api.batch=true: the first create is lost on its way back (the batch is found, not made twice); every
+    """judge.endpoint.batch=true: the first create is lost on its way back (the batch is found, not made twice); every
     batch's results fail their first two downloads (a 404, a 500: asked again, never read as empty); the first
     batch errors, expires and leaves out a share of its lines (a second batch asks them), refuses one (not asked
     again in the run: the run stops naming it, every answer stored) and holds a stray line; the same command then asks
     only the refused request, in a batch of its own; the cost at the batch price."""
-    batch = ("judge.api.batch=true", "judge.api.batch_poll=0.01", "judge.api.batch_poll_max=0.02",
+    batch = ("judge.endpoint.batch=true", "judge.endpoint.batch_poll=0.01", "judge.endpoint.batch_poll_max=0.02",
              "judge.batch_size=1000", "paths.run_dir=latest")  # fmt: skip
     with AnthropicServer(line_share=0.4, seed=4, lost_create=True, results_failures=2) as server:
         overrides = anthropic_overrides(server.url, judge_model, tmp_path, *batch)
@@ -197,8 +197,8 @@ def test_a_generator_on_the_anthropic_backend_generates_through_it(tmp_path, jud
         overrides = [
             "experiment=generate_demo",
             f"+generate.models=[{{name: claude-a, model: claude-stand-in, backend: anthropic, max_tokens: 16, "
-            f"api: {api}}}, {{name: claude-b, model: claude-stand-in, backend: anthropic, max_tokens: 16, "
-            f"system_prompt: 'Be terse.', api: {api}}}]",
+            f"endpoint: {api}}}, {{name: claude-b, model: claude-stand-in, backend: anthropic, max_tokens: 16, "
+            f"system_prompt: 'Be terse.', endpoint: {api}}}]",
             "generate.max_inputs=2",
             "runtime=inprocess",
             f"paths.output_root={tmp_path}",

@@ -14,7 +14,7 @@ from email.utils import format_datetime
 
 import pytest
 
-from pipeline.config.judging import ApiConfig
+from pipeline.config.judging import EndpointConfig
 from pipeline.contracts.engine import Request
 from pipeline.judge.endpoint.client import ApiClient, backoff_delay, retry_after
 from pipeline.judge.endpoint.replies import Refused, chat_reader, completion_reader
@@ -87,7 +87,7 @@ def stand_in():
 
 def settings(url: str, cache_path: str | None = None, **kw) -> ApiEndpoint:
     """An endpoint at ``url`` with quick retries (the reply cache only where ``cache_path`` is given)."""
-    config = ApiConfig(**{"base_url": url, "backoff": 0.01, "backoff_max": 0.05, "concurrency": 4, **kw})
+    config = EndpointConfig(**{"base_url": url, "backoff": 0.01, "backoff_max": 0.05, "concurrency": 4, **kw})
     return ApiEndpoint(config, model="judge", cache_path=cache_path)
 
 
@@ -99,7 +99,7 @@ def test_retry_after_in_seconds_or_as_a_date():
 
 
 def test_backoff_grows_exponentially_with_jitter_capped_and_yields_to_retry_after():
-    s = ApiConfig(base_url="http://x", backoff=0.5, backoff_max=8.0)
+    s = EndpointConfig(base_url="http://x", backoff=0.5, backoff_max=8.0)
     rng = random.Random(0)
     for attempt in range(8):
         d = backoff_delay(attempt, s, rng, None)
@@ -253,11 +253,11 @@ def test_prompts_that_keep_failing_stop_the_run_and_a_rerun_judges_only_those(tm
     fake = FakeJudge()
     overrides = [
         "judge=api",
-        f"judge.api.base_url={fake.url}",
-        "judge.api.path=token_ids",
-        f"judge.api.cache_path={tmp_path / 'replies.sqlite'}",
-        "judge.api.max_retries=1",
-        "judge.api.backoff=0.01",
+        f"judge.endpoint.base_url={fake.url}",
+        "judge.endpoint.path=token_ids",
+        f"judge.endpoint.cache_path={tmp_path / 'replies.sqlite'}",
+        "judge.endpoint.max_retries=1",
+        "judge.endpoint.backoff=0.01",
         "judge.max_model_len=2048",
         "runtime.executor=local",
         "dataset.demo.n_contexts=1",
@@ -273,7 +273,7 @@ def test_prompts_that_keep_failing_stop_the_run_and_a_rerun_judges_only_those(tm
         fake.refuse = {tuple(bodies[0]["prompt"]), tuple(bodies[5]["prompt"])}
         fake.requests.clear()
         folder = tmp_path / "again"
-        cfg = [*overrides, "judge.api.cache=false", f"paths.run_dir={folder}"]
+        cfg = [*overrides, "judge.endpoint.cache=false", f"paths.run_dir={folder}"]
         with pytest.raises(
             JudgeFailed, match=r"2 prompt\(s\) could not be judged after retries.*HTTP 400: prompt refused"
         ):
@@ -295,7 +295,11 @@ def test_the_key_is_read_on_the_driver_and_never_described(tmp_path, monkeypatch
     from pipeline.judge.models import resolve_judge
     from tests.conftest import compose
 
-    overrides = ["judge=api", "judge.api.base_url=http://127.0.0.1:9/v1", "judge.api.api_key_env=CA_TEST_KEY"]
+    overrides = [
+        "judge=api",
+        "judge.endpoint.base_url=http://127.0.0.1:9/v1",
+        "judge.endpoint.api_key_env=CA_TEST_KEY",
+    ]
     monkeypatch.delenv("CA_TEST_KEY", raising=False)
     with pytest.raises(ConfigError, match="'CA_TEST_KEY', but that environment variable is empty"):
         resolve_judge(compose(overrides).judge, judge_model_cache(judge_model))
@@ -381,7 +385,9 @@ def test_the_path_is_probed_once_token_ids_where_the_server_takes_them(tmp_path,
     refusing = StandIn([(400, {})])  # refuses the token-id probe (as a hosted chat API would)
     try:
         for server, path in ((fake, "token_ids"), (refusing, "chat")):
-            cfg = compose(["judge=api", f"judge.api.base_url={server.url}", "judge.api.cache=false"]).judge
+            cfg = compose(
+                ["judge=api", f"judge.endpoint.base_url={server.url}", "judge.endpoint.cache=false"]
+            ).judge
             spec = resolve_judge(cfg, judge_model_cache(judge_model))
             engine = ApiEngine(spec)
             assert engine.path == path

@@ -110,8 +110,8 @@ def hosted_overrides(server: Hosted, tmp_path, *extra: str) -> list[str]:
     return [
         "judge=api",
         "judge.model=gpt-hosted-test",  # no such checkpoint here: the model's name on the endpoint only
-        f"judge.api.base_url={server.url}",
-        f"judge.api.cache_path={tmp_path / 'replies.sqlite'}",
+        f"judge.endpoint.base_url={server.url}",
+        f"judge.endpoint.cache_path={tmp_path / 'replies.sqlite'}",
         "judge.max_model_len=8192",
         "runtime.executor=local",
         "tracking.enabled=false",
@@ -183,9 +183,9 @@ def test_generators_and_the_judge_behind_a_hosted_api(hosted, tmp_path):
     server = hosted()
     api = f"{{base_url: '{server.url}', cache_path: '{tmp_path / 'gen.sqlite'}'}}"
     models = (
-        f"[{{name: plain, model: gpt-a, api: {api}}},"
-        f"{{name: terse, model: gpt-a, system_prompt: 'Be terse.', api: {api}}},"
-        f"{{name: warm, model: gpt-b, temperature: 0.7, api: {api}}}]"
+        f"[{{name: plain, model: gpt-a, endpoint: {api}}},"
+        f"{{name: terse, model: gpt-a, system_prompt: 'Be terse.', endpoint: {api}}},"
+        f"{{name: warm, model: gpt-b, temperature: 0.7, endpoint: {api}}}]"
     )
     overrides = generating(server, tmp_path, models, "reasons.n=2")
     result = run(compose(overrides))
@@ -221,13 +221,13 @@ def test_generations_that_keep_failing_stop_the_run_and_a_rerun_generates_only_t
     server = hosted()
     server.refuse = {"VAT number"}  # the second ticket
     api = f"{{base_url: '{server.url}', cache: false, price_input: 1.0, price_output: 2.0}}"
-    models = f"[{{name: a, model: gpt-a, api: {api}}}, {{name: b, model: gpt-b, api: {api}}}]"
+    models = f"[{{name: a, model: gpt-a, endpoint: {api}}}, {{name: b, model: gpt-b, endpoint: {api}}}]"
     folder = tmp_path / "run"
     overrides = generating(
         server,
         tmp_path,
         models,
-        "judge.api.max_retries=1",
+        "judge.endpoint.max_retries=1",
         f"paths.run_dir={folder}",
         "tracking.enabled=true",
     )

@@ -1,4 +1,4 @@
-"""Batch judging (judge.api.batch) against a stand-in of OpenAI's Batch API (/files, /batches, their lists, file
+"""Batch judging (judge.endpoint.batch) against a stand-in of OpenAI's Batch API (/files, /batches, their lists, file
 contents; no hosted API is reachable here): the input file, the intent recorded before the upload, the batch named by
 its marker, its polling and its output read with the reply checks; the lines a batch did not answer sent in further
 batches; a batch that expires, fails or is cancelled never picked up again; a crash after the create and a create
@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from pipeline.config.judging import ApiConfig
+from pipeline.config.judging import EndpointConfig
 from pipeline.judge.endpoint.batch import BatchJobs, BatchPending, BatchRecord, batch_states
 from pipeline.judge.endpoint.batch_lines import Line, Tally, input_file, read_output
 from pipeline.judge.endpoint.client import ApiClient
@@ -35,7 +35,7 @@ def client_of(server: BatchServer, tmp_path, **settings) -> ApiClient:
         "batch_poll": 0.01,
         "batch_poll_max": 0.02,
     }
-    config = ApiConfig(base_url=server.url, batch=True, **(defaults | settings))
+    config = EndpointConfig(base_url=server.url, batch=True, **(defaults | settings))
     return ApiClient(ApiEndpoint(config, "m", str(tmp_path / "replies.sqlite")))
 
 
@@ -317,7 +317,7 @@ def test_the_input_file_names_each_request_by_its_cache_key_and_the_output_is_re
 
 
 def _judge_in_a_process(url: str, cache: str, folder: str, barrier, out) -> None:
-    config = ApiConfig(base_url=url, batch=True, max_retries=3, backoff=0.01, backoff_max=0.02, batch_poll=0.01,
+    config = EndpointConfig(base_url=url, batch=True, max_retries=3, backoff=0.01, backoff_max=0.02, batch_poll=0.01,
                        batch_poll_max=0.02)  # fmt: skip
     client = ApiClient(ApiEndpoint(config, "m", cache))
     barrier.wait()
@@ -355,10 +355,12 @@ def test_two_runs_at_once_sharing_a_cache_pay_for_one_batch(tmp_path):
 
 
 def test_a_rerun_without_the_reply_cache_pays_for_nothing_again_after_a_crash_in_the_read(tmp_path):
-    """judge.api.cache=false: a batch's answers are kept in the run folder before it is recorded as read, so a crash
+    """judge.endpoint.cache=false: a batch's answers are kept in the run folder before it is recorded as read, so a crash
     between that and the judgments part (a rerun finds the batch read) asks nothing again."""
     with BatchServer(polls=1, share=0.0) as server:
-        config = ApiConfig(base_url=server.url, batch=True, cache=False, batch_poll=0.01, batch_poll_max=0.02)
+        config = EndpointConfig(
+            base_url=server.url, batch=True, cache=False, batch_poll=0.01, batch_poll_max=0.02
+        )
         for _ in range(2):  # the run, then its rerun (the judgments part was never written)
             client = ApiClient(ApiEndpoint(config, "m", None))
             try:

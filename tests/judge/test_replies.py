@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from pipeline.config.judging import ApiConfig
+from pipeline.config.judging import EndpointConfig
 from pipeline.judge.endpoint.client import ApiClient, cache_key
 from pipeline.judge.endpoint.replies import chat_reader, check_of, completion_reader
 from pipeline.judge.spec import ApiEndpoint
@@ -193,7 +193,7 @@ def test_a_cached_reply_that_is_not_an_answer_is_asked_again(tmp_path):
     }
     reader = completion_reader(1, (7, 9))
     with FaultyServer(share=0.0) as server:
-        settings = ApiConfig(base_url=server.url, max_retries=1, backoff=0.01, backoff_max=0.02)
+        settings = EndpointConfig(base_url=server.url, max_retries=1, backoff=0.01, backoff_max=0.02)
         client = ApiClient(ApiEndpoint(settings, "m", str(tmp_path / "cache.sqlite")))
         key = cache_key(client.base_url, "/completions", body)
         # what an older version kept: alternatives keyed by text
@@ -219,7 +219,7 @@ def test_the_client_against_a_server_that_fails_half_its_attempts_in_every_way(t
         for k in range(60)
     ]
     with FaultyServer(share=0.6, seed=3, slow=10) as server:
-        settings = ApiConfig(
+        settings = EndpointConfig(
             base_url=server.url, concurrency=8, timeout=0.8, max_retries=8, backoff=0.01, backoff_max=0.02
         )
         client = ApiClient(ApiEndpoint(settings, "m", str(tmp_path / "cache.sqlite")))
@@ -248,7 +248,7 @@ def test_the_client_against_a_server_that_fails_half_its_attempts_in_every_way(t
 
 def test_a_prompt_whose_replies_are_never_answers_fails_with_the_last_reason_and_is_not_cached(tmp_path):
     with FaultyServer(share=1.0, seed=0, max_failures=100) as server:
-        settings = ApiConfig(
+        settings = EndpointConfig(
             base_url=server.url, concurrency=2, timeout=0.5, max_retries=2, backoff=0.01, backoff_max=0.02
         )
         client = ApiClient(ApiEndpoint(settings, "m", str(tmp_path / "cache.sqlite")))

@@ -1,4 +1,4 @@
-"""The sampled verdict (judge.api.path=sampled): each sample's first word after the answer prefix, counted into the
+"""The sampled verdict (judge.endpoint.path=sampled): each sample's first word after the answer prefix, counted into the
 requested words' probabilities with half a count each; no engine, no server."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pipeline.config.judging import ApiConfig
+from pipeline.config.judging import EndpointConfig
 from pipeline.contracts.engine import Request
 from pipeline.judge.endpoint.sampled import first_word, sampled_logprobs, sampled_request
 from pipeline.methods.verdicts.win_probability import p_a_wins, side_logprobs
@@ -49,7 +49,7 @@ def test_counts_become_probabilities_with_half_a_count_each_and_sides_sum_their_
 
 
 def test_the_request_sent_samples_the_verdict_and_asks_no_logprobs():
-    settings = ApiConfig(samples=12, sample_temperature=0.7, sample_tokens=5)
+    settings = EndpointConfig(samples=12, sample_temperature=0.7, sample_tokens=5)
     sent = sampled_request(Request(token_ids=(1, 2), max_tokens=1), settings)
     assert sent.token_ids == () and sent.n == 12 and sent.temperature == 0.7 and sent.max_tokens == 5
     assert sent.seed is None  # unseeded: vLLM's CPU server fails on seeded samples prefilled in chunks

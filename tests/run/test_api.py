@@ -55,15 +55,15 @@ def api_overrides(server: LocalVLLMServer, cache: Path, *extra: str) -> list[str
     return [
         *COMMON,
         "judge=api",
-        f"judge.api.base_url={server.url}",
-        f"judge.api.model={SERVED}",
-        f"judge.api.api_key_env={KEY_ENV}",
-        f"judge.api.cache_path={cache}",
+        f"judge.endpoint.base_url={server.url}",
+        f"judge.endpoint.model={SERVED}",
+        f"judge.endpoint.api_key_env={KEY_ENV}",
+        f"judge.endpoint.cache_path={cache}",
         # a CPU server on its test worker's core answers a prompt in one to two seconds (SummEval's 0.6/s; 0.2/s
         # when it bound both cores against the other worker's engine): a request queued behind the client's others
         # may wait past the 60 s default and be asked again, which the request counts here would read as a changed
         # prompt
-        "judge.api.timeout=600",
+        "judge.endpoint.timeout=600",
         *extra,
     ]
 
@@ -146,10 +146,10 @@ def test_a_server_stopped_mid_run_costs_retries_not_prompts(server, outputs, ray
         "dataset.demo.n_contexts=3",
         "dataset.demo.n_candidates=4",
         "judge.batch_size=8",
-        "judge.api.concurrency=2",
-        "judge.api.backoff_max=4",
-        "judge.api.retry_for=600",
-        "judge.api.max_retries=100",
+        "judge.endpoint.concurrency=2",
+        "judge.endpoint.backoff_max=4",
+        "judge.endpoint.retry_for=600",
+        "judge.endpoint.max_retries=100",
         f"paths.output_root={outputs / 'fault'}",
     )
     n_prompts = 3 * 4 * 3 * 2  # contexts, ordered pairs, attributes
@@ -188,8 +188,8 @@ def test_the_chat_path_reads_the_label_words_among_the_top_alternatives(
         overrides = api_overrides(
             server,
             outputs / f"chat-{top}.sqlite",
-            "judge.api.path=chat",
-            f"judge.api.top_logprobs={top}",
+            "judge.endpoint.path=chat",
+            f"judge.endpoint.top_logprobs={top}",
             "dataset.demo.n_contexts=1",  # one context's prompts, twice: the chat path answers one at a time
         )
         result = run(compose([*overrides, f"paths.output_root={outputs / f'chat-{top}'}"]))
@@ -244,9 +244,9 @@ def test_generators_behind_the_server_then_the_judge(server, outputs, ray_cluste
         f"cache_path: '{outputs / 'gen.sqlite'}', timeout: 600}}"
     )
     models = (
-        f"[{{name: greedy, model: smollm2-135m-instruct, max_tokens: 48, api: {api}}},"
+        f"[{{name: greedy, model: smollm2-135m-instruct, max_tokens: 48, endpoint: {api}}},"
         f"{{name: terse, model: {SERVED}, system_prompt: 'You answer in at most twelve words.', "
-        f"max_tokens: 48, api: {api}}}]"
+        f"max_tokens: 48, endpoint: {api}}}]"
     )
     overrides = api_overrides(
         server,
@@ -290,7 +290,7 @@ def test_a_judge_behind_the_server_reasons_then_gives_its_verdict(server, output
         overrides = api_overrides(
             server,
             outputs / f"reasoning-{path}.sqlite",
-            f"judge.api.path={path}",
+            f"judge.endpoint.path={path}",
             "judge.reasoning.enabled=true",
             "judge.reasoning.max_tokens=16",
             "dataset.demo.n_contexts=1",  # a generation of 16 tokens per prompt, twice: one context's prompts
@@ -330,7 +330,7 @@ def test_a_jury_of_an_in_process_judge_and_the_same_model_behind_the_server(
         "judge.templates=[c1]",
         "+judge.engine.dtype=float32",
         (
-            "+jury.judges=[{name: smol-api, backend: api, templates: [c2], api: {base_url: '"
+            "+jury.judges=[{name: smol-api, backend: api, templates: [c2], endpoint: {base_url: '"
             f"{server.url}', model: {SERVED}, api_key_env: {KEY_ENV}, cache_path: '{outputs / 'jury.sqlite'}',"
             " timeout: 600}}]"  # as api_overrides says: no request asked twice on a loaded machine
         ),
@@ -415,16 +415,16 @@ def test_a_jury_of_an_in_process_judge_and_the_same_model_behind_the_server(
 def test_a_model_that_returns_no_logprobs_gets_a_sampled_verdict_marked_in_every_table(
     server, outputs, ray_cluster, monkeypatch
 ):
-    """judge.api.path=sampled: each verdict asked ``samples`` times without logprobs, its words counted; the judge's
+    """judge.endpoint.path=sampled: each verdict asked ``samples`` times without logprobs, its words counted; the judge's
     name says ``:sampled`` in every table; a rerun is answered by the reply cache."""
     monkeypatch.setenv(KEY_ENV, KEY)
     samples = 5
     overrides = api_overrides(
         server,
         outputs / "sampled.sqlite",
-        "judge.api.path=sampled",
-        f"judge.api.samples={samples}",
-        "judge.api.sample_tokens=3",
+        "judge.endpoint.path=sampled",
+        f"judge.endpoint.samples={samples}",
+        "judge.endpoint.sample_tokens=3",
         "dataset.attributes=[coherence]",
         "tracking.plots=false",
     )

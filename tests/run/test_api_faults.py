@@ -29,9 +29,9 @@ def standin_overrides(url: str, judge_model: str, tmp_path, *extra: str) -> list
     return [
         "judge=api",
         f"judge.model={judge_model}",
-        f"judge.api.base_url={url}",
-        "judge.api.model=stand-in",
-        f"judge.api.cache_path={tmp_path / 'replies.sqlite'}",
+        f"judge.endpoint.base_url={url}",
+        "judge.endpoint.model=stand-in",
+        f"judge.endpoint.cache_path={tmp_path / 'replies.sqlite'}",
         "runtime=inprocess",
         f"dataset.demo.n_contexts={N_CONTEXTS}",
         f"dataset.demo.n_candidates={N_CANDIDATES}",
@@ -54,12 +54,12 @@ def test_a_run_against_a_faulty_endpoint_judges_every_prompt_once_with_what_it_a
                 server.url,
                 judge_model,
                 tmp_path,
-                f"judge.api.path={path}",
-                "judge.api.timeout=0.8",
-                "judge.api.max_retries=8",
-                "judge.api.backoff=0.01",
-                "judge.api.backoff_max=0.02",
-                "judge.api.concurrency=8",
+                f"judge.endpoint.path={path}",
+                "judge.endpoint.timeout=0.8",
+                "judge.endpoint.max_retries=8",
+                "judge.endpoint.backoff=0.01",
+                "judge.endpoint.backoff_max=0.02",
+                "judge.endpoint.concurrency=8",
             )
         )
         result = run(cfg)
@@ -97,7 +97,7 @@ def test_a_run_against_a_faulty_endpoint_judges_every_prompt_once_with_what_it_a
 
 
 def test_batch_judging_records_its_batches_in_the_run_folder_and_costs_the_batch_price(tmp_path, judge_model):
-    """judge.api.batch=true against a stand-in of the Batch API that misbehaves as the issue's probe did: the first
+    """judge.endpoint.batch=true against a stand-in of the Batch API that misbehaves as the issue's probe did: the first
     batch expires with part of its lines answered, every batch drops a third of its lines and fails a sixth, every
     create is answered after the client's timeout, the first output holds malformed lines and lines built to break a
     reader, every output and error file fails its first four downloads (a 404, a 500, a 502, a dropped connection),
@@ -114,14 +114,14 @@ def test_batch_judging_records_its_batches_in_the_run_folder_and_costs_the_batch
                 server.url,
                 judge_model,
                 tmp_path,
-                "judge.api.path=token_ids",
-                "judge.api.batch=true",
-                "judge.api.batch_poll=0.01",
-                "judge.api.batch_poll_max=0.02",
-                "judge.api.timeout=0.3",
-                "judge.api.backoff=0.01",
-                "judge.api.price_input=1.0",
-                "judge.api.price_output=2.0",
+                "judge.endpoint.path=token_ids",
+                "judge.endpoint.batch=true",
+                "judge.endpoint.batch_poll=0.01",
+                "judge.endpoint.batch_poll_max=0.02",
+                "judge.endpoint.timeout=0.3",
+                "judge.endpoint.backoff=0.01",
+                "judge.endpoint.price_input=1.0",
+                "judge.endpoint.price_output=2.0",
                 "judge.batch_size=1000",  # one engine call: its batch jobs one after the other
             )
         )
@@ -151,7 +151,7 @@ def test_a_run_that_stops_on_a_batch_not_done_ends_at_once_on_ray_and_the_rerun_
     tmp_path, judge_model
 ):
     """The CLI on a local Ray (the endpoint's step and the prompts on the driver, four per engine call):
-    the first call's batch is not done within judge.api.batch_wait and stops the run while Ray Data still streams the
+    the first call's batch is not done within judge.endpoint.batch_wait and stops the run while Ray Data still streams the
     rest; the process ends with its error's exit code (before the fix it hung in Ray Data's iterator finaliser,
     connecting to the Ray it had shut down); the same command, once the batch is done, ends 0 with every prompt
     judged once, that batch picked up (not created again) and no input submitted twice."""
@@ -163,10 +163,10 @@ def test_a_run_that_stops_on_a_batch_not_done_ends_at_once_on_ray_and_the_rerun_
 
     with BatchServer(polls=10**9, share=0.0) as server:
         overrides = [
-            o for o in standin_overrides(server.url, judge_model, tmp_path, "judge.api.path=token_ids")
+            o for o in standin_overrides(server.url, judge_model, tmp_path, "judge.endpoint.path=token_ids")
             if o != "runtime=inprocess"
-        ] + ["judge.api.batch=true", "judge.api.batch_poll=0.05", "judge.api.batch_poll_max=0.1",
-             "judge.api.batch_wait=3", "judge.batch_size=4", f"paths.run_dir={tmp_path / 'run'}"]  # fmt: skip
+        ] + ["judge.endpoint.batch=true", "judge.endpoint.batch_poll=0.05", "judge.endpoint.batch_poll_max=0.1",
+             "judge.endpoint.batch_wait=3", "judge.batch_size=4", f"paths.run_dir={tmp_path / 'run'}"]  # fmt: skip
         command = [sys.executable, "-m", "pipeline.cli", *overrides]
         first = subprocess.Popen(
             command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True

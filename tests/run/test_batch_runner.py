@@ -1,4 +1,4 @@
-"""The batch input file that judge.api.batch uploads is a real OpenAI batch file: vLLM's own batch runner (``python -m
+"""The batch input file that judge.endpoint.batch uploads is a real OpenAI batch file: vLLM's own batch runner (``python -m
 vllm.entrypoints.openai.run_batch``, the CPU engine on SmolLM2) accepts it and answers every line, and its output is
 read with the same checks as a hosted batch's (the upload, poll and download cycle is tested against a stand-in of
 the Batch API's endpoints: tests/judge/test_batch.py). vLLM's runner takes chat requests only, so the chat path."""

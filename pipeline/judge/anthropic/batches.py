@@ -1,4 +1,4 @@
-"""Message Batches (``judge.api.batch`` with ``judge.backend=anthropic``): the requests of an engine call as batches
+"""Message Batches (``judge.endpoint.batch`` with ``judge.backend=anthropic``): the requests of an engine call as batches
 of Anthropic's Message Batches API, at the batch price, with the lifecycle of :mod:`pipeline.judge.endpoint.batch` (an
 intent recorded before anything is paid for, a batch that ends read whatever its state, rounds for what it did not
 answer, a read batch never picked up again); what differs is the wire:

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 class AnthropicEngine(EndpointEngine):
     """The judge worker's engine for ``judge.backend=anthropic``: answers a batch of whole prompts as the other engines
-    do. A request with words to read (a verdict, an absolute score) is sampled ``judge.api.samples`` times and its
+    do. A request with words to read (a verdict, an absolute score) is sampled ``judge.endpoint.samples`` times and its
     words counted; a request without (reasons, reasoning, a generation) gets its ``n`` samples as texts."""
 
     api_name = "Anthropic's Messages API"

@@ -21,7 +21,7 @@ PATH = "/messages"
 
 class AnthropicClient(ApiClient):
     """An :class:`ApiClient` (concurrency, retries, reply cache) that speaks the Messages API's headers: the key as
-    ``x-api-key`` (read from the environment variable ``judge.api.api_key_env`` names) and the API version."""
+    ``x-api-key`` (read from the environment variable ``judge.endpoint.api_key_env`` names) and the API version."""
 
     def _headers(self, json: bool = True) -> dict[str, str]:
         headers = super()._headers(json)

@@ -1,4 +1,4 @@
-"""Batch judging (``judge.api.batch``): an engine call's requests as jobs of OpenAI's Batch API, at the providers'
+"""Batch judging (``judge.endpoint.batch``): an engine call's requests as jobs of OpenAI's Batch API, at the providers'
 batch price (half on OpenAI's and Anthropic's), never paid twice and never stuck.
 
 1. The requests the reply cache does not hold are written as a batch input file (:mod:`pipeline.judge.endpoint.batch_lines`:
@@ -23,7 +23,7 @@ batch price (half on OpenAI's and Anthropic's), never paid twice and never stuck
    picks the recorded batch up.
 4. A batch that ends, ``completed`` or not (``expired``, ``failed``, ``cancelled``), is read: the output and error
    files it has are downloaded, every line checked as a reply (:mod:`pipeline.judge.endpoint.replies`); the answers go to
-   the reply cache (with ``judge.api.cache=false``, to the run folder's ``api_batch_replies.sqlite``), and only then
+   the reply cache (with ``judge.endpoint.cache=false``, to the run folder's ``api_batch_replies.sqlite``), and only then
    is the batch recorded as read, with its status and counts. A batch recorded as
    read is never picked up again. A download that fails (a 404, a 5xx or a dropped connection past the retries) is
    asked again; if it still fails the run stops (:class:`BatchPending`) with the batch unread, and the same command
@@ -84,7 +84,7 @@ __all__ = [
 
 
 class BatchPending(RuntimeError):
-    """A batch that was not done within ``judge.api.batch_wait``, or whose results could not be downloaded: it is
+    """A batch that was not done within ``judge.endpoint.batch_wait``, or whose results could not be downloaded: it is
     recorded (not read), and the same command picks it up."""
 
 
@@ -116,7 +116,7 @@ class BatchJobs:
         self.client = client
         self.settings = client.settings
         self.record = BatchRecord(record)
-        # a batch's answers are kept before it is recorded as read: in the reply cache, or (judge.api.cache=false)
+        # a batch's answers are kept before it is recorded as read: in the reply cache, or (judge.endpoint.cache=false)
         # in the run folder's own, so that a rerun after a crash at any point of the read pays for nothing again
         folder = self.record.path.parent if self.record.path else None
         self.cache = client.cache or (SqliteCache(folder / BATCH_REPLIES) if folder else None)
@@ -375,7 +375,7 @@ def wait_for(
     ended: Callable[[dict[str, Any]], dict[str, Any] | None],
     status_field: str,
 ) -> dict[str, Any]:
-    """Poll ``path`` (a provider's batch) until ``ended`` gives its final body, every ``judge.api.batch_poll`` seconds,
+    """Poll ``path`` (a provider's batch) until ``ended`` gives its final body, every ``judge.endpoint.batch_poll`` seconds,
     doubling up to ``batch_poll_max``: a batch the provider answers 404 for is read as lost (its requests asked
     again); one not ended within ``batch_wait`` stops the run with :class:`BatchPending` (recorded in ``record``: the
     same command picks it up). The one loop of every provider's batches (OpenAI's, Anthropic's)."""
@@ -399,7 +399,7 @@ def wait_for(
             status = (polled.body or {}).get(status_field) if isinstance(polled.body, dict) else None
             raise BatchPending(
                 f"{what} at {client.base_url} is {status or 'not answering'} after "
-                f"{time.monotonic() - started:.0f} s (judge.api.batch_wait={settings.batch_wait:g}); it is "
+                f"{time.monotonic() - started:.0f} s (judge.endpoint.batch_wait={settings.batch_wait:g}); it is "
                 f"recorded in {record}: the same command picks it up (every answer is stored as it arrives)"
             )
         time.sleep(delay)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.config.judging import ApiConfig
+from pipeline.config.judging import EndpointConfig
 from pipeline.judge.endpoint.parse import MAX_BYTES, parse_json
 from pipeline.judge.endpoint.replies import Check, Refused
 from pipeline.judge.spec import ApiEndpoint
@@ -65,7 +65,7 @@ class Reply:
     attempts: int = 0
     # the kind of every attempt that failed (pipeline.judge.endpoint.replies.KINDS), the retried ones included
     failures: list[str] = field(default_factory=list)
-    # answered as a line of a batch job (judge.api.batch), at the batch price
+    # answered as a line of a batch job (judge.endpoint.batch), at the batch price
     batch: bool = False
 
 
@@ -99,7 +99,7 @@ def retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
-def backoff_delay(attempt: int, settings: ApiConfig, rng: random.Random, asked: float | None) -> float:
+def backoff_delay(attempt: int, settings: EndpointConfig, rng: random.Random, asked: float | None) -> float:
     """Exponential backoff with jitter for retry ``attempt`` (0-based), or what the server asked if longer."""
     delay = min(settings.backoff_max, settings.backoff * 2**attempt) * rng.uniform(0.5, 1.0)
     if asked is not None:
@@ -172,7 +172,7 @@ class ApiClient:
             key = secret.value if secret is not None else os.environ.get(name)
             if not key:
                 raise RuntimeError(
-                    f"judge.api.api_key_env names {name!r}, but that environment variable is empty"
+                    f"judge.endpoint.api_key_env names {name!r}, but that environment variable is empty"
                 )
             headers["Authorization"] = f"Bearer {key}"
         return headers

@@ -1,5 +1,5 @@
 """What the engine of every endpoint backend shares: its start (the endpoint, the client, the batch jobs when
-``judge.api.batch``, the judge's tokenizer, the seconds it took), the way its requests are sent and their failures
+``judge.endpoint.batch``, the judge's tokenizer, the seconds it took), the way its requests are sent and their failures
 told, and its close. A provider's engine (:mod:`pipeline.judge.openai.engine`, :mod:`pipeline.judge.anthropic.engine`)
 names its client and batch classes and builds and reads its own bodies."""
 
@@ -34,7 +34,7 @@ class EndpointEngine:
         self.settings = self.endpoint.settings
         self.model = self.endpoint.model
         self.client = self.client_class(self.endpoint)
-        # judge.api.batch: the requests of each call as one batch job, recorded in the run folder
+        # judge.endpoint.batch: the requests of each call as one batch job, recorded in the run folder
         self.batches = (
             self.batches_class(self.client, self.endpoint.record_path) if self.settings.batch else None
         )
@@ -47,7 +47,7 @@ class EndpointEngine:
         """What a provider's engine does once its client and tokenizer are ready (a probe, a log line)."""
 
     def post(self, path: str, bodies: list[dict[str, Any]], checks: list[Check]) -> list[Reply]:
-        """The bodies answered by the endpoint: request by request, or as one batch job (``judge.api.batch``); a reply
+        """The bodies answered by the endpoint: request by request, or as one batch job (``judge.endpoint.batch``); a reply
         is an answer only if its check passes (:mod:`pipeline.judge.endpoint.replies`). The failures are told once."""
         if self.batches is not None:
             replies = self.batches.post(path, bodies, checks)

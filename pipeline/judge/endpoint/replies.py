@@ -43,9 +43,9 @@ KINDS = (
     "unreadable",  # a body a reader could not take apart for a reason of no other kind (named in the detail)
     "http_4xx",  # a refusal (not retried) ...
     "http_5xx",  # ... and the server errors, rate limits (429) and timeouts (408) retried
-    "timeout",  # no reply in judge.api.timeout seconds
+    "timeout",  # no reply in judge.endpoint.timeout seconds
     "connection",  # the connection failed or was dropped
-    "no_line",  # a batch job's output has no line for the request (judge.api.batch)
+    "no_line",  # a batch job's output has no line for the request (judge.endpoint.batch)
     "bad_line",  # a batch output line whose fields have the wrong types
     "conflict",  # a batch output with two different answers for one request
     "batch_failed",  # the request's batch ended failed, expired or cancelled (its lines go into a new batch)

@@ -1,4 +1,4 @@
-"""A sampled verdict, for a hosted model that returns no log-probabilities (``judge.api.path=sampled``).
+"""A sampled verdict, for a hosted model that returns no log-probabilities (``judge.endpoint.path=sampled``).
 
 The verdict is asked ``n`` times at a temperature (one request with ``n`` samples; the reply cache keeps the reply,
 so that a rerun asks nothing again), and each sample's first word after the answer prefix is read as one of the
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pipeline.config.judging import ApiConfig
+from pipeline.config.judging import EndpointConfig
 from pipeline.contracts.engine import Request
 from pipeline.methods.verdicts.sampled import first_word, sampled_logprobs
 
@@ -23,7 +23,7 @@ __all__ = ["SUFFIX", "first_word", "sampled_logprobs", "sampled_request"]
 SUFFIX = ":sampled"
 
 
-def sampled_request(request: Request, settings: ApiConfig) -> Request:
+def sampled_request(request: Request, settings: EndpointConfig) -> Request:
     """The request actually sent for a verdict read by sampling: ``samples`` samples of up to ``sample_tokens``
     tokens at ``sample_temperature``, no log-probabilities asked. Unseeded (the read's own seed, none for a
     verdict): hosted servers honour seeds at best loosely, and vLLM's CPU server fails on seeded samples whose

@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 class ApiEngine(EndpointEngine):
     """The judge worker's engine for ``judge.backend=api``: answers a batch of whole prompts through the
-    endpoint (``judge.api``), as the in-process engines answer them.
+    endpoint (``judge.endpoint``), as the in-process engines answer them.
 
     - token-id path: the exact token ids the pipeline builds in-process (the tokenizer loads from
       ``judge.model``, which names the served checkpoint) go to ``/completions``, and the exact
@@ -77,7 +77,7 @@ class ApiEngine(EndpointEngine):
         conversations = [parse_conversation(p) for p in prompts]
         if self.path == ApiPath.token_ids and not any(conversations):
             return self.run(frame.encode(self.tokenizer, list(prompts)), request)
-        # a verdict read by sampling (judge.api.path=sampled): the request sent is n samples, no logprobs
+        # a verdict read by sampling (judge.endpoint.path=sampled): the request sent is n samples, no logprobs
         sampled = self.path == ApiPath.sampled and bool(request.token_ids)
         sent = sampled_request(request, self.settings) if sampled else request
         words = [self.tokenizer.decode([t]) for t in request.token_ids]

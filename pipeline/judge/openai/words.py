@@ -41,7 +41,7 @@ def check_words(
     ``words`` among the first token's alternatives: a word that is there is one token the judge answers with.
     The replies go to the reply cache, so the run's own identical requests cost nothing more."""
     if spec.endpoint is None:
-        raise ValueError(f"judge {spec.name}: a test request needs the endpoint (judge.api)")
+        raise ValueError(f"judge {spec.name}: a test request needs the endpoint (judge.endpoint)")
     endpoint = spec.endpoint
     client = ApiClient(endpoint)
     bodies = []

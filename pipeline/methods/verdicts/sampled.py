@@ -1,6 +1,6 @@
 """A verdict sampled, not read: each requested word's probability from how many samples said it.
 
-The verdict is asked ``n`` times (a hosted model that returns no log-probabilities, ``judge.api.path=sampled``; a
+The verdict is asked ``n`` times (a hosted model that returns no log-probabilities, ``judge.endpoint.path=sampled``; a
 recorded verdict is one such sample, :mod:`pipeline.judge.recorded`), and each sample's first word after the answer
 prefix is read as one of the requested words (the label words, or an absolute mode's score words). Word ``w`` gets
 the empirical probability with half a count added to every word (so that no verdict is certain from a handful of
