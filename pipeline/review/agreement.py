@@ -28,7 +28,6 @@ and logged to MLflow in a child run of the run's own MLflow run (``review/mlflow
 from __future__ import annotations
 
 import itertools
-import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -50,8 +49,6 @@ from pipeline.methods.agreement.raters import (
 from pipeline.methods.agreement.selective import exact_mean_interval
 from pipeline.review.answers import Answers
 from pipeline.review.sample import BANDS, LABELS, TIE, ReviewSample
-
-log = logging.getLogger(__name__)
 
 K = len(LABELS)
 ROUNDS, LEVEL = 1000, 0.95

@@ -9,7 +9,6 @@ errors still reach the driver as exceptions.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,8 +20,6 @@ from pipeline.config.run import RuntimeConfig
 from pipeline.runtime import MapStep, step_key
 from pipeline.runtime.local import Fronted, LocalExecutor, apply
 from pipeline.runtime.pool import ActorPool
-
-log = logging.getLogger(__name__)
 
 
 def init_ray(runtime: RuntimeConfig, quiet: bool = True) -> None:

@@ -9,7 +9,6 @@ settings and the judge with its engine and dtype): a folder is only resumed with
 from __future__ import annotations
 
 import json
-import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,6 @@ from pipeline.config.derived import flatten
 from pipeline.contracts.errors import ConfigError
 from pipeline.contracts.keys import COMPARE, JUDGMENT_KEY
 from pipeline.contracts.schemas import JUDGED_KEYS, JUDGMENTS, RATINGS, REASONING_FIELDS, check_schema
-
-log = logging.getLogger(__name__)
 
 IDENTITY_KEY = b"judging_identity"
 LABELS_KEY = b"label_words"

@@ -12,7 +12,6 @@ first needs them, so a run that fails its input checks leaves nothing behind.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +19,6 @@ from typing import Any
 import pyarrow as pa
 
 from pipeline.stages.base import Port, Stage, StageContext, WorkflowError, check_wiring, run_stages
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

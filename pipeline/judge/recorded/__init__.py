@@ -15,7 +15,6 @@ beside other recorded or live judges.
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -24,8 +23,6 @@ from pipeline.config.backends import BackendEntry, Trait
 from pipeline.config.judging import JudgeConfig
 from pipeline.contracts.errors import ModelError
 from pipeline.judge.spec import JudgeSpec
-
-log = logging.getLogger("pipeline")
 
 MATCHES = ("exact", "partial")
 

@@ -16,7 +16,6 @@ engine; nothing is stored beside the run folder's judgments (the file is the sto
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -32,8 +31,6 @@ from pipeline.judge.spec import JudgeSpec
 from pipeline.methods.verdicts.given import probability_logprobs, score_logprobs
 from pipeline.methods.verdicts.sampled import sampled_logprobs
 from pipeline.prompts.labels import Labels
-
-log = logging.getLogger("pipeline")
 
 # Where the answers came from (RESPONSES.source): the file of verdicts.
 SOURCE = "recorded"

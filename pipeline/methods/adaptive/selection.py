@@ -21,8 +21,6 @@ Rows of an *ordered* selection are (slot A, slot B). Rows of an *unordered* sele
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 from numpy.typing import NDArray
 
@@ -43,7 +41,6 @@ __all__ = [
     "symmetric",
 ]
 
-logger = logging.getLogger(__name__)
 
 ORDERED_STRATEGIES: frozenset[str] = frozenset({"all_ordered", "random", "no_repeat", "symmetric"})
 UNORDERED_STRATEGIES: frozenset[str] = frozenset({"all_pairs", "balanced_random", "greedy_optimal"})
