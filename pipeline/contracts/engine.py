@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -114,18 +114,6 @@ ANSWER_FIELDS = (
     "reasoning_tokens",
     "reasoning_cut",
 )
-
-
-class Tokenizer(Protocol):
-    """What the pipeline uses of a tokenizer (Hugging Face's, a server's ``/tokenize``, or a word-level estimate)."""
-
-    chat_template: Any
-
-    def encode(self, text: str, add_special_tokens: bool = ...) -> Any: ...
-
-    def decode(self, ids: Sequence[int], **kwargs: Any) -> str: ...
-
-    def __call__(self, texts: Any, add_special_tokens: bool = ...) -> Any: ...
 
 
 class Engine(Protocol):
