@@ -27,6 +27,7 @@ import logging
 import os
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -36,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 
 from benchmarks.timing import (
+    IN_BATCHES,
     TimedJudgeWorker,
     Timing,
     bench_config,
@@ -240,19 +242,11 @@ def planned(work: Path, overrides: list[str]) -> tuple[Any, Any, JudgeSpec, list
 
 @dataclass
 class Measured:
-    """Every arm's timings and what it answered, keyed back to the setup's prompts."""
+    """Every arm's timings, by arm (direct, pipeline, variant, api, actors, hf), and what it answered: its label
+    log-probabilities in the setup's prompts' order (HF's for its first prompts)."""
 
-    pipeline: list[Timing] = field(default_factory=list)
-    direct: list[Timing] = field(default_factory=list)
-    variant: list[Timing] = field(default_factory=list)
-    api: list[Timing] = field(default_factory=list)
-    actors: list[Timing] = field(default_factory=list)
-    pipe_lp: np.ndarray | None = None
-    direct_lp: np.ndarray | None = None
-    variant_lp: np.ndarray | None = None
-    api_lp: np.ndarray | None = None
-    hf: Timing | None = None
-    hf_lp: np.ndarray | None = None
+    runs: defaultdict[str, list[Timing]] = field(default_factory=lambda: defaultdict(list))
+    answers: dict[str, np.ndarray] = field(default_factory=dict)
     dtype: str = ""
 
 
@@ -273,16 +267,16 @@ def measure(args: argparse.Namespace, s: Setup) -> Measured:
         nonlocal ids
         direct = Direct(s.spec, s.plan, s.pairs)
         try:
-            timing, m.direct_lp = direct.measure()
+            timing, m.answers["direct"] = direct.measure()
         finally:
             direct.close()
-        m.direct.append(timing)
+        m.runs["direct"].append(timing)
         ids, m.dtype = direct.ids, direct.dtype
 
     def pipeline_arm(name: str, arm: Setup) -> Callable[[], None]:
         def timed() -> None:
             timing, tables[name] = run_pipeline(arm.cfg, arm.shards, arm.plan, arm.spec, s.work / "logs")
-            getattr(m, name).append(timing)
+            m.runs[name].append(timing)
 
         return timed
 
@@ -295,44 +289,41 @@ def measure(args: argparse.Namespace, s: Setup) -> Measured:
         direct_first = round_ % 2 == 0
         for arm in arms if direct_first else arms[::-1]:
             arm()
-        variant_rate = f", variant {total / m.variant[-1].seconds:.2f}/s" if s.variant else ""
+        last = {arm: total / runs[-1].seconds for arm, runs in m.runs.items()}
+        variant_rate = f", variant {last['variant']:.2f}/s" if s.variant else ""
         log.info(
             "round %d/%d (%s first): pipeline %.2f/s, direct %.2f/s%s",
             round_ + 1,
             args.rounds,
             "direct" if direct_first else "pipeline",
-            total / m.pipeline[-1].seconds,
-            total / m.direct[-1].seconds,
+            last["pipeline"],
+            last["direct"],
             variant_rate,
         )
-    pipe = tables["pipeline"]
-    if s.variant:
-        m.variant_lp = in_order(tables["variant"], s.pairs)
-    m.pipe_lp = in_order(pipe, s.pairs)
     if args.api:
-        m.api, api_table = run_api(s.cfg, s.shards, s.plan, s.spec, m.dtype, args.rounds, s.work)
-        m.api_lp = in_order(api_table, s.pairs)
+        m.runs["api"], tables["api"] = run_api(s.cfg, s.shards, s.plan, s.spec, m.dtype, args.rounds, s.work)
+    m.answers |= {arm: in_order(table, s.pairs) for arm, table in tables.items()}
     if args.actors > 1:
-        m.actors = run_actors(s.cfg, s.shards, s.plan, s.spec, args.actors, args.rounds, s.work)
-    n_hf = min(args.hf_prompts, total)
-    m.hf, m.hf_lp = run_hf(s.spec, s.plan, ids[:n_hf], m.dtype)
+        m.runs["actors"] = run_actors(s.cfg, s.shards, s.plan, s.spec, args.actors, args.rounds, s.work)
+    hf, m.answers["hf"] = run_hf(s.spec, s.plan, ids[: min(args.hf_prompts, total)], m.dtype)
+    m.runs["hf"].append(hf)
     return m
 
 
 def report(args: argparse.Namespace, s: Setup, m: Measured, argv: list[str]) -> list[str]:
     """The rate table (against direct and HF) and what it rests on: rounds, engine starts, agreement."""
-    assert m.hf is not None and m.pipe_lp is not None and m.direct_lp is not None and m.hf_lp is not None
-    total, n_hf = s.pairs.num_rows, len(m.hf_lp)
-    direct_rate, hf_rate = rate(m.direct, total), n_hf / m.hf.seconds
+    runs, lp = m.runs, m.answers
+    total, n_hf = s.pairs.num_rows, len(lp["hf"])
+    direct_rate, hf_rate = rate(runs["direct"], total), n_hf / runs["hf"][0].seconds
     rows = [
-        (f"pipeline (Ray Data, 1 vLLM actor, {engine_where(s.spec)})", total, rate(m.pipeline, total)),
+        (f"pipeline (Ray Data, 1 vLLM actor, {engine_where(s.spec)})", total, rate(runs["pipeline"], total)),
         ("vLLM generate, direct", total, direct_rate),
         ("HF transformers, one at a time", n_hf, hf_rate),
     ]
-    if m.api:
-        rows.append(("pipeline, API (local vLLM server)", total, rate(m.api, total)))
-    if m.actors:
-        rows.append((f"pipeline, {args.actors} actors (pinned)", total, rate(m.actors, total)))
+    if runs["api"]:
+        rows.append(("pipeline, API (local vLLM server)", total, rate(runs["api"], total)))
+    if runs["actors"]:
+        rows.append((f"pipeline, {args.actors} actors (pinned)", total, rate(runs["actors"], total)))
     lines = [
         *header("judge benchmark", "judge", argv),
         f"# dtype {m.dtype} for all ({s.spec.dtype_reason})",
@@ -345,46 +336,51 @@ def report(args: argparse.Namespace, s: Setup, m: Measured, argv: list[str]) -> 
 
 
 def details(args: argparse.Namespace, s: Setup, m: Measured) -> list[str]:
-    assert m.hf is not None and m.pipe_lp is not None and m.direct_lp is not None and m.hf_lp is not None
-    total, n_hf, n_a = s.pairs.num_rows, len(m.hf_lp), s.plan.labels.n_a
-    pipe_pa, direct_pa, hf_pa = p_a(m.pipe_lp, n_a), p_a(m.direct_lp, n_a), p_a(m.hf_lp, n_a)
+    runs, lp = m.runs, m.answers
+    total, n_hf, n_a = s.pairs.num_rows, len(lp["hf"]), s.plan.labels.n_a
+    pipe_pa, direct_pa, hf_pa = p_a(lp["pipeline"], n_a), p_a(lp["direct"], n_a), p_a(lp["hf"], n_a)
     lines = [
-        *round_lines("cmp/s", [total / t.seconds for t in m.pipeline], [total / t.seconds for t in m.direct]),
-        f"engine start (excluded above): pipeline actor {m.pipeline[-1].start_seconds:.1f} s, "
-        f"direct {m.direct[-1].start_seconds:.1f} s, HF {m.hf.start_seconds:.1f} s",
-        "where the pipeline's judging time went (median of rounds): " + time_split(m.pipeline, m.direct),
-        f"prefix cache share of prompt tokens: pipeline {m.pipeline[-1].cache_share:.1%}, "
-        f"direct {m.direct[-1].cache_share:.1%}",
-        f"max |label logprob| difference: pipeline vs direct {np.abs(m.pipe_lp - m.direct_lp).max():.2e}, "
-        f"HF vs direct {np.abs(m.hf_lp - m.direct_lp[:n_hf]).max():.2e}",
+        *round_lines(
+            "cmp/s",
+            [total / t.seconds for t in runs["pipeline"]],
+            [total / t.seconds for t in runs["direct"]],
+        ),
+        f"engine start (excluded above): pipeline actor {runs['pipeline'][-1].start_seconds:.1f} s, "
+        f"direct {runs['direct'][-1].start_seconds:.1f} s, HF {runs['hf'][0].start_seconds:.1f} s",
+        "where the pipeline's judging time went (median of rounds): "
+        + time_split(runs["pipeline"], runs["direct"]),
+        f"prefix cache share of prompt tokens: pipeline {runs['pipeline'][-1].cache_share:.1%}, "
+        f"direct {runs['direct'][-1].cache_share:.1%}",
+        f"max |label logprob| difference: pipeline vs direct {np.abs(lp['pipeline'] - lp['direct']).max():.2e}, "
+        f"HF vs direct {np.abs(lp['hf'] - lp['direct'][:n_hf]).max():.2e}",
         f"p(A wins) vs direct: pipeline {agreement(pipe_pa, direct_pa)}; HF {agreement(hf_pa, direct_pa[:n_hf])}",
         f"judge.engine {dict(s.spec.engine)}; judge.batch_size {s.cfg.judge.batch_size}",
     ]
-    pipe_rate = rate(m.pipeline, total)
-    if m.api and m.api_lp is not None:
+    pipe_rate = rate(runs["pipeline"], total)
+    if runs["api"]:
         lines.append(
             f"API judge ({s.cfg.judge.endpoint.concurrency} requests in flight, token-id path, no reply cache): rounds "
-            f"{rates(m.api, total)} cmp/s; {rate(m.api, total) / pipe_rate:.2f}x the in-process pipeline (median "
-            f"rates); server start {m.api[-1].start_seconds:.1f} s (excluded); max |label logprob| vs direct "
-            f"{np.abs(m.api_lp - m.direct_lp).max():.2e}"
+            f"{rates(runs['api'], total)} cmp/s; {rate(runs['api'], total) / pipe_rate:.2f}x the in-process pipeline (median "
+            f"rates); server start {runs['api'][-1].start_seconds:.1f} s (excluded); max |label logprob| vs direct "
+            f"{np.abs(lp['api'] - lp['direct']).max():.2e}"
         )
-    if m.variant and m.variant_lp is not None:
+    if runs["variant"]:
         v = s.variant
         assert v is not None
-        variant_rate = rate(m.variant, total)
-        ratios = [d.seconds / t.seconds for t, d in zip(m.variant, m.direct, strict=True)]
+        variant_rate = rate(runs["variant"], total)
+        ratios = [d.seconds / t.seconds for t, d in zip(runs["variant"], runs["direct"], strict=True)]
         lines.append(
-            f"variant ({' '.join(v.overrides)}; {engine_where(v.spec)}): rounds {rates(m.variant, total)} cmp/s, "
+            f"variant ({' '.join(v.overrides)}; {engine_where(v.spec)}): rounds {rates(runs['variant'], total)} cmp/s, "
             f"x direct per round {', '.join(f'{r:.2f}' for r in ratios)} (median {np.median(ratios):.2f}); "
             f"the pipeline {pipe_rate:.2f} against the variant's {variant_rate:.2f} cmp/s "
-            f"({pipe_rate / variant_rate:.2f}x); engine start {m.pipeline[-1].start_seconds:.1f} s against "
-            f"{m.variant[-1].start_seconds:.1f} s; in batches {np.median([t.busy for t in m.variant]):.1f} s; "
-            f"max |label logprob| difference {np.abs(m.variant_lp - m.pipe_lp).max():.2e}"
+            f"({pipe_rate / variant_rate:.2f}x); engine start {runs['pipeline'][-1].start_seconds:.1f} s against "
+            f"{runs['variant'][-1].start_seconds:.1f} s; in batches {np.median([t.split[IN_BATCHES] for t in runs['variant']]):.1f} s; "
+            f"max |label logprob| difference {np.abs(lp['variant'] - lp['pipeline']).max():.2e}"
         )
-    if m.actors:
+    if runs["actors"]:
         lines.append(
-            f"{args.actors} judge actors, each pinned to its own core(s): rounds {rates(m.actors, total)} cmp/s; "
-            f"{rate(m.actors, total) / pipe_rate:.2f}x one actor on all {len(os.sched_getaffinity(0))} cores "
+            f"{args.actors} judge actors, each pinned to its own core(s): rounds {rates(runs['actors'], total)} cmp/s; "
+            f"{rate(runs['actors'], total) / pipe_rate:.2f}x one actor on all {len(os.sched_getaffinity(0))} cores "
             "(median rates; from the first actor ready)"
         )
     if captured_output_path() is not None:

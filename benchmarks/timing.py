@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gc
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,10 @@ def bench_config(work: Path, overrides: list[str]) -> Any:
     from pipeline.config.hydra import compose
 
     return compose([f"paths.output_root={work}", "tracking.enabled=false", *overrides])
+
+
+# The part of the pipeline's window spent inside its batches (:attr:`Timing.split`).
+IN_BATCHES = "in batches"
 
 
 class TimedJudgeWorker(JudgeWorker):
@@ -59,13 +63,10 @@ class Timing:
     seconds: float
     start_seconds: float
     cache_share: float
-    # The pipeline's judging window split (seconds): before the actor's first batch, inside its batches (a worker's,
-    # averaged over the workers), between them, and from its last batch to the driver holding every row. Zero for
-    # direct vLLM (one call).
-    first_wait: float = 0.0
-    busy: float = 0.0
-    between: float = 0.0
-    last_lag: float = 0.0
+    # The pipeline's judging window split (seconds, by part): before the actor's first batch, inside its batches (a
+    # worker's, averaged over the workers), between them, and from its last batch to the driver holding every row.
+    # Empty for direct vLLM (one call).
+    split: dict[str, float] = field(default_factory=dict)
     # After the window: from the last row at the driver to the stream's end (the pool closing its workers and their
     # engines), outside the rate as direct vLLM's close is.
     closing: float = 0.0
@@ -97,10 +98,12 @@ def stream_timed(runtime, blocks: list, steps: list, log_dir: Path) -> tuple[pa.
         done_at - ready_at,
         max(table.column("engine_start_s").to_pylist()),
         0.0,
-        first_wait=spans[0][0] - ready_at,
-        busy=busy,
-        between=spans[-1][1] - spans[0][0] - busy,
-        last_lag=done_at - spans[-1][1],
+        split={
+            "first batch": spans[0][0] - ready_at,
+            IN_BATCHES: busy,
+            "between batches": spans[-1][1] - spans[0][0] - busy,
+            "last batch to the driver": done_at - spans[-1][1],
+        },
         closing=ended_at - done_at,
     )
     gc.collect()
@@ -138,13 +141,7 @@ def time_split(pipeline: list[Timing], direct: list[Timing]) -> str:
         return float(np.median(values))
 
     total, direct_s = med([t.seconds for t in pipeline]), med([t.seconds for t in direct])
-    parts = {
-        "first batch": med([t.first_wait for t in pipeline]),
-        "in batches": med([t.busy for t in pipeline]),
-        "between batches": med([t.between for t in pipeline]),
-        "last batch to the driver": med([t.last_lag for t in pipeline]),
-    }
-    split = ", ".join(f"{name} {value:.1f} s" for name, value in parts.items())
+    split = ", ".join(f"{part} {med([t.split[part] for t in pipeline]):.1f} s" for part in pipeline[0].split)
     closing = med([t.closing for t in pipeline])
     return (
         f"{total:.1f} s = {split}; direct vLLM's call {direct_s:.1f} s; then the workers' close {closing:.1f} s "
