@@ -20,12 +20,17 @@ from pipeline.contracts.errors import ConfigError, InputError, Problem
 
 @dataclass(frozen=True)
 class Record:
+    """One input record as read (``data``: its fields) and where (``location``: the file and its line or row, as
+    every problem with it is reported)."""
+
     location: str
     data: Any
 
 
 @dataclass(frozen=True)
 class DatasetMeta:
+    """A data folder's ``meta.json``: the attributes its human scores rate and the nouns its texts are called by."""
+
     attributes: tuple[str, ...] = ()
     context_noun: str | None = None
     candidate_noun: str | None = None
