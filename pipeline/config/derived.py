@@ -15,7 +15,7 @@ from typing import Any
 
 from pipeline.config.backends import Trait, backend, generator_backend
 from pipeline.config.judging import JudgeConfig
-from pipeline.config.keys import reasons_per_group, used
+from pipeline.config.keys import reasons_per_group, refuse, unknown_keys, used
 from pipeline.config.run import RunConfig
 from pipeline.config.workflows import workflow
 from pipeline.contracts.errors import ConfigError
@@ -102,6 +102,7 @@ def typed_jurors(cfg: RunConfig) -> list[JudgeConfig]:
             raise ConfigError(
                 f"config {key} must be a judge config (backend, model, name, endpoint, ...), got {own!r}"
             )
+        refuse(list(unknown_keys(own, JudgeConfig, f"{key}.")))
         start = dict(base)
         if str(own.get("backend", start["backend"])) != start["backend"]:
             start["engine"] = {}

@@ -56,7 +56,7 @@ def test_each_judge_is_resumed_on_its_own_templates_and_the_default_identity_is_
             ["+jury.judges=[{name: b, batch_size: 0}]"],
             "jury.judges[0].batch_size=0 must be a positive integer",
         ),
-        (["+jury.judges=[{name: b, colour: red}]"], "config jury.judges[0]:"),
+        (["+jury.judges=[{name: b, colour: red}]"], "config jury.judges[0].colour: no such setting"),
         (
             ["+jury.judges=[{name: b}]", "workflow=absolute", "absolute.modes=[g_eval]"],
             "not workflow=absolute",

@@ -49,6 +49,11 @@ def test_a_misspelt_key_inside_a_list_of_settings_is_refused_with_its_place():
             r"generate.models\[0\].api",
             r"generate.models\[0\].endpoint",
         ),
+        (
+            ["+jury.judges=[{name: x, backend: api, api: {model: smol}}]"],
+            r"jury.judges\[0\].api",
+            r"jury.judges\[0\].endpoint",
+        ),
     ],
 )
 def test_a_renamed_section_is_refused_naming_its_new_name(overrides, old, new):
