@@ -207,17 +207,16 @@ def worker_process_env(spec: JudgeSpec) -> dict[str, str]:
     - The worker at Ray's default priority for a task (``RAY_worker_niceness``), not below the system's: Ray starts
       its workers at niceness 15 (seen with ``ps -o ni``), and an engine at 15 (inside the worker, or in processes of
       its own, which inherit it) gives its cores to every daemon of Ray at 0.
-    - glibc's allocator asking for transparent huge pages (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``, glibc 2.35 and
-      later; ignored elsewhere) where the kernel grants them on request (``madvise``): the engine's first pass over
-      its KV cache (GiBs, ``VLLM_CPU_KVCACHE_SPACE``) then faults 2 MiB pages instead of 4 KiB ones. On 2 cores
-      the first 240 SummEval prompts were judged at 6.82/s against 6.36/s, later calls alike (BENCHMARKS.md,
-      bench-judge).
 
-    The priority and the huge pages hold for a CPU engine in processes of its own too (they inherit both; vLLM sets
-    their OpenMP itself); the rest is for an engine inside the worker. Empty for every other engine."""
+    No huge pages: glibc's allocator asking for them (``GLIBC_TUNABLES=glibc.malloc.hugetlb=1``) made the actor's
+    engine start in 27.3 s against 5.4 s without, with the same judging rate after (2 cores, a VM; BENCHMARKS.md,
+    bench-judge): the first touch of the KV cache in 2 MiB pages was the cost.
+
+    The priority holds for a CPU engine in processes of its own too (they inherit it; vLLM sets their OpenMP
+    itself); the rest is for an engine inside the worker. Empty for every other engine."""
     if Trait.WORKER_ENV not in backend(spec.backend).traits or spec.on_gpu:
         return {}
-    env = {"RAY_worker_niceness": "0", "GLIBC_TUNABLES": huge_pages(os.environ.get("GLIBC_TUNABLES", ""))}
+    env = {"RAY_worker_niceness": "0"}
     if not engine_inside(spec, in_actor=True):
         return env
     current = os.environ.get("LD_PRELOAD", "")
@@ -235,13 +234,3 @@ def worker_process_env(spec: JudgeSpec) -> dict[str, str]:
     if threads and "OMP_NUM_THREADS" not in spec.env:
         env["OMP_NUM_THREADS"] = str(threads)
     return env
-
-
-HUGE_PAGES = "glibc.malloc.hugetlb=1"
-
-
-def huge_pages(tunables: str) -> str:
-    """``GLIBC_TUNABLES`` with glibc's malloc asking for transparent huge pages (kept as given where it says)."""
-    if "glibc.malloc.hugetlb" in tunables:
-        return tunables
-    return f"{tunables}:{HUGE_PAGES}" if tunables else HUGE_PAGES
