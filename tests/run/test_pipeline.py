@@ -2,7 +2,7 @@
 
 One run on the demo set is shared by the checks below; then the CLI is pointed at its folder: with another
 engine dtype it is refused before any judging. (A run continued through the CLI, with its quiet console:
-``tests/run/test_faults.py``, after its driver is killed.)
+``tests/run/test_adaptive.py``, after its driver is killed.)
 """
 
 from __future__ import annotations
