@@ -215,23 +215,23 @@ def report_interruptions(ctx: StageContext, events: Path, seen: int, stage: str 
     told = (
         (
             "engine_deaths",
-            "%d judge engine(s) died during the run (%s)",
+            f"%d {stage} engine(s) died during the run (%s)",
             [f"{e['worker']} with {e['in_flight']} in flight" for e in lost.engine_deaths],
         ),
         (
             "lost_workers",
-            "%d judge worker(s) were lost during the run with a batch unfinished (%s)",
+            f"%d {stage} worker(s) were lost during the run with a batch unfinished (%s)",
             lost.lost_workers,
         ),
         (
             "lost_nodes",
-            "%d node(s) were lost during the run with judge workers on them (%s): their workers were "
+            f"%d node(s) were lost during the run with {stage} workers on them (%s): their workers were "
             "replaced where there was room",
             [node[:12] for node in lost.lost_nodes],
         ),
         (
             "drained_workers",
-            "%d judge worker(s) were released from drained nodes after finishing their batches (%s)",
+            f"%d {stage} worker(s) were released from drained nodes after finishing their batches (%s)",
             lost.drained_workers,
         ),
     )
@@ -241,8 +241,8 @@ def report_interruptions(ctx: StageContext, events: Path, seen: int, stage: str 
         ctx.metrics[f"{stage}/{metric}"] = float(len(names))
     if lost.redone:
         log.warning(
-            "the %d prompt(s) of the unfinished batches went to new workers; nothing already stored was judged "
-            "twice",
+            "the %d prompt(s) of the unfinished batches went to new workers; nothing already stored was asked "
+            "again",
             lost.redone,
         )
     ctx.metrics[f"{stage}/redone_prompts"] = float(lost.redone)

@@ -234,6 +234,6 @@ def test_node_loss_mid_generation_costs_its_open_batch_not_the_run(nodes, tmp_pa
     got = metrics(tmp_path)
     assert got["generate/lost_nodes"] == 1 and got["generate/redone_prompts"] == 2
     assert (
-        "1 node(s) were lost during the run with judge workers on them"
+        "1 node(s) were lost during the run with generate workers on them"
         in (tmp_path / "run" / "run.log").read_text()
     )
