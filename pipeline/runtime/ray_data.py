@@ -139,6 +139,8 @@ class RayDataExecutor:
             last, self.log_dir, reserve_cpus=reserve, placement_timeout=self.runtime.placement_timeout_s
         )
         pool.reserve = reserve  # a kept pool serves this stream's tasks: it leaves them their slot
+        # its messages and events name the step it serves now (a judge after the generators)
+        pool.name = last.name
         try:  # the pool's feeder reads ``work`` in its own thread and closes it there (with the upstream under it)
             yield from pool.run(work, ray.put(dict(last.call_kwargs)), work)
         except BaseException:
