@@ -56,6 +56,10 @@ class Nodes:
         # token authentication (Ray's default) is tested with the job server (tests/run/test_cluster.py); here
         # every process of the cluster is this test's
         self.env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}", "RAY_AUTH_MODE": "disabled"}
+        # the control store checks each node every second, not every 3 s (Ray's default): a lost node is known dead
+        # after its 5 failed checks in some 5 s, not 15 (a pool replaces its workers only then); the checks' 10 s
+        # timeout is Ray's, so a node slow to answer on the loaded machine is not taken for dead
+        self.env["RAY_health_check_period_ms"] = "1000"
         self.env.pop("RAY_ADDRESS", None)
         self.processes: list[subprocess.Popen] = []
         self.head = self._start(

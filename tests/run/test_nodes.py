@@ -1,6 +1,6 @@
 """A cluster that loses and gains nodes (tests/run/nodes.py: a head with no CPU slot that runs the driver, worker
 nodes of their own raylets on this machine): the run, started as a user starts it (the CLI joined to the cluster),
-loses a worker node with its open batch, has a node drained under it, and takes up a node that joins; every time it
+loses a worker node with its open batch (generating, then judging), has a node drained under it, and takes up a node that joins; every time it
 ends 0 with every prompt judged once, and the summary and MLflow say what happened."""
 
 from __future__ import annotations
@@ -95,50 +95,6 @@ def metrics(folder: Path) -> dict[str, float]:
     return mlflow.MlflowClient(tracking["tracking_uri"]).get_run(tracking["run_id"]).data.metrics
 
 
-def test_node_loss_mid_judging_costs_its_open_batch_not_the_run(nodes, tmp_path):
-    """Two judge workers on two worker nodes; the node of one is killed whole (its raylet, object store and every
-    process) while that worker judges a batch: the run goes on with the other node and ends 0, the lost batch
-    judged again by another worker, nothing that had reached the driver judged twice (the driver's count would
-    not match), and the summary and MLflow say a node was lost and how many prompts were redone."""
-    nodes.add(cpus=2)
-    nodes.add(cpus=2)
-    prompts = n_prompts(3, 5)  # 15 batches of 8
-    driver = start_run(nodes, tmp_path, 3, "judge.num_actors=2")
-    wait_for(lambda: len(started(tmp_path)) == 1, "a judge worker", driver, tmp_path)
-    [victim] = started(tmp_path)
-    # the first worker paused until the second is up (two engines starting on two loaded cores may be 30 s apart,
-    # longer than the first alone takes to judge the run)
-    with nodes.paused(pid_of(victim)):
-        wait_for(lambda: len(started(tmp_path)) == 2, "two judge workers", driver, tmp_path)
-    assert len({e["node"] for e in started(tmp_path)}) == 2  # the pool spreads its workers over the nodes
-    log = tmp_path / "run" / "logs" / "engine_events.jsonl"
-    wait_for(lambda: in_a_batch(log, victim["worker"]), "a batch on the victim", driver, tmp_path)
-    nodes.kill_node_of(pid_of(victim))
-
-    table = finished(driver, tmp_path, prompts)
-    lost = [e for e in events(tmp_path) if e.get("event") == "worker_lost"]
-    assert [(e["worker"], e["cause"]) for e in lost] == [(victim["worker"], "node")]
-    assert [e["node"] for e in events(tmp_path) if e.get("event") == "node_lost"] == [victim["node"]]
-    # the batch it was judging, judged again; those queued behind it had not been judged
-    assert lost[0]["rows"] == 8
-    # what the victim delivered before its node went was judged by no one else, and no survivor judged anything
-    # twice: the survivors' finished batches and the victim's rows in the table are every prompt once
-    survivors = sum(
-        e["rows"]
-        for e in events(tmp_path)
-        if e.get("event") == "batch_done" and e["worker"] != victim["worker"]
-    )
-    assert survivors + table.filter(pl.col("worker") == victim["worker"]).height == prompts
-    summary = (tmp_path / "run" / "summary.txt").read_text()
-    assert re.search(
-        r"interrupted: 1 node\(s\) lost, 1 worker\(s\) lost, 8 prompt\(s\) judged again", summary
-    )
-    got = metrics(tmp_path)
-    assert (
-        got["judge/lost_nodes"] == 1 and got["judge/redone_prompts"] == 8 and got["judge/engine_deaths"] == 0
-    )
-
-
 def test_node_added_mid_run_gets_a_worker_and_a_drain_loses_nothing(nodes, tmp_path):
     """judge.num_actors=[1, 3] of two CPUs each on one worker node of three (room for one worker, never for
     two): a node that joins while the run judges gets a worker of its own, which judges part of the
@@ -195,13 +151,30 @@ def test_node_added_mid_run_gets_a_worker_and_a_drain_loses_nothing(nodes, tmp_p
     assert f"{len(there())} worker(s) released from drained nodes" in summary
 
 
-def test_node_loss_mid_generation_costs_its_open_batch_not_the_run(nodes, tmp_path):
-    """Generate, then evaluate (the generate_demo preset) with two workers on two worker nodes: the node of one is
-    lost while it generates a batch; the outputs it held are generated again by the other worker, the judge stage
-    runs on the workers the generation kept, and the run ends 0 with every output and every prompt once."""
-    nodes.add(cpus=2)
-    nodes.add(cpus=2)
-    inputs, models = 6, 3
+def open_batches(folder: Path, rows: int) -> list[dict]:
+    """The ``batch_started`` events of ``rows`` rows not (yet) done: the batches inside the workers now."""
+    marks = events(folder)
+    done = {(e["worker"], e["batch"]) for e in marks if e.get("event") == "batch_done"}
+    return [
+        e
+        for e in marks
+        if e.get("event") == "batch_started" and e["rows"] == rows and (e["worker"], e["batch"]) not in done
+    ]
+
+
+def test_a_node_lost_mid_generation_and_another_mid_judging_cost_their_open_batches_not_the_run(
+    nodes, tmp_path
+):
+    """Generate, then evaluate (the generate_demo preset) with two workers on three worker nodes. The node of one is
+    lost whole (its raylet, object store and every process) while it generates a batch: the outputs it held are
+    generated again by another worker. The judge stage runs on the workers the generation kept (and one the pool
+    starts where there is room); the node of a worker judging a batch is lost too: the run goes on with another,
+    that batch judged again, and nothing that had reached the driver judged twice (the driver's count would not
+    match). The run ends 0 with every output and every prompt once, and the summary, the log and MLflow say for each
+    stage that a node was lost and how many prompts were redone."""
+    for _ in range(3):
+        nodes.add(cpus=2)
+    inputs, models, judge_batch = 6, 3, 8
     driver = start_run(
         nodes,
         tmp_path,
@@ -216,24 +189,53 @@ def test_node_loss_mid_generation_costs_its_open_batch_not_the_run(nodes, tmp_pa
     wait_for(lambda: len(started(tmp_path)) == 1, "a generating worker", driver, tmp_path)
     [victim] = started(tmp_path)
     assert victim["step"] == "generate"
-    with nodes.paused(pid_of(victim)):  # until the second is up (see the node loss mid-judging)
+    # the first worker paused until the second is up (two engines starting on two loaded cores may be 30 s apart,
+    # longer than the first alone takes to generate every output)
+    with nodes.paused(pid_of(victim)):
         wait_for(lambda: len(started(tmp_path)) == 2, "two generating workers", driver, tmp_path)
+    assert len({e["node"] for e in started(tmp_path)}) == 2  # the pool spreads its workers over the nodes
     log = tmp_path / "run" / "logs" / "engine_events.jsonl"
     wait_for(lambda: in_a_batch(log, victim["worker"]), "a batch on the victim", driver, tmp_path)
     nodes.kill_node_of(pid_of(victim))
+    # a judge worker inside a batch of judgments (the outputs' batches hold 2 rows)
+    wait_for(lambda: open_batches(tmp_path, judge_batch), "a batch of judgments", driver, tmp_path)
+    judging = open_batches(tmp_path, judge_batch)[0]["worker"]
+    nodes.kill_node_of(int(judging.rsplit(":", 1)[1]))
 
     assert driver.wait(timeout=900) == 0, console(tmp_path)[-4000:]
     generations = pl.read_parquet(tmp_path / "run" / "tables" / "generations.parquet")
     assert generations.height == inputs * models
     assert generations.select("input_id", "model").n_unique() == inputs * models
-    judgments = pl.read_parquet(tmp_path / "run" / "tables" / "judgments.parquet")
-    assert judgments.height == judgments.select(KEYS).n_unique() > 0
+    table = pl.read_parquet(tmp_path / "run" / "tables" / "judgments.parquet")
+    assert table.height == table.select(KEYS).n_unique() > 0
+    ratings = pl.read_parquet(tmp_path / "run" / "tables" / "ratings.parquet")
+    assert ratings.height == ratings.select("candidate_id", "attribute", "mode").n_unique() > 0
+    prompts = table.height + ratings.height  # the comparisons and the absolute reads, judged in one stream
     lost = [e for e in events(tmp_path) if e.get("event") == "worker_lost"]
-    assert [(e["worker"], e["cause"], e["step"]) for e in lost] == [(victim["worker"], "node", "generate")]
-    assert lost[0]["rows"] == 2  # the batch it was generating
+    assert [(e["worker"], e["cause"], e["step"]) for e in lost] == [
+        (victim["worker"], "node", "generate"),
+        (judging, "node", "judge"),
+    ]
+    assert [e["rows"] for e in lost] == [2, judge_batch]  # the batch each was working on
+    assert len({e["node"] for e in events(tmp_path) if e.get("event") == "node_lost"}) == 2
+    # what the judge victim delivered before its node went was judged by no one else, and no survivor judged
+    # anything twice: the survivors' finished batches of judgments (of 8 rows but the last 6 of 54; the outputs' of
+    # 2) and the victim's rows in the table are every prompt once
+    survivors = sum(
+        e["rows"]
+        for e in events(tmp_path)
+        if e.get("event") == "batch_done" and e["worker"] != judging and e["rows"] > 2
+    )
+    delivered = sum(t.filter(pl.col("worker") == judging).height for t in (table, ratings))
+    assert survivors + delivered == prompts
     got = metrics(tmp_path)
     assert got["generate/lost_nodes"] == 1 and got["generate/redone_prompts"] == 2
-    assert (
-        "1 node(s) were lost during the run with generate workers on them"
-        in (tmp_path / "run" / "run.log").read_text()
+    assert got["judge/lost_nodes"] == 1 and got["judge/redone_prompts"] == judge_batch
+    assert got["judge/engine_deaths"] == 0
+    summary = (tmp_path / "run" / "summary.txt").read_text()
+    assert re.search(
+        rf"interrupted: 1 node\(s\) lost, 1 worker\(s\) lost, {judge_batch} prompt\(s\) judged again", summary
     )
+    run_log = (tmp_path / "run" / "run.log").read_text()
+    for stage in ("generate", "judge"):
+        assert f"1 node(s) were lost during the run with {stage} workers on them" in run_log
