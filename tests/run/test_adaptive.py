@@ -24,7 +24,6 @@ from pipeline.config.enums import Debias, Orderings
 from pipeline.methods.scorers.contradiction import contradicted
 from pipeline.scoring.reduce import reduce_judgments
 from tests.conftest import (
-    identity,
     judge_engines,
     kill_in_a_batch,
     ray_worker,
@@ -39,6 +38,21 @@ KEYS = ["context_id", "attribute", "template_id", "cand_a", "cand_b"]
 #: The rerun's console but its periodic progress lines: its log lines, the summary, the rounds and the ranking (76
 #: on 2026-12-05).
 STEADY_LINES = 80
+
+
+def gone(pids: list[int], what: str) -> None:
+    """Every judge worker of ``pids`` (its engine inside it) ends within a minute of ``what``."""
+
+    def running(pid: int) -> bool:
+        try:
+            return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    deadline = time.monotonic() + 60
+    while alive := [pid for pid in pids if running(pid)]:
+        assert time.monotonic() < deadline, f"judge workers {alive} outlived {what}"
+        time.sleep(0.5)
 
 
 def test_a_killed_driver_in_round_1_and_a_killed_worker_in_its_rerun_judge_every_prompt_once(
@@ -67,7 +81,6 @@ def test_a_killed_driver_in_round_1_and_a_killed_worker_in_its_rerun_judge_every
     def judged() -> int:
         return stored_replies(store)
 
-    before = {identity(p) for p in judge_engines()}  # (none, unless a run of this worker is still ending)
     driver = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600
     while not list((tmp_path / "runs").glob("*/*/rounds/round-00001.parquet")) or judged() < 16 + 4:
@@ -80,14 +93,10 @@ def test_a_killed_driver_in_round_1_and_a_killed_worker_in_its_rerun_judge_every
     # inside its judge actor (the CPU default), no engine process beside it, and none outlives the driver
     [started] = started_engines(events)
     assert started["inside"] is True and not judge_engines(under=driver.pid)
-    worker = psutil.Process(worker_pid(started))
-    assert ray_worker(worker)
+    assert ray_worker(psutil.Process(worker_pid(started)))
     driver.kill()
     driver.wait()
-    gone_by = time.monotonic() + 60
-    while worker.is_running() and worker.status() != psutil.STATUS_ZOMBIE:
-        assert time.monotonic() < gone_by, f"the judge worker outlived the killed driver: {worker}"
-        time.sleep(0.5)
+    gone([worker_pid(started)], "the killed driver")
     stored = judged()
     assert 20 <= stored < 32  # inside round 1
 
@@ -116,10 +125,7 @@ def test_a_killed_driver_in_round_1_and_a_killed_worker_in_its_rerun_judge_every
     # one judge worker (one engine start) per run, kept for all its rounds, and the one that replaced the worker
     # that was killed: the killed run's one and the rerun's two
     assert len(list((folder / "logs").glob("judge-*.log"))) == 3
-    engines_end = time.monotonic() + 60
-    while [p for p in judge_engines() if identity(p) not in before]:
-        assert time.monotonic() < engines_end, "the rerun's engines outlived it"
-        time.sleep(0.2)
+    gone([worker_pid(e) for e in started_engines(events)], "the rerun")  # with the engines inside them
 
     rounds = pl.read_parquet(folder / "tables" / "rounds.parquet").sort("round")
     assert rounds.get_column("round").to_list() == [0, 1, 2, 3, 4]
