@@ -18,17 +18,9 @@ import polars as pl
 import pytest
 
 from pipeline.run.context import run
-from tests.conftest import (
-    ROOT,
-    compose,
-    identity,
-    judge_engines,
-    vllm_processes,
-)
+from tests.conftest import ROOT, compose, identity, judge_engines, vllm_processes
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow]
-
-KEYS = ["context_id", "attribute", "template_id", "cand_a", "cand_b"]
 
 
 def wait_for(condition, what: str, seconds: float = 300.0, alive: threading.Thread | None = None) -> None:
