@@ -201,15 +201,21 @@ def worker_pid(event: dict) -> int:
     return int(event["worker"].rsplit(":", 1)[1])
 
 
-def in_a_batch(events: Path, worker: str) -> bool:
-    """Whether ``worker`` (``host:pid``) has started a batch it has not finished, by the run's events
-    (``batch_started`` / ``batch_done``, pipeline.judge.hosting.worker). A worker is between batches for a moment after each
-    one; a kill there loses no batch, so a test that kills a worker to see a batch judged again waits for this."""
+def open_batches(events: Path) -> list[dict]:
+    """The ``batch_started`` records of a run's events with no ``batch_done`` of the same worker and batch yet
+    (pipeline.judge.hosting.worker): the batches inside the workers now."""
     from pipeline.storage.events import read_events
 
-    marks = [e for e in read_events(events) if e.get("worker") == worker]
-    done = {e["batch"] for e in marks if e.get("event") == "batch_done"}
-    return any(e.get("event") == "batch_started" and e["batch"] not in done for e in marks)
+    marks = read_events(events)
+    done = {(e["worker"], e["batch"]) for e in marks if e.get("event") == "batch_done"}
+    return [e for e in marks if e.get("event") == "batch_started" and (e["worker"], e["batch"]) not in done]
+
+
+def in_a_batch(events: Path, worker: str) -> bool:
+    """Whether ``worker`` (``host:pid``) has started a batch it has not finished (:func:`open_batches`). A worker is
+    between batches for a moment after each one; a kill there loses no batch, so a test that kills a worker to see a
+    batch judged again waits for this."""
+    return any(e["worker"] == worker for e in open_batches(events))
 
 
 def kill_in_a_batch(events: Path, worker: str, pid: int, seconds: float = 300.0) -> None:

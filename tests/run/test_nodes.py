@@ -1,7 +1,7 @@
 """A cluster that loses and gains nodes (tests/run/nodes.py: a head with no CPU slot that runs the driver, worker
 nodes of their own raylets on this machine): the run, started as a user starts it (the CLI joined to the cluster),
-loses a worker node with its open batch (generating, then judging), has a node drained under it, and takes up a node that joins; every time it
-ends 0 with every prompt judged once, and the summary and MLflow say what happened."""
+loses a worker node with its open batch (generating, then judging), has a node drained under it, and takes up a node
+that joins; every time it ends 0 with every prompt judged once, and the summary and MLflow say what happened."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 from pipeline.storage.events import read_events
-from tests.conftest import ROOT, in_a_batch
+from tests.conftest import ROOT, in_a_batch, open_batches
 from tests.run.nodes import Nodes
 
 pytestmark = [pytest.mark.ray, pytest.mark.engine, pytest.mark.slow, pytest.mark.cluster]
@@ -151,17 +151,6 @@ def test_node_added_mid_run_gets_a_worker_and_a_drain_loses_nothing(nodes, tmp_p
     assert f"{len(there())} worker(s) released from drained nodes" in summary
 
 
-def open_batches(folder: Path, rows: int) -> list[dict]:
-    """The ``batch_started`` events of ``rows`` rows not (yet) done: the batches inside the workers now."""
-    marks = events(folder)
-    done = {(e["worker"], e["batch"]) for e in marks if e.get("event") == "batch_done"}
-    return [
-        e
-        for e in marks
-        if e.get("event") == "batch_started" and e["rows"] == rows and (e["worker"], e["batch"]) not in done
-    ]
-
-
 def test_a_node_lost_mid_generation_and_another_mid_judging_cost_their_open_batches_not_the_run(
     nodes, tmp_path
 ):
@@ -197,9 +186,13 @@ def test_a_node_lost_mid_generation_and_another_mid_judging_cost_their_open_batc
     log = tmp_path / "run" / "logs" / "engine_events.jsonl"
     wait_for(lambda: in_a_batch(log, victim["worker"]), "a batch on the victim", driver, tmp_path)
     nodes.kill_node_of(pid_of(victim))
+
     # a judge worker inside a batch of judgments (the outputs' batches hold 2 rows)
-    wait_for(lambda: open_batches(tmp_path, judge_batch), "a batch of judgments", driver, tmp_path)
-    judging = open_batches(tmp_path, judge_batch)[0]["worker"]
+    def judges_in_a_batch() -> list[str]:
+        return [e["worker"] for e in open_batches(log) if e["rows"] == judge_batch]
+
+    wait_for(judges_in_a_batch, "a batch of judgments", driver, tmp_path)
+    judging = judges_in_a_batch()[0]
     nodes.kill_node_of(int(judging.rsplit(":", 1)[1]))
 
     assert driver.wait(timeout=900) == 0, console(tmp_path)[-4000:]
