@@ -120,3 +120,27 @@ def test_the_switch_is_not_set_through_the_environment():
 
 def test_a_gpu_engine_keeps_vllm_s_own_compile_cache():
     assert AOT_COMPILE_ENV not in vllm_env(spec(on_gpu=True), inside=False)
+
+
+def test_judge_engine_is_checked_against_vllms_settings_without_importing_vllm(root):
+    """The driver refuses a ``judge.engine`` key that ``vllm.LLM`` would not take before any worker starts; it reads
+    vLLM's settings from vLLM's source, the same list as ``vllm.EngineArgs``' fields, without importing vLLM or
+    torch (seconds, on a driver that runs no engine)."""
+    import subprocess
+    import sys
+    from dataclasses import fields
+
+    from vllm.engine.arg_utils import EngineArgs
+
+    from pipeline.judge.vllm.engine import check_engine_keys, engine_settings
+
+    assert engine_settings() == {f.name for f in fields(EngineArgs)}
+    code = (
+        "import sys; from pipeline.judge.vllm.engine import engine_settings; "
+        "print(len(engine_settings()), 'vllm' in sys.modules, 'torch' in sys.modules)"
+    )
+    read = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
+    assert read.stdout.split() == [str(len(fields(EngineArgs))), "False", "False"]
+    check_engine_keys({"seed": 0, "enforce_eager": True, "max_num_seqs": 4})
+    with pytest.raises(ConfigError, match=r"judge.engine: max_num_seq \(did you mean max_num_seqs"):
+        check_engine_keys({"seed": 0, "max_num_seq": 4})
