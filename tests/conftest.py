@@ -3,8 +3,12 @@ a local Ray for the end-to-end tests, and small tables in the stages' schemas.""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import itertools
 import os
+import shutil
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -92,6 +96,43 @@ def ray_cluster():
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def tracking_stores_start_as_copies():
+    """A local MLflow store a run of this process makes (pipeline.run.tracking.local_store) starts as a copy of an
+    empty one, made once per test process by MLflow itself: MLflow builds a new store's schema (its migrations) in
+    one to three seconds, and the suite makes about 60. The run then opens and writes the real store as a user's run
+    does, when and where it would make it; the runs the tests start as a process (tests/run/test_cli.py and others)
+    still make theirs from nothing."""
+    import tempfile
+
+    from pipeline.run import tracking
+
+    make = tracking.local_store
+
+    @functools.cache
+    def empty() -> Path:
+        root = Path(tempfile.mkdtemp(prefix="ca-empty-mlflow-"))
+        from mlflow import MlflowClient
+
+        MlflowClient(tracking_uri=make(root)[0]).search_experiments()
+        return root / "mlflow" / "mlflow.db"
+
+    def local_store(output_root: Path) -> tuple[str, str]:
+        made = make(output_root)
+        db = (output_root / "mlflow" / "mlflow.db").resolve()
+        if not db.exists():
+            seed = db.with_name(f".{db.name}.{os.getpid()}.{threading.get_ident()}")
+            shutil.copyfile(empty(), seed)
+            with contextlib.suppress(FileExistsError):  # another run of the same folder was first
+                os.link(seed, db)
+            seed.unlink()
+        return made
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(tracking, "local_store", local_store)
+        yield
 
 
 def stored_replies(store: Path) -> int:
@@ -243,14 +284,20 @@ def identity(p) -> tuple[int, float]:
 
 
 def compose(overrides: list[str] | None = None):
-    """The real Hydra config (conf/), composed as the CLI does, converted to a RunConfig. The judgement store
-    (pipeline.storage.judgements) is off unless a test sets ``judge.store`` or ``judge.store_path``: a test of the engine
-    or of resuming must see the engine judge, not answers an earlier test left in the project's cache."""
+    """The real Hydra config (conf/), composed as the CLI does, converted to a RunConfig, with two defaults of its own:
+
+    - the judgement store (pipeline.storage.judgements) is off unless a test sets ``judge.store`` or
+      ``judge.store_path``: a test of the engine or of resuming must see the engine judge, not answers an earlier
+      test left in the project's cache;
+    - the figures are off unless a test sets ``tracking.plots``: a run draws them in about a second and a figure
+      that cannot be drawn never fails a run (pipeline.reporting.plots.draw), so only the tests that look at them
+      draw them (``tracking.plots=true``)."""
     from pipeline.config.hydra import compose as compose_config
 
     overrides = list(overrides or [])
-    if not any(o.startswith(("judge.store", "+judge.store")) for o in overrides):
-        overrides.append("judge.store=false")
+    for key, default in (("judge.store", "judge.store=false"), ("tracking.plots", "tracking.plots=false")):
+        if not any(o.startswith((key, f"+{key}")) for o in overrides):
+            overrides.append(default)
     return compose_config(overrides)
 
 

@@ -29,6 +29,7 @@ OVERRIDES = [
     "scoring.methods=[win_ratio,avg_prob,poe_gaussian,davidson]",
     "judge.max_model_len=2048",
     "judge.env.VLLM_CPU_KVCACHE_SPACE=2",
+    "tracking.plots=true",
 ]
 
 
@@ -88,6 +89,7 @@ def test_correlations_costs_and_the_combined_method(absolute_run):
     run_dir = result.run_dir
     for name in ("cost.csv", "assessment.csv", "plots/spearman_by_mode.png", "tables/ratings.parquet"):
         assert (run_dir / name).exists(), name
+    assert "could not be drawn" not in result.summary
     assert np.isfinite(result.metrics["coherence/combined:geval/weight"])
 
 

@@ -23,6 +23,7 @@ OVERRIDES = [
     "reasons.n=3",
     "judge.env.VLLM_CPU_KVCACHE_SPACE=2",
     "tracking.experiment=generate-test",
+    "tracking.plots=true",
 ]
 
 
@@ -74,6 +75,7 @@ def test_the_leaderboard_has_intervals_and_is_printed_and_logged(generate_run):
     assert (result.run_dir / "leaderboard.csv").exists() and (
         result.run_dir / "plots" / "leaderboard.png"
     ).exists()
+    assert "could not be drawn" not in result.summary
     client = mlflow.MlflowClient(tracking_uri=result.tracking_uri)
     artifacts = {a.path for a in client.list_artifacts(result.mlflow_run_id)}
     assert {"leaderboard.csv", "reasons.csv", "generators.json"} <= artifacts

@@ -59,6 +59,7 @@ def trust_run(tmp_path_factory):
             "runtime=inprocess",
             f"paths.output_root={outputs}",
             f"paths.run_dir={outputs / 'run'}",
+            "tracking.plots=true",
         ]
     )
     return run(cfg)
@@ -126,6 +127,7 @@ def test_the_cascade_keeps_what_it_certifies_and_the_kept_verdicts_agree_as_guar
     assert f"{kept.height} of 350 comparisons kept with the guarantee" in summary
     assert "no prediction-powered leaderboard" in summary
     assert (trust_run.run_dir / "plots" / "risk_coverage.png").stat().st_size > 0
+    assert "could not be drawn" not in trust_run.summary
     tracking = json.loads((trust_run.run_dir / "tracking.json").read_text())
     metrics = mlflow.MlflowClient(tracking["tracking_uri"]).get_run(tracking["run_id"]).data.metrics
     assert metrics["trust/kept"] == kept.height and metrics["trust/escalated"] == 350 - kept.height
