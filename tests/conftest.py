@@ -99,29 +99,28 @@ def ray_cluster():
 
 
 @pytest.fixture(scope="session", autouse=True)
-def tracking_stores_start_as_copies():
+def tracking_stores_start_as_copies(tmp_path_factory):
     """A local MLflow store a run of this process makes (pipeline.run.tracking.local_store) starts as a copy of an
     empty one, made once per test process by MLflow itself: MLflow builds a new store's schema (its migrations) in
     one to three seconds, and the suite makes about 60. The run then opens and writes the real store as a user's run
     does, when and where it would make it; the runs the tests start as a process (tests/run/test_cli.py and others)
     still make theirs from nothing."""
-    import tempfile
-
     from pipeline.run import tracking
 
     make = tracking.local_store
 
     @functools.cache
     def empty() -> Path:
-        root = Path(tempfile.mkdtemp(prefix="ca-empty-mlflow-"))
+        root = tmp_path_factory.mktemp("empty-mlflow")
         from mlflow import MlflowClient
 
-        MlflowClient(tracking_uri=make(root)[0]).search_experiments()
-        return root / "mlflow" / "mlflow.db"
+        uri = make(root)[0]
+        MlflowClient(tracking_uri=uri).search_experiments()
+        return Path(uri.removeprefix("sqlite:///"))
 
     def local_store(output_root: Path) -> tuple[str, str]:
         made = make(output_root)
-        db = (output_root / "mlflow" / "mlflow.db").resolve()
+        db = Path(made[0].removeprefix("sqlite:///"))  # where the run's store is, as the product says
         if not db.exists():
             seed = db.with_name(f".{db.name}.{os.getpid()}.{threading.get_ident()}")
             shutil.copyfile(empty(), seed)
