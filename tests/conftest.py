@@ -8,6 +8,7 @@ import functools
 import itertools
 import os
 import shutil
+import sys
 import threading
 from pathlib import Path
 
@@ -96,6 +97,27 @@ def ray_cluster():
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def an_engine_inside_stays_with_its_file():
+    """What a vLLM engine inside the test process (``compose``) changes in that process is set back once the file's
+    tests are done, so that it does not reach the servers, runs and engines of a later file:
+
+    - the ``VLLM_*`` and ``OMP_*`` variables, as they were when the file started (pipeline.judge.vllm.engine puts an
+      engine's settings in its process's environment, where vLLM reads them: ``VLLM_ENABLE_V1_MULTIPROCESSING=0``
+      and its OpenMP threads would pass to every process started after);
+    - ``torch.set_num_threads``, which vLLM's CPU worker replaces in its engine's process by one that does nothing
+      (a later hf engine could not set its threads)."""
+    prefixes = ("VLLM_", "OMP_")
+    kept = {k: v for k, v in os.environ.items() if k.startswith(prefixes)}
+    yield
+    for key in [k for k in os.environ if k.startswith(prefixes) and k not in kept]:
+        del os.environ[key]
+    os.environ.update(kept)
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.set_num_threads is not torch._C.set_num_threads:
+        torch.set_num_threads = torch._C.set_num_threads
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -282,19 +304,35 @@ def identity(p) -> tuple[int, float]:
         return p.pid, 0.0
 
 
+#: What :func:`compose` sets unless a test sets the key itself.
+COMPOSE_DEFAULTS = {
+    "judge.store": "judge.store=false",
+    "tracking.plots": "tracking.plots=false",
+    "judge.engine_process": "judge.engine_process=worker",
+}
+
+
 def compose(overrides: list[str] | None = None):
-    """The real Hydra config (conf/), composed as the CLI does, converted to a RunConfig, with two defaults of its own:
+    """The real Hydra config (conf/), composed as the CLI does, converted to a RunConfig, with three defaults of its
+    own (``COMPOSE_DEFAULTS``):
 
     - the judgement store (pipeline.storage.judgements) is off unless a test sets ``judge.store`` or
       ``judge.store_path``: a test of the engine or of resuming must see the engine judge, not answers an earlier
       test left in the project's cache;
     - the figures are off unless a test sets ``tracking.plots``: a run draws them in about a second and a figure
       that cannot be drawn never fails a run (pipeline.reporting.plots.draw), so only the tests that look at them
-      draw them (``tracking.plots=true``)."""
+      draw them (``tracking.plots=true``);
+    - a vLLM engine runs inside the process that makes it (``judge.engine_process=worker``) unless a test sets
+      ``judge.engine_process``: on a judge's Ray actor that is what ``auto`` chooses on the CPU; in a test's own
+      process (an in-process run, an engine made by the test) it starts in 3-9 s against 20-35 s in vLLM's own
+      processes (two more processes that each import torch and vLLM), the same answers within 3e-5 nats. The
+      default of an in-process run, vLLM's own processes watched by the worker, is tested where it matters:
+      tests/run/test_faults.py (its engine killed), tests/run/test_folder.py, and the runs the tests start as a
+      process (the CLI), which keep every default."""
     from pipeline.config.hydra import compose as compose_config
 
     overrides = list(overrides or [])
-    for key, default in (("judge.store", "judge.store=false"), ("tracking.plots", "tracking.plots=false")):
+    for key, default in COMPOSE_DEFAULTS.items():
         if not any(o.startswith((key, f"+{key}")) for o in overrides):
             overrides.append(default)
     return compose_config(overrides)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.config.enums import MULTIPROCESSING_ENV, EngineProcess
+from pipeline.config.hydra import compose as compose_config
 from pipeline.config.judging import GeneratorConfig
 from pipeline.contracts.errors import ConfigError
 from pipeline.judge.generators import generator_judge_config
@@ -105,7 +106,8 @@ def test_a_user_s_aot_compile_setting_is_kept():
 def test_the_config_chooses_it_and_generators_follow_the_judge():
     cfg = compose(["judge.engine_process=own"])
     assert cfg.judge.engine_process == EngineProcess.own
-    assert compose([]).judge.engine_process == EngineProcess.auto
+    # the product's default (tests/conftest.compose runs the engine inside the test's process)
+    assert compose_config([]).judge.engine_process == EngineProcess.auto
     assert generator_judge_config(GeneratorConfig(name="g"), cfg.judge).engine_process == EngineProcess.own
 
 

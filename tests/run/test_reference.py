@@ -46,7 +46,9 @@ def case_config(case: str, output_root, *more: str):
 def judge_spec(cache_dir):
     from pipeline.judge.models import resolve_judge
 
-    return resolve_judge(compose([*COMMON]).judge, cache_dir)
+    # the engine where an in-process run has it, in vLLM's own processes (tests/conftest.compose would put it inside
+    # this process: 20 s sooner to start, but about as much slower to judge the cases' 258 prompts)
+    return resolve_judge(compose([*COMMON, "judge.engine_process=own"]).judge, cache_dir)
 
 
 @pytest.fixture(scope="module")
