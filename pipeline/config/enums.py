@@ -66,15 +66,15 @@ class EngineProcess(StrEnum):
     """Where a vLLM engine runs (``judge.engine_process``).
 
     worker: inside the judge worker's own process (vLLM without its engine-core and engine-worker processes).
-    On the CPU it starts in 8 s against 32 s (two processes fewer that each import torch and vLLM) and judges
-    about as fast, with the same answers to 3e-5 nats. One engine per process; a crash of the engine is a crash
-    of the worker (Ray replaces it).
+    On the CPU it starts in 3-9 s against 20-35 s (two processes fewer that each import torch and vLLM), judges as
+    fast in a process started with PyTorch's OpenMP preloaded (a judge's Ray actor), the same answers to 3e-5 nats.
+    It changes its process (environment, ``torch.set_num_threads``); its crash ends the worker (Ray replaces it).
 
     own: vLLM's default, the engine in processes of its own beside the worker, which watches them
     (pipeline.judge.hosting.watchdog); on a GPU they overlap scheduling with the model.
 
-    auto: worker for a CPU engine on a Ray actor (the actor is the engine's own process), own elsewhere (on a
-    GPU, and in a process that may host several engines: in-process runs, notebooks, tests)."""
+    auto: worker for a CPU engine on a Ray actor (the engine's own process), own elsewhere: on a GPU, and in a
+    process not the engine's alone (an in-process run, a notebook), which it would slow (~20%), change and end."""
 
     auto = "auto"
     worker = "worker"
