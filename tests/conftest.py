@@ -327,8 +327,8 @@ def compose(overrides: list[str] | None = None):
       process (an in-process run, an engine made by the test) it starts in 3-9 s against 20-35 s in vLLM's own
       processes (two more processes that each import torch and vLLM), the same answers within 3e-5 nats. The
       default of an in-process run, vLLM's own processes watched by the worker, is tested where it matters:
-      tests/run/test_faults.py (its engine killed), tests/run/test_folder.py, and the runs the tests start as a
-      process (the CLI), which keep every default."""
+      tests/run/test_faults.py (its engine killed), tests/run/test_folder.py, the reference engine
+      (tests/run/test_reference.py), and the runs the tests start as a process (the CLI), which keep every default."""
     from pipeline.config.hydra import compose as compose_config
 
     overrides = list(overrides or [])
