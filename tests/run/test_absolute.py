@@ -29,13 +29,14 @@ OVERRIDES = [
     "scoring.methods=[win_ratio,avg_prob,poe_gaussian,davidson]",
     "judge.max_model_len=2048",
     "judge.env.VLLM_CPU_KVCACHE_SPACE=2",
+    "tracking.experiment=absolute-test",
     "tracking.plots=true",
 ]
 
 
 @pytest.fixture(scope="module")
 def absolute_run(tmp_path_factory, ray_cluster):
-    return run_fresh(tmp_path_factory, [*OVERRIDES, "tracking.experiment=absolute-test"])
+    return run_fresh(tmp_path_factory, OVERRIDES)
 
 
 def test_every_candidate_is_rated_once_per_mode_beside_the_comparisons(absolute_run):
@@ -218,9 +219,7 @@ def test_the_check_plans_what_the_run_judged_and_a_resumed_folder_is_planned_as_
     _, result = absolute_run  # (its config is changed by the rerun's test: composed afresh here)
     root = result.run_dir.parents[2]
     folders = sorted(result.run_dir.parent.iterdir())
-    plan = check(
-        compose_config([*OVERRIDES, f"paths.output_root={root}", "tracking.experiment=absolute-test"])
-    )
+    plan = check(compose_config([*OVERRIDES, f"paths.output_root={root}"]))
     assert sorted(result.run_dir.parent.iterdir()) == folders  # nothing created
     judgments = pl.from_arrow(result.values["judgments"])
     ratings = pl.from_arrow(result.values["ratings"])
@@ -237,9 +236,7 @@ def test_the_check_plans_what_the_run_judged_and_a_resumed_folder_is_planned_as_
     # the prompt tokens the engine counted, against the estimate from a tokenized sample (a tenth either way)
     counted = result.judge_stats.prompt_tokens
     assert abs(plan.prompt_tokens - counted) < 0.1 * counted, (plan.prompt_tokens, counted)
-    again = check(
-        compose_config([*OVERRIDES, f"paths.run_dir={result.run_dir}", "tracking.experiment=absolute-test"])
-    )
+    again = check(compose_config([*OVERRIDES, f"paths.run_dir={result.run_dir}"]))
     assert again.resumed and again.prompts == 0 and again.stored == N_PAIRS + N_RATINGS
     assert "0 already judged" in plan.text() and f"{N_PAIRS + N_RATINGS} already judged" in again.text()
 

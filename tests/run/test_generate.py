@@ -22,14 +22,13 @@ OVERRIDES = [
     *(f"generate.models.{k}.max_tokens=32" for k in range(len(MODELS))),
     "reasons.n=3",
     "judge.env.VLLM_CPU_KVCACHE_SPACE=2",
-    "tracking.experiment=generate-test",
     "tracking.plots=true",
 ]
 
 
 @pytest.fixture(scope="module")
 def generate_run(tmp_path_factory, ray_cluster):
-    return run_fresh(tmp_path_factory, OVERRIDES)
+    return run_fresh(tmp_path_factory, [*OVERRIDES, "tracking.experiment=generate-test"])
 
 
 def test_every_model_answers_every_input_and_every_pair_is_judged_once_per_ordering(generate_run):
